@@ -1,0 +1,183 @@
+/**
+ * Admission: a turn's input is moderated once, and the decision is stored as an immutable receipt
+ * keyed by the turn. Retries of the same turn reuse the receipt instead of asking again.
+ */
+import { z } from "zod";
+import {
+  TurnInputSchema,
+  type AdmissionReceipt,
+  type GuardrailStore,
+  type Segment,
+  type TurnInput,
+} from "./contracts.js";
+import { AdmissionError } from "./errors.js";
+import { moderationDigest, turnKey } from "./keys.js";
+
+/** What the moderation provider is asked to judge. */
+export interface ModerationRequest {
+  readonly scopeId: string;
+  readonly turnId: string;
+  readonly policyVersion: string;
+  /** The exact ordered, labelled segments; a copy, so the provider cannot change the turn. */
+  readonly segments: readonly Segment[];
+  readonly moderationDigest: string;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** Answers literally `true` to allow the turn and `false` to deny it. Anything else is a failure. */
+export type Moderate = (request: ModerationRequest) => boolean | Promise<boolean>;
+
+export interface AdmitTurnOptions {
+  readonly store: GuardrailStore;
+  readonly input: TurnInput;
+  readonly moderate: Moderate;
+  readonly signal?: AbortSignal;
+  /** Clock for `decidedAt`; defaults to the system clock. */
+  readonly now?: () => Date;
+}
+
+const StoreShape = z.custom<GuardrailStore>(
+  (value) =>
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as Partial<GuardrailStore>).getReceipt === "function" &&
+    typeof (value as Partial<GuardrailStore>).putReceiptIfAbsent === "function",
+  "store must implement GuardrailStore",
+);
+
+const AdmitTurnOptionsSchema = z.object({
+  store: StoreShape,
+  moderate: z.custom<Moderate>((value) => typeof value === "function", "moderate must be a function"),
+  signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal).optional(),
+  now: z.custom<() => Date>((value) => typeof value === "function").optional(),
+});
+
+/** @internal A validated turn with its derived keys. */
+export interface ResolvedTurn {
+  readonly input: TurnInput;
+  readonly turnKey: string;
+  readonly moderationDigest: string;
+}
+
+/** @internal Validates untrusted turn input and derives its keys. */
+export function resolveTurn(input: unknown): ResolvedTurn {
+  const parsed = TurnInputSchema.safeParse(input);
+  if (!parsed.success) {
+    throw new AdmissionError("invalid_input", `invalid turn input: ${z.prettifyError(parsed.error)}`);
+  }
+  // Frozen: the resolved turn is shared by every call of the turn and handed to `authorize`.
+  for (const segment of parsed.data.segments) Object.freeze(segment);
+  Object.freeze(parsed.data.segments);
+  return {
+    input: Object.freeze(parsed.data),
+    turnKey: turnKey(parsed.data),
+    moderationDigest: moderationDigest(parsed.data),
+  };
+}
+
+/** @internal Throws unless `receipt` was issued for exactly this turn input. */
+export function checkReceiptMatches(receipt: AdmissionReceipt, turn: ResolvedTurn): void {
+  if (
+    receipt.turnKey !== turn.turnKey ||
+    receipt.scopeId !== turn.input.scopeId ||
+    receipt.turnId !== turn.input.turnId ||
+    receipt.policyVersion !== turn.input.policyVersion ||
+    receipt.moderationDigest !== turn.moderationDigest
+  ) {
+    throw new AdmissionError(
+      "input_mismatch",
+      "this turn was admitted with other segments or another policy version; issue a new turn id for new input",
+    );
+  }
+}
+
+/**
+ * Moderates a turn once and stores the decision as an immutable receipt. A turn that already has
+ * a receipt (allowed or denied) reuses it without calling `moderate`; of concurrent first
+ * admissions, one receipt wins and every caller gets it.
+ *
+ * Returns the receipt; pass the turn to `createDocumentGuardrails`, which refuses to run a turn
+ * without an allowed receipt. Throws `AdmissionError` when the input is invalid, when a receipt
+ * for the same turn binds other input, or when moderation fails or answers a non-boolean (nothing
+ * is stored then, so the turn can be admitted once the provider works).
+ */
+export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionReceipt> {
+  const parsedOptions = AdmitTurnOptionsSchema.safeParse(options);
+  if (!parsedOptions.success) {
+    throw new AdmissionError("invalid_input", `invalid admitTurn options: ${z.prettifyError(parsedOptions.error)}`);
+  }
+  const { store, moderate, signal, now } = parsedOptions.data;
+  const turn = resolveTurn(options.input);
+
+  const existing = await store.getReceipt(turn.turnKey);
+  if (existing !== undefined) {
+    checkReceiptMatches(existing, turn);
+    return existing;
+  }
+
+  signal?.throwIfAborted();
+  let answer: unknown;
+  try {
+    answer = await moderate({
+      scopeId: turn.input.scopeId,
+      turnId: turn.input.turnId,
+      policyVersion: turn.input.policyVersion,
+      segments: turn.input.segments.map((segment) => ({ ...segment })),
+      moderationDigest: turn.moderationDigest,
+      signal,
+    });
+  } catch (error) {
+    throw new AdmissionError("moderation_failed", "the moderation provider failed; the turn was not admitted", {
+      cause: error,
+    });
+  }
+  if (typeof answer !== "boolean") {
+    throw new AdmissionError(
+      "moderation_failed",
+      `the moderation provider answered ${typeof answer}, not a boolean; the turn was not admitted`,
+    );
+  }
+  signal?.throwIfAborted();
+
+  const winner = await store.putReceiptIfAbsent({
+    turnKey: turn.turnKey,
+    scopeId: turn.input.scopeId,
+    turnId: turn.input.turnId,
+    policyVersion: turn.input.policyVersion,
+    moderationDigest: turn.moderationDigest,
+    allowed: answer,
+    decidedAt: (now ?? (() => new Date()))().toISOString(),
+  });
+  checkReceiptMatches(winner, turn);
+  return winner;
+}
+
+export interface AssertAdmittedOptions {
+  readonly store: Pick<GuardrailStore, "getReceipt">;
+  readonly input: TurnInput;
+}
+
+/**
+ * Resolves to the turn's allowed receipt, or throws `AdmissionError` (`not_admitted`, `denied`,
+ * `input_mismatch`, `invalid_input`). The middleware calls this before the first model or tool
+ * call of a turn.
+ */
+export async function assertAdmitted(options: AssertAdmittedOptions): Promise<AdmissionReceipt> {
+  return assertResolvedAdmitted(options.store, resolveTurn(options.input));
+}
+
+/** @internal */
+export async function assertResolvedAdmitted(
+  store: Pick<GuardrailStore, "getReceipt">,
+  turn: ResolvedTurn,
+): Promise<AdmissionReceipt> {
+  const receipt = await store.getReceipt(turn.turnKey);
+  if (receipt === undefined) {
+    throw new AdmissionError("not_admitted", "this turn has no admission receipt; call admitTurn first");
+  }
+  checkReceiptMatches(receipt, turn);
+  if (!receipt.allowed) {
+    throw new AdmissionError("denied", "this turn was denied by moderation");
+  }
+  return receipt;
+}

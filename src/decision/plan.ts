@@ -1,0 +1,100 @@
+/**
+ * The decision table of design section 3, as pure functions of the policy, the model step and the
+ * store's answers. The middleware asks these in order; the first refusal wins.
+ */
+import type { ClaimResult, MutationResult, RefusalCode, ToolKind } from "../contracts.js";
+import type { StepCall } from "./transcript.js";
+
+export type Refusal = { readonly refuse: RefusalCode };
+
+/** Steps 2 and 3: is the tool registered, and are the step's call ids unique? */
+export function checkCall(
+  call: { readonly name: string; readonly id?: string | undefined },
+  step: readonly StepCall[] | undefined,
+  kind: ToolKind | undefined,
+  toolAvailable: boolean,
+): Refusal | { readonly kind: ToolKind; readonly id: string } {
+  if (kind === undefined || !toolAvailable) return { refuse: "unregistered_tool" };
+  if (call.id === undefined || call.id === "" || step === undefined || hasDuplicateIds(step)) {
+    return { refuse: "duplicate_call_id" };
+  }
+  return { kind, id: call.id };
+}
+
+function hasDuplicateIds(step: readonly StepCall[]): boolean {
+  const seen = new Set<string | undefined>();
+  for (const call of step) {
+    if (seen.has(call.id)) return true;
+    seen.add(call.id);
+  }
+  return false;
+}
+
+/**
+ * Step 7, before any I/O: a mutation may not share its step with a read, and only the step's
+ * first mutation is eligible.
+ */
+export function checkMutationStep(
+  callId: string,
+  step: readonly StepCall[],
+  kindOf: (toolName: string) => ToolKind | undefined,
+): Refusal | undefined {
+  let firstMutation: string | undefined;
+  let hasRead = false;
+  for (const call of step) {
+    const kind = kindOf(call.name);
+    if (kind === "document-read" || kind === "source-read") hasRead = true;
+    if (kind === "mutation" && firstMutation === undefined) firstMutation = call.id;
+  }
+  if (hasRead) return { refuse: "read_batch_deferred" };
+  if (firstMutation !== callId) return { refuse: "single_mutation" };
+  return undefined;
+}
+
+/** What to do with the store's answer to a claim. */
+export type ClaimAction =
+  | { readonly execute: string }
+  | { readonly replay: MutationResult }
+  | Refusal;
+
+export function claimAction(claim: ClaimResult): ClaimAction {
+  switch (claim.status) {
+    case "acquired":
+      return { execute: claim.token };
+    case "replay":
+      return { replay: claim.result };
+    case "pending":
+      return { refuse: "mutation_pending" };
+    case "unknown":
+      return { refuse: "mutation_unknown" };
+    case "conflict":
+      return { refuse: "mutation_conflict" };
+    case "scope_unresolved":
+      return { refuse: "scope_unresolved" };
+  }
+}
+
+/** What the model is told for each refusal: why, and what to do next. */
+export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
+  unregistered_tool: "This tool is not governed by the document guardrails, so it cannot run. Use another tool.",
+  duplicate_call_id:
+    "Tool call ids in this step are missing or repeated, so none of the calls ran. Call the tools again, each with its own id.",
+  unauthorized: "This call is not authorized for this user. Do not retry it; tell the user.",
+  invalid_arguments:
+    "The arguments do not match the tool's schema, so the call did not run. Fix every listed problem and call it again.",
+  read_batch_deferred:
+    "A change cannot run in the same step as a read, so it did not run. Check the read result, then make the change in a step of its own.",
+  single_mutation:
+    "Only the first change in a step may run, so this one did not. A turn makes at most one change.",
+  read_required: "Read the document in this turn before changing it, then make the change.",
+  mutation_pending:
+    "This change is already being applied. Do not call it again; tell the user it is in progress.",
+  mutation_unknown:
+    "The outcome of this change is unknown and it will not be retried. Tell the user an operator has to confirm it.",
+  mutation_conflict:
+    "This turn has already made its one change. Do not make another; tell the user what was done.",
+  scope_unresolved:
+    "An earlier change to this document has an unknown outcome and awaits an operator, so no change can be made now. Tell the user.",
+  tool_failed: "The tool failed and returned no result. Try a different approach or tell the user.",
+  unsupported_result: "The tool returned a result the guardrails cannot record, so it was withheld.",
+};

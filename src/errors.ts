@@ -1,0 +1,122 @@
+/**
+ * Errors thrown by the library. Each carries a brand under a registered symbol so an ESM and a
+ * CommonJS copy of the package loaded in one process still recognise each other's errors, where
+ * `instanceof` would not.
+ */
+
+const BRAND = Symbol.for("arkah-agent-guardrails.error");
+
+type Branded = Record<typeof BRAND, string>;
+
+function hasBrand(error: unknown, name: string): boolean {
+  return (
+    typeof error === "object" &&
+    error !== null &&
+    (error as Partial<Branded>)[BRAND] === name
+  );
+}
+
+/** Walks an error's `cause` chain (LangChain wraps middleware errors in `MiddlewareError`). */
+function findBranded(error: unknown, name: string): unknown {
+  let current: unknown = error;
+  for (let depth = 0; depth < 16 && current !== undefined && current !== null; depth++) {
+    if (hasBrand(current, name)) return current;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+function brand(error: Error, name: string): void {
+  Object.defineProperty(error, BRAND, { value: name, enumerable: false });
+  error.name = name;
+}
+
+/** Why a turn was not admitted. */
+export type AdmissionErrorCode =
+  /** The turn input failed validation (empty ids, duplicate labels, no user segment...). */
+  | "invalid_input"
+  /** No receipt exists for this turn: `admitTurn` was not called (or not awaited). */
+  | "not_admitted"
+  /** The moderation decision for this turn was a denial. */
+  | "denied"
+  /** A receipt exists for this turn but for other segments or another policy version. */
+  | "input_mismatch"
+  /** The latest text `HumanMessage` is not the admitted user segment. */
+  | "transcript_mismatch"
+  /** The moderation provider threw, timed out or answered something other than a boolean. */
+  | "moderation_failed";
+
+/**
+ * A run was refused before any model or tool call because its user turn is not admitted.
+ * Thrown, never returned to the model: nothing of the turn runs.
+ */
+export class AdmissionError extends Error {
+  readonly code: AdmissionErrorCode;
+
+  constructor(code: AdmissionErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    brand(this, "AdmissionError");
+  }
+
+  static isInstance(error: unknown): error is AdmissionError {
+    return hasBrand(error, "AdmissionError");
+  }
+
+  /**
+   * The `AdmissionError` behind a caught error, if any. `agent.invoke` rejects with LangChain's
+   * `MiddlewareError`, which keeps the original as its `cause`.
+   */
+  static find(error: unknown): AdmissionError | undefined {
+    return findBranded(error, "AdmissionError") as AdmissionError | undefined;
+  }
+}
+
+/** Invalid options passed to a factory or constructor. The message names the fix. */
+export class ConfigurationError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    brand(this, "ConfigurationError");
+  }
+
+  static isInstance(error: unknown): error is ConfigurationError {
+    return hasBrand(error, "ConfigurationError");
+  }
+}
+
+/**
+ * A value crossing the `GuardrailStore` boundary is invalid: a malformed argument, or a stored
+ * record that no longer parses. Nothing was written.
+ */
+export class StoreContractError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    brand(this, "StoreContractError");
+  }
+
+  static isInstance(error: unknown): error is StoreContractError {
+    return hasBrand(error, "StoreContractError");
+  }
+}
+
+/**
+ * Throw this from a tool to ask the middleware for another attempt. Nothing else is retried,
+ * and only tools whose retry policy allows more than one attempt are retried.
+ */
+export class RetryableToolError extends Error {
+  /** The earliest the next attempt may start, e.g. from a `Retry-After` header. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(message: string, options?: { cause?: unknown; retryAfterMs?: number }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.retryAfterMs = options?.retryAfterMs;
+    brand(this, "RetryableToolError");
+  }
+
+  static isInstance(error: unknown): error is RetryableToolError {
+    return hasBrand(error, "RetryableToolError");
+  }
+}
+
+/** @internal Used by modules that define their own branded errors. */
+export const errorBrand = { brand, hasBrand, findBranded } as const;

@@ -1,0 +1,71 @@
+/**
+ * The derived keys: each is `digest` (SHA-256 over RFC 8785 canonical JSON) of a small tagged
+ * object, so a service in another language can compute the same values. The formulas are part of
+ * the public contract and documented in docs/architecture.md.
+ */
+import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
+import { digest } from "./digest.js";
+
+/** Identifies a user turn: `(scopeId, turnId)`. The policy version is deliberately left out. */
+export function turnKey(turn: TurnRef): string {
+  return digest({ kind: "arkah.turn", v: 1, scopeId: turn.scopeId, turnId: turn.turnId });
+}
+
+/** The digest of the exact ordered, labelled segments a moderation provider judged. */
+export function moderationDigest(input: { readonly segments: readonly Segment[] }): string {
+  return digest({
+    kind: "arkah.segments",
+    v: 1,
+    segments: input.segments.map(({ label, content }) => ({ label, content })),
+  });
+}
+
+/** A tool call as the model proposed it. */
+export interface ToolCallRef {
+  readonly id: string;
+  readonly name: string;
+  readonly args: unknown;
+}
+
+function keyOf(turnKeyValue: string, toolName: string, argsDigest: string, toolCallId: string) {
+  return digest({ kind: "arkah.mutation", v: 1, turnKey: turnKeyValue, toolName, argsDigest, toolCallId });
+}
+
+/**
+ * The idempotency key of one mutation: turn, tool, arguments and call id. Pass it to the write
+ * service so a write that outlives a crash can be recognised when an operator reconciles it.
+ */
+export function mutationKey(turn: TurnRef, call: ToolCallRef): string {
+  return keyOf(turnKey(turn), call.name, digest(call.args), call.id);
+}
+
+/** @internal The identity a claim is made under. */
+export function mutationIdentity(
+  turn: { readonly scopeId: string; readonly turnKey: string },
+  call: ToolCallRef,
+): MutationIdentity {
+  const argsDigest = digest(call.args);
+  return {
+    turnKey: turn.turnKey,
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest,
+    mutationKey: keyOf(turn.turnKey, call.name, argsDigest, call.id),
+  };
+}
+
+/** @internal Binds a successful document read to the exact text the model was shown. */
+export function readEvidenceDigest(
+  turnKeyValue: string,
+  read: { readonly toolCallId: string; readonly toolName: string; readonly content: string },
+): string {
+  return digest({
+    kind: "arkah.read",
+    v: 1,
+    turnKey: turnKeyValue,
+    toolCallId: read.toolCallId,
+    toolName: read.toolName,
+    content: read.content,
+  });
+}

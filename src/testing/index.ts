@@ -1,0 +1,1 @@
+export { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "./scripted-model.js";

@@ -1,0 +1,106 @@
+/**
+ * The admission half of the middleware shell: which turn a call belongs to, and whether that
+ * turn is admitted and still the one the transcript shows.
+ */
+import type { BaseMessage } from "@langchain/core/messages";
+import { assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
+import type { GuardrailStore, TurnInput } from "./contracts.js";
+import { latestHumanIndex, textContent } from "./decision/transcript.js";
+import { AdmissionError } from "./errors.js";
+
+/** The `context` key under which one compiled agent receives the trusted turn per invocation. */
+export const TURN_CONTEXT_KEY = "arkahTurn";
+
+/**
+ * The `context` for `agent.invoke(input, { context: turnContext(turn) })` when one middleware
+ * serves many turns. Spread it into your own context object if you have one. The turn object is
+ * read once per object identity: pass a new object for a new turn, and do not mutate it.
+ */
+export function turnContext(input: TurnInput): { readonly [TURN_CONTEXT_KEY]: TurnInput } {
+  return { [TURN_CONTEXT_KEY]: input };
+}
+
+/** An admitted turn and where its user message sits in the transcript. */
+export interface AdmittedTurn {
+  readonly turn: ResolvedTurn;
+  /** Index of the admitted user message: the turn's own messages follow it. */
+  readonly humanIndex: number;
+}
+
+/** Verified receipts to remember; receipts are immutable, so a verified one stays valid. */
+const VERIFIED_LIMIT = 4096;
+
+export class TurnGate {
+  readonly #store: GuardrailStore;
+  readonly #userMessageLabel: string;
+  readonly #fixed: ResolvedTurn | undefined;
+  readonly #parsed = new WeakMap<object, ResolvedTurn>();
+  /** turn key -> the moderation digest and policy version its allowed receipt binds. */
+  readonly #verified = new Map<string, string>();
+
+  constructor(store: GuardrailStore, userMessageLabel: string, fixed: ResolvedTurn | undefined) {
+    this.#store = store;
+    this.#userMessageLabel = userMessageLabel;
+    this.#fixed = fixed;
+  }
+
+  /**
+   * Resolves the call's turn and throws `AdmissionError` unless its receipt is allowed and the
+   * latest text `HumanMessage` is exactly the admitted user segment.
+   */
+  async admit(context: unknown, messages: readonly BaseMessage[]): Promise<AdmittedTurn> {
+    const turn = this.#fixed ?? this.#fromContext(context);
+    const binding = `${turn.moderationDigest}/${turn.input.policyVersion}`;
+    if (this.#verified.get(turn.turnKey) !== binding) {
+      await assertResolvedAdmitted(this.#store, turn);
+      this.#remember(turn.turnKey, binding);
+    }
+    const humanIndex = latestHumanIndex(messages);
+    const human = messages[humanIndex];
+    const expected = userSegment(turn.input, this.#userMessageLabel);
+    if (human === undefined || textContent(human) !== expected) {
+      throw new AdmissionError(
+        "transcript_mismatch",
+        "the latest user message is not the admitted user segment; admit the new message as a new turn",
+      );
+    }
+    return { turn, humanIndex };
+  }
+
+  #fromContext(context: unknown): ResolvedTurn {
+    const raw =
+      typeof context === "object" && context !== null
+        ? (context as Record<string, unknown>)[TURN_CONTEXT_KEY]
+        : undefined;
+    if (typeof raw !== "object" || raw === null) {
+      throw new AdmissionError(
+        "invalid_input",
+        `no turn in context: pass { context: turnContext(turn) } to agent.invoke, or construct the middleware with input`,
+      );
+    }
+    let turn = this.#parsed.get(raw);
+    if (turn === undefined) {
+      turn = resolveTurn(raw);
+      userSegment(turn.input, this.#userMessageLabel);
+      this.#parsed.set(raw, turn);
+    }
+    return turn;
+  }
+
+  #remember(key: string, binding: string): void {
+    if (this.#verified.size >= VERIFIED_LIMIT) {
+      const oldest = this.#verified.keys().next();
+      if (oldest.done !== true) this.#verified.delete(oldest.value);
+    }
+    this.#verified.set(key, binding);
+  }
+}
+
+/** The content of the segment the user typed. Throws if the turn has no such segment. */
+export function userSegment(input: TurnInput, label: string): string {
+  const segment = input.segments.find((candidate) => candidate.label === label);
+  if (segment === undefined) {
+    throw new AdmissionError("invalid_input", `the turn has no segment labelled "${label}" (userMessageLabel)`);
+  }
+  return segment.content;
+}
