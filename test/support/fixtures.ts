@@ -1,0 +1,216 @@
+/**
+ * Shared fixtures for agent tests: a document service whose writes are counted, its tools, a
+ * standard turn, and helpers to run a real `createAgent` loop with a scripted model.
+ */
+import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import type { BaseCheckpointSaver } from "@langchain/langgraph";
+import { createAgent, tool, type AgentMiddleware } from "langchain";
+import { z } from "zod";
+import {
+  admitTurn,
+  createDocumentGuardrails,
+  InMemoryGuardrailStore,
+  type DocumentGuardrailsOptions,
+  type GuardrailLogger,
+  type GuardrailStore,
+  type ToolPolicy,
+  type TurnInput,
+} from "arkah-agent-guardrails";
+import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
+
+/** A document service. `writes` counts executed renames: the side effect tests assert on. */
+export class DocumentService {
+  title = "Untitled";
+  revision = 0;
+  writes = 0;
+  reads = 0;
+
+  snapshot(): string {
+    return JSON.stringify({ title: this.title, revision: this.revision });
+  }
+
+  rename(title: string, expectedRevision: number): string {
+    if (expectedRevision !== this.revision) {
+      throw new Error(`revision conflict at /srv/docs/secret-path: expected ${String(expectedRevision)}`);
+    }
+    this.writes += 1;
+    this.title = title;
+    this.revision += 1;
+    return this.snapshot();
+  }
+}
+
+/** Hooks a test can set to make a tool slow, fail or interrupt. */
+export interface ToolHooks {
+  beforeRead?: () => Promise<void> | void;
+  beforeWrite?: (signal: AbortSignal | undefined) => Promise<void> | void;
+  afterWrite?: () => Promise<void> | void;
+}
+
+export function documentTools(service: DocumentService, hooks: ToolHooks = {}) {
+  const readDocument = tool(
+    async () => {
+      await hooks.beforeRead?.();
+      service.reads += 1;
+      return service.snapshot();
+    },
+    { name: "read_document", description: "Read the document.", schema: z.object({}) },
+  );
+  const searchSources = tool(() => "source: style guide says short titles", {
+    name: "search_sources",
+    description: "Search other sources.",
+    schema: z.object({ query: z.string() }),
+  });
+  const renameDocument = tool(
+    async ({ title, expectedRevision }, config) => {
+      await hooks.beforeWrite?.(config.signal);
+      const result = service.rename(title, expectedRevision);
+      await hooks.afterWrite?.();
+      return result;
+    },
+    {
+      name: "rename_document",
+      description: "Rename the document.",
+      schema: z.object({ title: z.string().min(1), expectedRevision: z.number().int().min(0) }),
+    },
+  );
+  const remember = tool(() => "Preference saved", {
+    name: "remember",
+    description: "Remember a preference.",
+    schema: z.object({ preference: z.string() }),
+  });
+  return { readDocument, searchSources, renameDocument, remember, all: [readDocument, searchSources, renameDocument, remember] };
+}
+
+export const TOOL_POLICIES: Record<string, ToolPolicy> = {
+  read_document: { kind: "document-read" },
+  search_sources: { kind: "source-read" },
+  rename_document: { kind: "mutation" },
+  remember: { kind: "auxiliary" },
+};
+
+export const USER_MESSAGE = "Please rename this document to Field notes.";
+
+export function turnInput(overrides: Partial<TurnInput> = {}): TurnInput {
+  return {
+    scopeId: "doc-1",
+    turnId: "turn-1",
+    policyVersion: "v1",
+    segments: [{ label: "user", content: USER_MESSAGE }],
+    ...overrides,
+  };
+}
+
+/** The user message of a turn built by `turnInput`. */
+export function userText(input: TurnInput): string {
+  const segment = input.segments.find((candidate) => candidate.label === "user");
+  if (segment === undefined) throw new Error("turn has no user segment");
+  return segment.content;
+}
+
+export const read = (id: string): ScriptedToolCall => ({ id, name: "read_document", args: {} });
+export const rename = (id: string, title = "Field notes", expectedRevision = 0): ScriptedToolCall => ({
+  id,
+  name: "rename_document",
+  args: { title, expectedRevision },
+});
+export const remember = (id: string): ScriptedToolCall => ({ id, name: "remember", args: { preference: "short" } });
+export const search = (id: string): ScriptedToolCall => ({ id, name: "search_sources", args: { query: "titles" } });
+
+export const silentLogger: GuardrailLogger & { warnings: string[] } = {
+  warnings: [],
+  warn(message) {
+    this.warnings.push(message);
+  },
+};
+
+export async function admit(store: GuardrailStore, input: TurnInput, allowed = true) {
+  return admitTurn({ store, input, moderate: () => allowed });
+}
+
+export interface GuardedAgentOptions {
+  script: readonly ScriptStep[];
+  store?: GuardrailStore;
+  input?: TurnInput;
+  service?: DocumentService;
+  hooks?: ToolHooks;
+  guardrails?: Partial<DocumentGuardrailsOptions>;
+  /** Extra middleware placed after the guardrails (inner layers). */
+  middleware?: readonly AgentMiddleware[];
+  checkpointer?: BaseCheckpointSaver;
+}
+
+/** Builds a real agent guarded by `createDocumentGuardrails` with a scripted model. */
+export function guardedAgent(options: GuardedAgentOptions) {
+  const store = options.store ?? new InMemoryGuardrailStore();
+  const input = options.input ?? turnInput();
+  const service = options.service ?? new DocumentService();
+  const model = new ScriptedModel(options.script);
+  const guardrails = createDocumentGuardrails({
+    input,
+    store,
+    userMessageLabel: "user",
+    authorize: () => true,
+    tools: TOOL_POLICIES,
+    logger: { warn: () => undefined },
+    ...options.guardrails,
+  });
+  const agent = createAgent({
+    model,
+    tools: documentTools(service, options.hooks).all,
+    middleware: [guardrails, ...(options.middleware ?? [])],
+    ...(options.checkpointer === undefined ? {} : { checkpointer: options.checkpointer }),
+  });
+  return { agent, store, input, service, model };
+}
+
+/** Runs one invocation with the turn's user message. */
+export async function invokeTurn(
+  agent: ReturnType<typeof guardedAgent>["agent"],
+  input: TurnInput,
+  config: Parameters<ReturnType<typeof guardedAgent>["agent"]["invoke"]>[1] = {},
+) {
+  const result = await agent.invoke({ messages: [new HumanMessage(userText(input))] }, config);
+  return result.messages;
+}
+
+/** One entry per ToolMessage: the refusal code for refusals, otherwise the content. */
+export interface ToolOutcome {
+  name: string | undefined;
+  callId: string;
+  status: "success" | "error";
+  code: string | undefined;
+  content: string;
+}
+
+export function toolOutcomes(messages: readonly BaseMessage[]): ToolOutcome[] {
+  return messages.filter(ToolMessage.isInstance).map((message) => {
+    const content = typeof message.content === "string" ? message.content : JSON.stringify(message.content);
+    return {
+      name: message.name,
+      callId: message.tool_call_id,
+      status: message.status === "error" ? "error" : "success",
+      code: refusalCode(content),
+      content,
+    };
+  });
+}
+
+export function refusalCode(content: string): string | undefined {
+  try {
+    const parsed: unknown = JSON.parse(content);
+    if (typeof parsed === "object" && parsed !== null && "guardrail" in parsed && typeof parsed.guardrail === "string") {
+      return parsed.guardrail;
+    }
+  } catch {
+    // An ordinary tool result.
+  }
+  return undefined;
+}
+
+/** The outcome for one call id; fails the test if there is not exactly one. */
+export function outcomeOf(messages: readonly BaseMessage[], callId: string): ToolOutcome {
+  const matches = toolOutcomes(messages).filter((outcome) => outcome.callId === callId);
+  if (matches.length !== 1) throw new Error(`expected one ToolMessage for ${callId}, found ${String(matches.length)}`);
+  return matches[0] as ToolOutcome;
+}
