@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import {
+  AdmissionReceiptSchema,
   TurnInputSchema,
   type AdmissionReceipt,
   type GuardrailStore,
@@ -12,6 +13,7 @@ import {
 } from "./contracts.js";
 import { AdmissionError } from "./errors.js";
 import { moderationDigest, turnKey } from "./keys.js";
+import { parseStoreValue } from "./stores/validate.js";
 
 /** What the moderation provider is asked to judge. */
 export interface ModerationRequest {
@@ -75,6 +77,15 @@ export function resolveTurn(input: unknown): ResolvedTurn {
   };
 }
 
+/** The store's receipt for a turn key, validated: a store is trusted, not infallible. */
+async function storedReceipt(
+  store: Pick<GuardrailStore, "getReceipt">,
+  key: string,
+): Promise<AdmissionReceipt | undefined> {
+  const answer = await store.getReceipt(key);
+  return answer === undefined ? undefined : parseStoreValue(AdmissionReceiptSchema, answer, "getReceipt answer");
+}
+
 /** @internal Throws unless `receipt` was issued for exactly this turn input. */
 export function checkReceiptMatches(receipt: AdmissionReceipt, turn: ResolvedTurn): void {
   if (
@@ -109,7 +120,7 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
   const { store, moderate, signal, now } = parsedOptions.data;
   const turn = resolveTurn(options.input);
 
-  const existing = await store.getReceipt(turn.turnKey);
+  const existing = await storedReceipt(store, turn.turnKey);
   if (existing !== undefined) {
     checkReceiptMatches(existing, turn);
     return existing;
@@ -139,7 +150,7 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
   }
   signal?.throwIfAborted();
 
-  const winner = await store.putReceiptIfAbsent({
+  const stored = await store.putReceiptIfAbsent({
     turnKey: turn.turnKey,
     scopeId: turn.input.scopeId,
     turnId: turn.input.turnId,
@@ -148,6 +159,7 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
     allowed: answer,
     decidedAt: (now ?? (() => new Date()))().toISOString(),
   });
+  const winner = parseStoreValue(AdmissionReceiptSchema, stored, "putReceiptIfAbsent answer");
   checkReceiptMatches(winner, turn);
   return winner;
 }
@@ -171,7 +183,7 @@ export async function assertResolvedAdmitted(
   store: Pick<GuardrailStore, "getReceipt">,
   turn: ResolvedTurn,
 ): Promise<AdmissionReceipt> {
-  const receipt = await store.getReceipt(turn.turnKey);
+  const receipt = await storedReceipt(store, turn.turnKey);
   if (receipt === undefined) {
     throw new AdmissionError("not_admitted", "this turn has no admission receipt; call admitTurn first");
   }

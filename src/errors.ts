@@ -97,6 +97,49 @@ export class StoreContractError extends Error {
   static isInstance(error: unknown): error is StoreContractError {
     return hasBrand(error, "StoreContractError");
   }
+
+  /** The `StoreContractError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
+  static find(error: unknown): StoreContractError | undefined {
+    return findBranded(error, "StoreContractError") as StoreContractError | undefined;
+  }
+}
+
+/**
+ * The outcome of a mutation that ran could not be recorded: the store failed during settlement.
+ * The claim stays `pending` (closed), so the call never runs again; an operator must reconcile it
+ * by its `mutationKey`. The store's own error is the `cause`.
+ */
+export class SettlementError extends Error {
+  readonly toolName: string;
+  readonly toolCallId: string;
+  readonly mutationKey: string;
+  /** What was being recorded: the result (`complete`) or an ambiguous outcome (`unknown`). */
+  readonly outcome: "complete" | "unknown";
+
+  constructor(
+    fields: { toolName: string; toolCallId: string; mutationKey: string; outcome: "complete" | "unknown" },
+    options: { cause: unknown },
+  ) {
+    super(
+      `could not record the ${fields.outcome} outcome of ${fields.toolName} call ${fields.toolCallId} ` +
+        `(mutationKey ${fields.mutationKey}); its claim stays pending and will not run again until an operator reconciles it`,
+      options,
+    );
+    this.toolName = fields.toolName;
+    this.toolCallId = fields.toolCallId;
+    this.mutationKey = fields.mutationKey;
+    this.outcome = fields.outcome;
+    brand(this, "SettlementError");
+  }
+
+  static isInstance(error: unknown): error is SettlementError {
+    return hasBrand(error, "SettlementError");
+  }
+
+  /** The `SettlementError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
+  static find(error: unknown): SettlementError | undefined {
+    return findBranded(error, "SettlementError") as SettlementError | undefined;
+  }
 }
 
 /**

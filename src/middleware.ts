@@ -12,8 +12,10 @@ import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import {
+  ClaimResultSchema,
   ToolPolicySchema,
   type GuardrailStore,
+  type MutationSettlement,
   type MutationResult,
   type RefusalCode,
   type ToolKind,
@@ -22,9 +24,10 @@ import {
 } from "./contracts.js";
 import { checkCall, checkMutationStep, claimAction, REFUSAL_MESSAGES } from "./decision/plan.js";
 import { findStep, readCandidates, textContent } from "./decision/transcript.js";
-import { ConfigurationError } from "./errors.js";
+import { ConfigurationError, SettlementError } from "./errors.js";
 import { mutationIdentity, readEvidenceDigest } from "./keys.js";
 import { runWithRetryBoundary } from "./retry.js";
+import { parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
 import { TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
@@ -91,7 +94,7 @@ const OptionsSchema = z.strictObject({
   requireResolvedScope: z.boolean().optional(),
   logger: z
     .custom<GuardrailLogger>(
-      (value) => typeof value === "object" && value !== null && isFunction((value as Record<string, unknown>)["warn"]),
+      (value) => typeof value === "object" && value !== null && isFunction((value as { warn?: unknown }).warn),
       "logger must have a warn(message, fields) method",
     )
     .optional(),
@@ -219,17 +222,41 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
 
       signal?.throwIfAborted();
       const turn = admitted.turn;
+      const identity = mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, call);
       const action = claimAction(
-        await store.claimMutation(mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, call), {
-          requireResolvedScope,
-        }),
+        parseStoreValue(
+          ClaimResultSchema,
+          await store.claimMutation(identity, { requireResolvedScope }),
+          "claimMutation answer",
+        ),
       );
       if ("refuse" in action) return refusal(call, action.refuse);
       if ("replay" in action) return replayMessage(call, action.replay);
 
       // The slot is ours: run once, then settle. Anything but a text result settles `unknown`.
       const token = action.execute;
-      const settleUnknown = () => store.settleMutation({ turnKey: turn.turnKey, token, outcome: "unknown" });
+      const settle = async (outcome: { outcome: "unknown" } | { outcome: "complete"; result: MutationResult }) => {
+        const settlement: MutationSettlement = { turnKey: turn.turnKey, token, ...outcome };
+        let applied: boolean;
+        try {
+          applied = parseStoreValue(StoreBooleanSchema, await store.settleMutation(settlement), "settleMutation answer");
+        } catch (error) {
+          const failure = new SettlementError(
+            { toolName: call.name, toolCallId: call.id, mutationKey: identity.mutationKey, outcome: outcome.outcome },
+            { cause: error },
+          );
+          logger.warn(failure.message, { toolName: call.name, toolCallId: call.id, mutationKey: identity.mutationKey, error });
+          throw failure;
+        }
+        if (!applied) {
+          logger.warn("settlement rejected: the claim is no longer pending under this token", {
+            toolName: call.name,
+            toolCallId: call.id,
+            mutationKey: identity.mutationKey,
+          });
+        }
+      };
+      const settleUnknown = () => settle({ outcome: "unknown" });
       let result: ToolResult;
       try {
         result = await run();
@@ -249,13 +276,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         await settleUnknown();
         return refusal(call, "unsupported_result");
       }
-      const settled = await store.settleMutation({ turnKey: turn.turnKey, token, outcome: "complete", result: text });
-      if (!settled) {
-        logger.warn("settlement rejected: the claim is no longer pending under this token", {
-          toolName: call.name,
-          toolCallId: call.id,
-        });
-      }
+      await settle({ outcome: "complete", result: text });
       return result;
     },
   });
@@ -281,7 +302,9 @@ async function isAuthorized(
   logger: GuardrailLogger,
 ): Promise<boolean> {
   try {
-    return (await authorize({ ...call, args: structuredClone(call.args) }, input)) === true;
+    // Only literally `true`: a JavaScript caller can return anything.
+    const answer: unknown = await authorize({ ...call, args: structuredClone(call.args) }, input);
+    return answer === true;
   } catch (error) {
     logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
     return false;
@@ -318,7 +341,8 @@ async function hasTrustedRead(
 ): Promise<boolean> {
   const { turnKey } = admitted.turn;
   for (const read of readCandidates(messages, admitted.humanIndex, kindOf)) {
-    if (await store.hasSuccessfulRead({ turnKey, evidenceDigest: readEvidenceDigest(turnKey, read) })) return true;
+    const answer = await store.hasSuccessfulRead({ turnKey, evidenceDigest: readEvidenceDigest(turnKey, read) });
+    if (parseStoreValue(StoreBooleanSchema, answer, "hasSuccessfulRead answer")) return true;
   }
   return false;
 }

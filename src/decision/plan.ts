@@ -5,7 +5,9 @@
 import type { ClaimResult, MutationResult, RefusalCode, ToolKind } from "../contracts.js";
 import type { StepCall } from "./transcript.js";
 
-export type Refusal = { readonly refuse: RefusalCode };
+export interface Refusal {
+  readonly refuse: RefusalCode;
+}
 
 /** Steps 2 and 3: is the tool registered, and are the step's call ids unique? */
 export function checkCall(
@@ -15,19 +17,20 @@ export function checkCall(
   toolAvailable: boolean,
 ): Refusal | { readonly kind: ToolKind; readonly id: string } {
   if (kind === undefined || !toolAvailable) return { refuse: "unregistered_tool" };
-  if (call.id === undefined || call.id === "" || step === undefined || hasDuplicateIds(step)) {
+  if (call.id === undefined || call.id === "" || step === undefined || !hasUniqueIds(step)) {
     return { refuse: "duplicate_call_id" };
   }
   return { kind, id: call.id };
 }
 
-function hasDuplicateIds(step: readonly StepCall[]): boolean {
-  const seen = new Set<string | undefined>();
-  for (const call of step) {
-    if (seen.has(call.id)) return true;
-    seen.add(call.id);
+/** Every call of the step has an id of its own; one missing or repeated id spoils the step. */
+function hasUniqueIds(step: readonly StepCall[]): boolean {
+  const seen = new Set<string>();
+  for (const { id } of step) {
+    if (id === undefined || id === "" || seen.has(id)) return false;
+    seen.add(id);
   }
-  return false;
+  return true;
 }
 
 /**

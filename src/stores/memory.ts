@@ -60,9 +60,10 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     return this.#reads.has(`${turnKey}/${evidenceDigest}`);
   }
 
-  async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+  // A default parameter, not `??`: only an omitted argument means defaults; `null` must not validate.
+  async claimMutation(identity: MutationIdentity, options: ClaimOptions = {}): Promise<ClaimResult> {
     const claimed = parseStoreValue(MutationIdentitySchema, identity, "mutation identity");
-    const { requireResolvedScope = true } = parseStoreValue(ClaimOptionsSchema, options ?? {}, "claim options");
+    const { requireResolvedScope = true } = parseStoreValue(ClaimOptionsSchema, options, "claim options");
     return this.#claim(claimed, requireResolvedScope);
   }
 

@@ -70,7 +70,7 @@ export class ScriptedModel extends BaseChatModel {
           tool_calls: (resolved.toolCalls ?? []).map((call) => ({
             id: call.id,
             name: call.name,
-            args: { ...call.args },
+            args: structuredClone(call.args),
             type: "tool_call" as const,
           })),
         });

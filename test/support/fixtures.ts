@@ -63,7 +63,7 @@ export function documentTools(service: DocumentService, hooks: ToolHooks = {}) {
   });
   const renameDocument = tool(
     async ({ title, expectedRevision }, config) => {
-      await hooks.beforeWrite?.(config.signal);
+      await hooks.beforeWrite?.(config.signal as AbortSignal | undefined);
       const result = service.rename(title, expectedRevision);
       await hooks.afterWrite?.();
       return result;

@@ -1,0 +1,232 @@
+import { createHash } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import {
+  digest,
+  DigestError,
+  moderationDigest,
+  MutationIdentitySchema,
+  mutationKey,
+  turnKey,
+  type Segment,
+  type ToolCallRef,
+  type TurnRef,
+} from "arkah-agent-guardrails";
+import { mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
+
+const turn: TurnRef = { scopeId: "doc-1", turnId: "turn-1" };
+const call: ToolCallRef = { id: "w1", name: "rename_document", args: { title: "Field notes", expectedRevision: 0 } };
+const segments: Segment[] = [{ label: "user", content: "Please rename this document to Field notes." }];
+
+/**
+ * Fixed vectors, computed once from the inputs above. They pin the cross-language contract: if one
+ * changes, every stored turn key, claim and receipt becomes unreachable and other services disagree.
+ */
+const VECTORS = {
+  turnKey: "45b1406f23b44df374b7402cb5f90a9fea39e51767e43faeecf62c14a6a01146",
+  mutationKey: "6b0897269955f906b7e88a2c543ddc32d36ce3cf4c81f80fe1f7b2ecc9d1f3db",
+  moderationDigest: "c79fe5a48e6027d2980fcb1a28baae23384156a49e638cadbc20e188917e7dd9",
+};
+
+describe("turnKey", () => {
+  it("is a lowercase hex SHA-256", () => {
+    expect(turnKey(turn)).toMatch(HEX64);
+  });
+
+  it("depends on scopeId and turnId", () => {
+    expect(turnKey({ scopeId: "doc-2", turnId: "turn-1" })).not.toBe(turnKey(turn));
+    expect(turnKey({ scopeId: "doc-1", turnId: "turn-2" })).not.toBe(turnKey(turn));
+    // Swapping the two values is a different turn.
+    expect(turnKey({ scopeId: "turn-1", turnId: "doc-1" })).not.toBe(turnKey(turn));
+  });
+
+  it("does not depend on the policy version or the segments", () => {
+    const a = { ...turn, policyVersion: "v1", segments: [{ label: "user", content: "a" }] };
+    const b = { ...turn, policyVersion: "v2", segments: [{ label: "other", content: "b" }] };
+    expect(turnKey(a)).toBe(turnKey(turn));
+    expect(turnKey(b)).toBe(turnKey(turn));
+  });
+
+  it("is not confused by separators inside ids", () => {
+    expect(turnKey({ scopeId: "a/b", turnId: "c" })).not.toBe(turnKey({ scopeId: "a", turnId: "b/c" }));
+    expect(turnKey({ scopeId: "a", turnId: "bc" })).not.toBe(turnKey({ scopeId: "ab", turnId: "c" }));
+  });
+
+  it("follows the documented formula", () => {
+    expect(turnKey(turn)).toBe(digest({ kind: "arkah.turn", v: 1, scopeId: "doc-1", turnId: "turn-1" }));
+    expect(turnKey(turn)).toBe(sha256('{"kind":"arkah.turn","scopeId":"doc-1","turnId":"turn-1","v":1}'));
+  });
+
+  it("matches the fixed vector", () => {
+    expect(turnKey(turn)).toBe(VECTORS.turnKey);
+  });
+});
+
+describe("moderationDigest", () => {
+  const base = moderationDigest({ segments });
+
+  it("is a lowercase hex SHA-256 and deterministic", () => {
+    expect(base).toMatch(HEX64);
+    expect(moderationDigest({ segments: segments.map((s) => ({ ...s })) })).toBe(base);
+  });
+
+  it("changes with whitespace", () => {
+    const content = segments[0]!.content;
+    for (const variant of [` ${content}`, `${content} `, `${content}\n`, content.replace(" ", "  "), content.replace(" ", "\t")]) {
+      expect(moderationDigest({ segments: [{ label: "user", content: variant }] })).not.toBe(base);
+    }
+  });
+
+  it("changes with empty segments", () => {
+    const withEmpty = moderationDigest({ segments: [...segments, { label: "note", content: "" }] });
+    expect(withEmpty).not.toBe(base);
+    expect(moderationDigest({ segments: [...segments, { label: "other", content: "" }] })).not.toBe(withEmpty);
+  });
+
+  it("changes with order", () => {
+    const a = { label: "user", content: "A" };
+    const b = { label: "quote", content: "B" };
+    expect(moderationDigest({ segments: [a, b] })).not.toBe(moderationDigest({ segments: [b, a] }));
+  });
+
+  it("changes with labels", () => {
+    expect(moderationDigest({ segments: [{ label: "quote", content: segments[0]!.content }] })).not.toBe(base);
+  });
+
+  it("does not let content move between segments unnoticed", () => {
+    expect(
+      moderationDigest({
+        segments: [
+          { label: "a", content: "xy" },
+          { label: "b", content: "" },
+        ],
+      }),
+    ).not.toBe(
+      moderationDigest({
+        segments: [
+          { label: "a", content: "x" },
+          { label: "b", content: "y" },
+        ],
+      }),
+    );
+  });
+
+  it("ignores fields other than label and content", () => {
+    const extra = [{ ...segments[0]!, trusted: true } as Segment];
+    expect(moderationDigest({ segments: extra })).toBe(base);
+  });
+
+  it("follows the documented formula", () => {
+    expect(base).toBe(digest({ kind: "arkah.segments", v: 1, segments: [{ label: "user", content: segments[0]!.content }] }));
+    expect(base).toBe(
+      sha256(
+        '{"kind":"arkah.segments","segments":[{"content":"Please rename this document to Field notes.","label":"user"}],"v":1}',
+      ),
+    );
+  });
+
+  it("matches the fixed vector", () => {
+    expect(base).toBe(VECTORS.moderationDigest);
+  });
+});
+
+describe("mutationKey", () => {
+  const base = mutationKey(turn, call);
+
+  it("is a lowercase hex SHA-256 and deterministic", () => {
+    expect(base).toMatch(HEX64);
+    expect(mutationKey({ ...turn }, { ...call, args: { title: "Field notes", expectedRevision: 0 } })).toBe(base);
+  });
+
+  it("changes with the turn", () => {
+    expect(mutationKey({ ...turn, turnId: "turn-2" }, call)).not.toBe(base);
+    expect(mutationKey({ ...turn, scopeId: "doc-2" }, call)).not.toBe(base);
+  });
+
+  it("changes with the tool name", () => {
+    expect(mutationKey(turn, { ...call, name: "retitle_document" })).not.toBe(base);
+  });
+
+  it("changes with the arguments", () => {
+    expect(mutationKey(turn, { ...call, args: { title: "Field notes", expectedRevision: 1 } })).not.toBe(base);
+    expect(mutationKey(turn, { ...call, args: { title: "Field notes ", expectedRevision: 0 } })).not.toBe(base);
+    expect(mutationKey(turn, { ...call, args: { title: "Field notes" } })).not.toBe(base);
+    expect(mutationKey(turn, { ...call, args: { title: "Field notes", expectedRevision: "0" } })).not.toBe(base);
+  });
+
+  it("changes with the call id", () => {
+    expect(mutationKey(turn, { ...call, id: "w2" })).not.toBe(base);
+  });
+
+  it("does not depend on the key order of the arguments, at any depth", () => {
+    const nested = { id: "w1", name: "patch", args: { a: 1, b: { x: [1, { p: 1, q: 2 }], y: null } } };
+    const reordered = { id: "w1", name: "patch", args: { b: { y: null, x: [1, { q: 2, p: 1 }] }, a: 1 } };
+    expect(mutationKey(turn, reordered)).toBe(mutationKey(turn, nested));
+    expect(mutationKey(turn, { ...call, args: { expectedRevision: 0, title: "Field notes" } })).toBe(base);
+  });
+
+  it("does not depend on the policy version", () => {
+    expect(mutationKey({ ...turn, policyVersion: "v9" } as TurnRef, call)).toBe(base);
+  });
+
+  it("rejects arguments that are not plain JSON with a DigestError", () => {
+    let caught: unknown;
+    try {
+      mutationKey(turn, { ...call, args: { title: undefined } });
+    } catch (error) {
+      caught = error;
+    }
+    expect(DigestError.isInstance(caught)).toBe(true);
+  });
+
+  it("follows the documented formula", () => {
+    const argsDigest = digest(call.args);
+    expect(base).toBe(
+      digest({ kind: "arkah.mutation", v: 1, turnKey: turnKey(turn), toolName: call.name, argsDigest, toolCallId: call.id }),
+    );
+    const argsByHand = sha256('{"expectedRevision":0,"title":"Field notes"}');
+    expect(argsDigest).toBe(argsByHand);
+    expect(base).toBe(
+      sha256(
+        `{"argsDigest":"${argsByHand}","kind":"arkah.mutation","toolCallId":"w1","toolName":"rename_document","turnKey":"${VECTORS.turnKey}","v":1}`,
+      ),
+    );
+  });
+
+  it("matches the fixed vector", () => {
+    expect(base).toBe(VECTORS.mutationKey);
+  });
+});
+
+describe("mutationIdentity (internal)", () => {
+  it("carries the same mutationKey as the public function, and parses as a MutationIdentity", () => {
+    const identity = mutationIdentity({ scopeId: turn.scopeId, turnKey: turnKey(turn) }, call);
+    expect(identity).toEqual({
+      turnKey: VECTORS.turnKey,
+      scopeId: "doc-1",
+      toolCallId: "w1",
+      toolName: "rename_document",
+      argsDigest: digest(call.args),
+      mutationKey: VECTORS.mutationKey,
+    });
+    expect(MutationIdentitySchema.parse(identity)).toEqual(identity);
+  });
+});
+
+describe("readEvidenceDigest (internal)", () => {
+  const read = { toolCallId: "r1", toolName: "read_document", content: '{"title":"Untitled","revision":0}' };
+  const base = readEvidenceDigest(VECTORS.turnKey, read);
+
+  it("follows the documented formula", () => {
+    expect(base).toBe(digest({ kind: "arkah.read", v: 1, turnKey: VECTORS.turnKey, ...read }));
+  });
+
+  it("changes with the turn key, call id, tool name and content", () => {
+    expect(readEvidenceDigest(turnKey({ ...turn, turnId: "turn-2" }), read)).not.toBe(base);
+    expect(readEvidenceDigest(VECTORS.turnKey, { ...read, toolCallId: "r2" })).not.toBe(base);
+    expect(readEvidenceDigest(VECTORS.turnKey, { ...read, toolName: "read_outline" })).not.toBe(base);
+    expect(readEvidenceDigest(VECTORS.turnKey, { ...read, content: `${read.content} ` })).not.toBe(base);
+  });
+});

@@ -1,0 +1,233 @@
+import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { describe, expect, it } from "vitest";
+import type { ToolKind } from "arkah-agent-guardrails";
+import { findStep, latestHumanIndex, readCandidates, textContent } from "../../src/decision/transcript.js";
+
+const KINDS: Record<string, ToolKind> = {
+  read_document: "document-read",
+  read_outline: "document-read",
+  search_sources: "source-read",
+  rename_document: "mutation",
+  remember: "auxiliary",
+};
+const kindOf = (name: string): ToolKind | undefined => KINDS[name];
+
+function ai(...calls: { id: string; name: string }[]): AIMessage {
+  return new AIMessage({
+    content: "",
+    tool_calls: calls.map(({ id, name }) => ({ id, name, args: {}, type: "tool_call" as const })),
+  });
+}
+
+function result(id: string, content: ToolMessage["content"], status?: "success" | "error"): ToolMessage {
+  return new ToolMessage({ content, tool_call_id: id, ...(status === undefined ? {} : { status }) });
+}
+
+describe("textContent", () => {
+  it("returns string content verbatim, whitespace included", () => {
+    expect(textContent(new HumanMessage("  hello\n"))).toBe("  hello\n");
+    expect(textContent(new HumanMessage(""))).toBe("");
+  });
+
+  it("joins text blocks without a separator", () => {
+    const message = new HumanMessage({
+      content: [
+        { type: "text", text: "Rename " },
+        { type: "text", text: "it" },
+        { type: "text", text: "." },
+      ],
+    });
+    expect(textContent(message)).toBe("Rename it.");
+  });
+
+  it("returns undefined when any block is not text", () => {
+    const message = new HumanMessage({
+      content: [
+        { type: "text", text: "look at " },
+        { type: "image_url", image_url: { url: "https://example.com/a.png" } },
+      ],
+    });
+    expect(textContent(message)).toBeUndefined();
+  });
+
+  it("returns undefined for a block that claims type text but has no string text", () => {
+    const message = new ToolMessage({
+      content: [{ type: "text", text: 42 }],
+      tool_call_id: "x",
+    });
+    expect(textContent(message)).toBeUndefined();
+  });
+
+  it("reads tool and AI messages the same way", () => {
+    expect(textContent(result("r1", "doc"))).toBe("doc");
+    expect(textContent(new AIMessage({ content: [{ type: "text", text: "ok" }] }))).toBe("ok");
+  });
+});
+
+describe("latestHumanIndex", () => {
+  it("returns -1 without a HumanMessage", () => {
+    expect(latestHumanIndex([])).toBe(-1);
+    expect(latestHumanIndex([new SystemMessage("sys"), ai({ id: "a", name: "remember" })])).toBe(-1);
+  });
+
+  it("returns the index of the latest HumanMessage", () => {
+    const messages: BaseMessage[] = [
+      new SystemMessage("sys"),
+      new HumanMessage("first"),
+      ai({ id: "r1", name: "read_document" }),
+      result("r1", "doc"),
+      new HumanMessage("second"),
+      ai({ id: "w1", name: "rename_document" }),
+      result("w1", "done"),
+    ];
+    expect(latestHumanIndex(messages)).toBe(4);
+    expect(latestHumanIndex(messages.slice(0, 4))).toBe(1);
+  });
+
+  it("finds a HumanMessage that is the last message", () => {
+    expect(latestHumanIndex([new HumanMessage("a"), new HumanMessage("b")])).toBe(1);
+  });
+});
+
+describe("findStep", () => {
+  it("returns the tool calls of the AIMessage that proposed the id", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "r1", name: "read_document" }, { id: "s1", name: "search_sources" }),
+      result("r1", "doc"),
+      result("s1", "src"),
+      ai({ id: "w1", name: "rename_document" }),
+    ];
+    expect(findStep(messages, "s1")?.map((c) => c.id)).toEqual(["r1", "s1"]);
+    expect(findStep(messages, "w1")?.map((c) => [c.id, c.name])).toEqual([["w1", "rename_document"]]);
+  });
+
+  it("returns undefined for an id no AIMessage holds", () => {
+    const messages: BaseMessage[] = [new HumanMessage("go"), ai({ id: "r1", name: "read_document" }), result("x", "doc")];
+    expect(findStep(messages, "x")).toBeUndefined();
+    expect(findStep([], "x")).toBeUndefined();
+  });
+
+  it("returns the latest AIMessage when an id was reused", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "dup", name: "read_document" }),
+      result("dup", "doc"),
+      ai({ id: "dup", name: "rename_document" }, { id: "other", name: "remember" }),
+    ];
+    expect(findStep(messages, "dup")?.map((c) => c.name)).toEqual(["rename_document", "remember"]);
+  });
+
+  it("ignores ToolMessages and HumanMessages that mention the id", () => {
+    const messages: BaseMessage[] = [ai({ id: "a", name: "remember" }), result("z", "x"), new HumanMessage("z")];
+    expect(findStep(messages, "z")).toBeUndefined();
+  });
+});
+
+describe("readCandidates", () => {
+  it("returns successful document reads proposed after fromIndex, newest first", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "r1", name: "read_document" }),
+      result("r1", "v1"),
+      ai({ id: "r2", name: "read_outline" }),
+      result("r2", "outline", "success"),
+    ];
+    expect(readCandidates(messages, 0, kindOf)).toEqual([
+      { toolCallId: "r2", toolName: "read_outline", content: "outline" },
+      { toolCallId: "r1", toolName: "read_document", content: "v1" },
+    ]);
+  });
+
+  it("only counts messages after fromIndex", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("first"),
+      ai({ id: "r0", name: "read_document" }),
+      result("r0", "old"),
+      new HumanMessage("second"),
+      ai({ id: "r1", name: "read_document" }),
+      result("r1", "new"),
+    ];
+    expect(readCandidates(messages, 3, kindOf).map((c) => c.toolCallId)).toEqual(["r1"]);
+    expect(readCandidates(messages, 0, kindOf).map((c) => c.toolCallId)).toEqual(["r1", "r0"]);
+    expect(readCandidates(messages, 5, kindOf)).toEqual([]);
+  });
+
+  it("excludes a result whose proposing AIMessage is at or before fromIndex", () => {
+    const messages: BaseMessage[] = [
+      ai({ id: "r1", name: "read_document" }),
+      new HumanMessage("now"),
+      result("r1", "doc"),
+    ];
+    expect(readCandidates(messages, 1, kindOf)).toEqual([]);
+  });
+
+  it("excludes calls to tools that are not document-read", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai(
+        { id: "s1", name: "search_sources" },
+        { id: "w1", name: "rename_document" },
+        { id: "x1", name: "remember" },
+        { id: "u1", name: "mystery" },
+      ),
+      result("s1", "src"),
+      result("w1", "renamed"),
+      result("x1", "saved"),
+      result("u1", "??"),
+    ];
+    expect(readCandidates(messages, 0, kindOf)).toEqual([]);
+  });
+
+  it("excludes error-status ToolMessages", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "r1", name: "read_document" }, { id: "r2", name: "read_document" }),
+      result("r1", "failed", "error"),
+      result("r2", "ok"),
+    ];
+    expect(readCandidates(messages, 0, kindOf).map((c) => c.toolCallId)).toEqual(["r2"]);
+  });
+
+  it("excludes ToolMessages with non-text content", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "r1", name: "read_document" }, { id: "r2", name: "read_document" }),
+      result("r1", [{ type: "image_url", image_url: { url: "https://example.com/x.png" } }]),
+      result("r2", [
+        { type: "text", text: "a" },
+        { type: "text", text: "b" },
+      ]),
+    ];
+    expect(readCandidates(messages, 0, kindOf)).toEqual([{ toolCallId: "r2", toolName: "read_document", content: "ab" }]);
+  });
+
+  it("excludes ToolMessages answering ids no AIMessage proposed", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "r1", name: "read_document" }),
+      result("forged", "doc"),
+      result("r1", "real"),
+    ];
+    expect(readCandidates(messages, 0, kindOf).map((c) => c.toolCallId)).toEqual(["r1"]);
+  });
+
+  it("excludes a ToolMessage that precedes the AIMessage proposing its id", () => {
+    const messages: BaseMessage[] = [new HumanMessage("go"), result("r1", "early"), ai({ id: "r1", name: "read_document" })];
+    expect(readCandidates(messages, 0, kindOf)).toEqual([]);
+  });
+
+  it("takes the tool name from the proposing call, not from the ToolMessage", () => {
+    const messages: BaseMessage[] = [
+      new HumanMessage("go"),
+      ai({ id: "r1", name: "read_document" }),
+      new ToolMessage({ content: "doc", tool_call_id: "r1", name: "rename_document" }),
+    ];
+    expect(readCandidates(messages, 0, kindOf)).toEqual([{ toolCallId: "r1", toolName: "read_document", content: "doc" }]);
+  });
+
+  it("returns nothing for an empty transcript or one without reads", () => {
+    expect(readCandidates([], -1, kindOf)).toEqual([]);
+    expect(readCandidates([new HumanMessage("go")], 0, kindOf)).toEqual([]);
+  });
+});

@@ -1,0 +1,57 @@
+import { existsSync } from "node:fs";
+import { defineConfig } from "tsup";
+
+/**
+ * Every public entry point: output path under dist/ (without extension) -> source file.
+ * The output names must match package.json `exports` (and `bin`). Adding an entry is one line here,
+ * plus its `exports` entry and its tsconfig `paths` line (vitest derives its aliases from those).
+ * Entries whose source does not exist yet are skipped, except the two that must always ship.
+ */
+const ENTRIES: Record<string, string> = {
+  index: "src/index.ts",
+  "testing/index": "src/testing/index.ts",
+  sqlite: "src/stores/sqlite.ts",
+  postgres: "src/stores/postgres.ts",
+  "cli/index": "src/cli/index.ts",
+};
+
+const REQUIRED = new Set(["index", "testing/index"]);
+
+const entry = Object.fromEntries(
+  Object.entries(ENTRIES).filter(([name, source]) => REQUIRED.has(name) || existsSync(source)),
+);
+
+/**
+ * Never bundled: the peers, the optional peers, and the package's own name (a module that imports
+ * `arkah-agent-guardrails/...` must get the consumer's single installed copy).
+ */
+const EXTERNAL: (string | RegExp)[] = [
+  /^langchain(\/.*)?$/,
+  /^@langchain\//,
+  /^zod(\/.*)?$/,
+  /^better-sqlite3(\/.*)?$/,
+  /^pg(\/.*)?$/,
+  /^pg-[a-z-]+$/,
+  /^@cfworker\/json-schema(\/.*)?$/,
+  /^arkah-agent-guardrails(\/.*)?$/,
+];
+
+export default defineConfig({
+  entry,
+  format: ["esm", "cjs"],
+  // package.json is `"type": "module"`: ESM -> .js / .d.ts, CJS -> .cjs / .d.cts.
+  dts: true,
+  clean: true,
+  sourcemap: true,
+  target: "node20",
+  platform: "node",
+  treeshake: true,
+  // Shared modules become chunks in both formats, so the CJS entries (index, testing, stores) share
+  // one copy of each class instead of each bundling its own.
+  splitting: true,
+  external: EXTERNAL,
+  skipNodeModulesBundle: true,
+  outDir: "dist",
+  shims: false,
+  minify: false,
+});
