@@ -306,6 +306,7 @@ async function isAuthorized(
     const answer: unknown = await authorize({ ...call, args: structuredClone(call.args) }, input);
     return answer === true;
   } catch (error) {
+    if (isGraphBubbleUp(error)) throw error; // an approval interrupt pauses the run
     logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
     return false;
   }

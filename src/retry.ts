@@ -20,7 +20,8 @@ const OptionsSchema = z.strictObject({
   signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal).optional(),
 });
 
-const MAX_DELAY_MS = 30_000;
+/** No single wait is longer than this, however many doublings or however large a retryAfterMs. */
+const MAX_DELAY_MS = 60_000;
 
 /**
  * Runs `operation` (given the 1-based attempt number) and retries it while it throws
