@@ -61,20 +61,54 @@ export interface ResolvedTurn {
   readonly moderationDigest: string;
 }
 
-/** @internal Validates untrusted turn input and derives its keys. */
+/** Turn inputs already resolved, by object: `admitTurn` and the middleware share the work. */
+const resolvedTurns = new WeakMap<object, ResolvedTurn>();
+
+/**
+ * @internal Validates untrusted turn input and derives its keys. The caller's object is frozen
+ * (a turn is immutable), so resolving it once per object stays correct.
+ */
 export function resolveTurn(input: unknown): ResolvedTurn {
+  const cached = typeof input === "object" && input !== null ? resolvedTurns.get(input) : undefined;
+  if (cached !== undefined) return cached;
   const parsed = TurnInputSchema.safeParse(input);
   if (!parsed.success) {
     throw new AdmissionError("invalid_input", `invalid turn input: ${z.prettifyError(parsed.error)}`);
   }
-  // Frozen: the resolved turn is shared by every call of the turn and handed to `authorize`.
-  for (const segment of parsed.data.segments) Object.freeze(segment);
-  Object.freeze(parsed.data.segments);
-  return {
-    input: Object.freeze(parsed.data),
+  const turn: ResolvedTurn = {
+    input: freezeTurn(parsed.data),
     turnKey: turnKey(parsed.data),
     moderationDigest: moderationDigest(parsed.data),
   };
+  resolvedTurns.set(freezeTurn(input as TurnInput), turn);
+  return turn;
+}
+
+function freezeTurn(input: TurnInput): TurnInput {
+  for (const segment of input.segments) Object.freeze(segment);
+  Object.freeze(input.segments);
+  return Object.freeze(input);
+}
+
+/**
+ * Allowed receipts this process has verified, per store. Receipts are immutable, so a verified
+ * one stays valid: later checks of the same turn need no store round trip.
+ */
+const verifiedReceipts = new WeakMap<object, Map<string, AdmissionReceipt>>();
+const VERIFIED_LIMIT = 4096;
+
+function rememberAllowed(store: object, receipt: AdmissionReceipt): void {
+  if (!receipt.allowed) return;
+  let known = verifiedReceipts.get(store);
+  if (known === undefined) {
+    known = new Map();
+    verifiedReceipts.set(store, known);
+  }
+  if (known.size >= VERIFIED_LIMIT) {
+    const oldest = known.keys().next();
+    if (oldest.done !== true) known.delete(oldest.value);
+  }
+  known.set(receipt.turnKey, receipt);
 }
 
 /** The store's receipt for a turn key, validated: a store is trusted, not infallible. */
@@ -123,7 +157,8 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
   const existing = await storedReceipt(store, turn.turnKey);
   if (existing !== undefined) {
     checkReceiptMatches(existing, turn);
-    return existing;
+    rememberAllowed(store, existing);
+    return { ...existing };
   }
 
   signal?.throwIfAborted();
@@ -161,7 +196,8 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
   });
   const winner = parseStoreValue(AdmissionReceiptSchema, stored, "putReceiptIfAbsent answer");
   checkReceiptMatches(winner, turn);
-  return winner;
+  rememberAllowed(store, winner);
+  return { ...winner };
 }
 
 export interface AssertAdmittedOptions {
@@ -183,7 +219,8 @@ export async function assertResolvedAdmitted(
   store: Pick<GuardrailStore, "getReceipt">,
   turn: ResolvedTurn,
 ): Promise<AdmissionReceipt> {
-  const receipt = await storedReceipt(store, turn.turnKey);
+  const known = verifiedReceipts.get(store)?.get(turn.turnKey);
+  const receipt = known ?? (await storedReceipt(store, turn.turnKey));
   if (receipt === undefined) {
     throw new AdmissionError("not_admitted", "this turn has no admission receipt; call admitTurn first");
   }
@@ -191,5 +228,6 @@ export async function assertResolvedAdmitted(
   if (!receipt.allowed) {
     throw new AdmissionError("denied", "this turn was denied by moderation");
   }
-  return receipt;
+  rememberAllowed(store, receipt);
+  return { ...receipt };
 }

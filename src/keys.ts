@@ -4,7 +4,7 @@
  * the public contract and documented in docs/architecture.md.
  */
 import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
-import { digest } from "./digest.js";
+import { digest, sha256Hex } from "./digest.js";
 
 /** Identifies a user turn: `(scopeId, turnId)`. The policy version is deliberately left out. */
 export function turnKey(turn: TurnRef): string {
@@ -55,7 +55,10 @@ export function mutationIdentity(
   };
 }
 
-/** @internal Binds a successful document read to the exact text the model was shown. */
+/**
+ * @internal Binds a successful document read to the exact text the model was shown. The content
+ * is hashed on its own (SHA-256 of its UTF-8 bytes), so a large document is not re-serialised.
+ */
 export function readEvidenceDigest(
   turnKeyValue: string,
   read: { readonly toolCallId: string; readonly toolName: string; readonly content: string },
@@ -66,6 +69,6 @@ export function readEvidenceDigest(
     turnKey: turnKeyValue,
     toolCallId: read.toolCallId,
     toolName: read.toolName,
-    content: read.content,
+    contentDigest: sha256Hex(read.content),
   });
 }

@@ -12,7 +12,6 @@ import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import {
-  ClaimResultSchema,
   ToolPolicySchema,
   type GuardrailStore,
   type MutationSettlement,
@@ -26,8 +25,8 @@ import { checkCall, checkMutationStep, claimAction, REFUSAL_MESSAGES } from "./d
 import { findStep, readCandidates, textContent } from "./decision/transcript.js";
 import { ConfigurationError, SettlementError } from "./errors.js";
 import { mutationIdentity, readEvidenceDigest } from "./keys.js";
-import { runWithRetryBoundary } from "./retry.js";
-import { parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
+import { retryBoundary } from "./retry.js";
+import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
 import { TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
@@ -184,11 +183,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         return refusal(call, "invalid_arguments", { tool: call.name, issues });
       }
 
-      const run = () => runWithRetryBoundary(async () => handler(request), {
-          maxAttempts: policy.maxAttempts,
-          delayMs: policy.delayMs,
-          signal,
-        });
+      const run = () => retryBoundary(async () => handler(request), policy.maxAttempts, policy.delayMs, signal);
 
       // 6: reads and auxiliary calls run; a successful document read becomes evidence.
       if (call.kind !== "mutation") {
@@ -223,13 +218,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       signal?.throwIfAborted();
       const turn = admitted.turn;
       const identity = mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, call);
-      const action = claimAction(
-        parseStoreValue(
-          ClaimResultSchema,
-          await store.claimMutation(identity, { requireResolvedScope }),
-          "claimMutation answer",
-        ),
-      );
+      const action = claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope })));
       if ("refuse" in action) return refusal(call, action.refuse);
       if ("replay" in action) return replayMessage(call, action.replay);
 

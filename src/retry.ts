@@ -37,6 +37,16 @@ export async function runWithRetryBoundary<T>(
     throw new ConfigurationError(`invalid retry options: ${z.prettifyError(parsed.error)}`);
   }
   const { maxAttempts = 1, delayMs = 200, signal } = parsed.data;
+  return retryBoundary(operation, maxAttempts, delayMs, signal);
+}
+
+/** @internal `runWithRetryBoundary` for options validated once, up front (the middleware's). */
+export async function retryBoundary<T>(
+  operation: (attempt: number) => Promise<T>,
+  maxAttempts: number,
+  delayMs: number,
+  signal: AbortSignal | undefined,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     signal?.throwIfAborted();
     try {

@@ -14,7 +14,7 @@ export const TURN_CONTEXT_KEY = "arkahTurn";
 /**
  * The `context` for `agent.invoke(input, { context: turnContext(turn) })` when one middleware
  * serves many turns. Spread it into your own context object if you have one. The turn object is
- * read once per object identity: pass a new object for a new turn, and do not mutate it.
+ * validated once and frozen: build a new object for each turn.
  */
 export function turnContext(input: TurnInput): { readonly [TURN_CONTEXT_KEY]: TurnInput } {
   return { [TURN_CONTEXT_KEY]: input };
@@ -27,16 +27,10 @@ export interface AdmittedTurn {
   readonly humanIndex: number;
 }
 
-/** Verified receipts to remember; receipts are immutable, so a verified one stays valid. */
-const VERIFIED_LIMIT = 4096;
-
 export class TurnGate {
   readonly #store: GuardrailStore;
   readonly #userMessageLabel: string;
   readonly #fixed: ResolvedTurn | undefined;
-  readonly #parsed = new WeakMap<object, ResolvedTurn>();
-  /** turn key -> the moderation digest and policy version its allowed receipt binds. */
-  readonly #verified = new Map<string, string>();
 
   constructor(store: GuardrailStore, userMessageLabel: string, fixed: ResolvedTurn | undefined) {
     this.#store = store;
@@ -50,11 +44,7 @@ export class TurnGate {
    */
   async admit(context: unknown, messages: readonly BaseMessage[]): Promise<AdmittedTurn> {
     const turn = this.#fixed ?? this.#fromContext(context);
-    const binding = `${turn.moderationDigest}/${turn.input.policyVersion}`;
-    if (this.#verified.get(turn.turnKey) !== binding) {
-      await assertResolvedAdmitted(this.#store, turn);
-      this.#remember(turn.turnKey, binding);
-    }
+    await assertResolvedAdmitted(this.#store, turn); // no round trip once verified
     const humanIndex = latestHumanIndex(messages);
     const human = messages[humanIndex];
     const expected = userSegment(turn.input, this.#userMessageLabel);
@@ -78,21 +68,9 @@ export class TurnGate {
         `no turn in context: pass { context: turnContext(turn) } to agent.invoke, or construct the middleware with input`,
       );
     }
-    let turn = this.#parsed.get(raw);
-    if (turn === undefined) {
-      turn = resolveTurn(raw);
-      userSegment(turn.input, this.#userMessageLabel);
-      this.#parsed.set(raw, turn);
-    }
+    const turn = resolveTurn(raw);
+    userSegment(turn.input, this.#userMessageLabel);
     return turn;
-  }
-
-  #remember(key: string, binding: string): void {
-    if (this.#verified.size >= VERIFIED_LIMIT) {
-      const oldest = this.#verified.keys().next();
-      if (oldest.done !== true) this.#verified.delete(oldest.value);
-    }
-    this.#verified.set(key, binding);
   }
 }
 

@@ -7,11 +7,6 @@
 import { randomUUID } from "node:crypto";
 import {
   AdmissionReceiptSchema,
-  ClaimOptionsSchema,
-  DigestSchema,
-  MutationIdentitySchema,
-  MutationSettlementSchema,
-  ReadEvidenceSchema,
   type AdmissionReceipt,
   type ClaimOptions,
   type ClaimResult,
@@ -21,7 +16,14 @@ import {
   type MutationSettlement,
   type ReadEvidence,
 } from "../contracts.js";
-import { parseStoreValue } from "./validate.js";
+import {
+  parseDigest,
+  parseEvidence,
+  parseIdentity,
+  parseSettlement,
+  parseStoreValue,
+  requiresResolvedScope,
+} from "./validate.js";
 
 interface ClaimRecord {
   readonly identity: MutationIdentity;
@@ -38,7 +40,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #unknownByScope = new Map<string, Set<string>>();
 
   async getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
-    const key = parseStoreValue(DigestSchema, turnKey, "turn key");
+    const key = parseDigest(turnKey, "turn key");
     const receipt = this.#receipts.get(key);
     return receipt === undefined ? undefined : { ...receipt };
   }
@@ -51,20 +53,18 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
-    const { turnKey, evidenceDigest } = parseStoreValue(ReadEvidenceSchema, evidence, "read evidence");
+    const { turnKey, evidenceDigest } = parseEvidence(evidence);
     this.#reads.add(`${turnKey}/${evidenceDigest}`);
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
-    const { turnKey, evidenceDigest } = parseStoreValue(ReadEvidenceSchema, evidence, "read evidence");
+    const { turnKey, evidenceDigest } = parseEvidence(evidence);
     return this.#reads.has(`${turnKey}/${evidenceDigest}`);
   }
 
-  // A default parameter, not `??`: only an omitted argument means defaults; `null` must not validate.
-  async claimMutation(identity: MutationIdentity, options: ClaimOptions = {}): Promise<ClaimResult> {
-    const claimed = parseStoreValue(MutationIdentitySchema, identity, "mutation identity");
-    const { requireResolvedScope = true } = parseStoreValue(ClaimOptionsSchema, options, "claim options");
-    return this.#claim(claimed, requireResolvedScope);
+  async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+    const claimed = parseIdentity(identity);
+    return this.#claim(claimed, requiresResolvedScope(options));
   }
 
   #claim(identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult {
@@ -86,7 +86,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   async settleMutation(settlement: MutationSettlement): Promise<boolean> {
-    const parsed = parseStoreValue(MutationSettlementSchema, settlement, "mutation settlement");
+    const parsed = parseSettlement(settlement);
     const claim = this.#claims.get(parsed.turnKey);
     if (claim?.state !== "pending" || claim.token !== parsed.token) return false;
     if (parsed.outcome === "complete") {

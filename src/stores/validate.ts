@@ -1,4 +1,23 @@
+/**
+ * Parsing at the store boundary. The zod schemas in contracts.ts define what is valid. The
+ * records on the per-call hot path (claims, settlements, read evidence) also get a structural
+ * fast path, which accepts only values its schema accepts and builds the same detached copy;
+ * anything it is unsure of falls through to zod, which decides and words the error.
+ */
 import { z } from "zod";
+import {
+  ClaimOptionsSchema,
+  ClaimResultSchema,
+  DigestSchema,
+  MutationIdentitySchema,
+  MutationSettlementSchema,
+  ReadEvidenceSchema,
+  type ClaimResult,
+  type MutationIdentity,
+  type MutationResult,
+  type MutationSettlement,
+  type ReadEvidence,
+} from "../contracts.js";
 import { StoreContractError } from "../errors.js";
 
 /**
@@ -6,12 +25,133 @@ import { StoreContractError } from "../errors.js";
  * and what a store (possibly a third-party adapter) answers. Parsing also detaches: zod builds a
  * new object, so neither side keeps a reference into the other's state.
  */
-export const StoreBooleanSchema = z.boolean();
-
 export function parseStoreValue<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     throw new StoreContractError(`invalid ${what}: ${z.prettifyError(parsed.error)}`);
   }
   return parsed.data;
+}
+
+export const StoreBooleanSchema = z.boolean();
+
+// ---------------------------------------------------------------------------------------------
+// Fast paths
+
+/** The value's properties, if it is a plain object whose own keys are exactly `keys`. */
+function exactRecord(value: unknown, keys: ReadonlySet<string>): Readonly<Record<string, unknown>> | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  // for-in rather than Object.keys: no array to allocate. With a plain prototype it lists the own
+  // keys (and anything enumerable added to Object.prototype, which only makes this stricter).
+  let count = 0;
+  for (const key in value) {
+    if (!keys.has(key) || !Object.hasOwn(value, key)) return undefined;
+    count++;
+  }
+  return count === keys.size ? (value as Readonly<Record<string, unknown>>) : undefined;
+}
+
+const isId = (value: unknown): value is string => typeof value === "string" && value.length > 0;
+
+const NOT_LOWER_HEX = /[^0-9a-f]/;
+
+/** A lowercase hex SHA-256: what `DigestSchema`'s pattern accepts (a negated class scans fastest). */
+const isDigest = (value: unknown): value is string =>
+  typeof value === "string" && value.length === 64 && !NOT_LOWER_HEX.test(value);
+
+const keySet = (...keys: string[]): ReadonlySet<string> => new Set(keys);
+const IDENTITY_KEYS = keySet("turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey");
+const EVIDENCE_KEYS = keySet("turnKey", "evidenceDigest");
+const RESULT_KEYS = keySet("content", "status");
+const COMPLETE_KEYS = keySet("turnKey", "token", "outcome", "result");
+const UNKNOWN_KEYS = keySet("turnKey", "token", "outcome");
+const OPTION_KEYS = keySet("requireResolvedScope");
+const STATUS_KEYS = keySet("status");
+const ACQUIRED_KEYS = keySet("status", "token");
+const REPLAY_KEYS = keySet("status", "result");
+
+function fastResult(value: unknown): MutationResult | undefined {
+  const record = exactRecord(value, RESULT_KEYS);
+  if (record === undefined) return undefined;
+  const { content, status } = record;
+  if (typeof content !== "string" || (status !== "success" && status !== "error")) return undefined;
+  return { content, status };
+}
+
+export function parseDigest(value: unknown, what: string): string {
+  return isDigest(value) ? value : parseStoreValue(DigestSchema, value, what);
+}
+
+export function parseIdentity(value: unknown): MutationIdentity {
+  const record = exactRecord(value, IDENTITY_KEYS);
+  if (record !== undefined) {
+    const { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey } = record;
+    if (
+      isDigest(turnKey) &&
+      isId(scopeId) &&
+      isId(toolCallId) &&
+      isId(toolName) &&
+      isDigest(argsDigest) &&
+      isDigest(mutationKey)
+    ) {
+      return { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey };
+    }
+  }
+  return parseStoreValue(MutationIdentitySchema, value, "mutation identity");
+}
+
+export function parseEvidence(value: unknown): ReadEvidence {
+  const record = exactRecord(value, EVIDENCE_KEYS);
+  if (record !== undefined) {
+    const { turnKey, evidenceDigest } = record;
+    if (isDigest(turnKey) && isDigest(evidenceDigest)) return { turnKey, evidenceDigest };
+  }
+  return parseStoreValue(ReadEvidenceSchema, value, "read evidence");
+}
+
+export function parseSettlement(value: unknown): MutationSettlement {
+  const complete = exactRecord(value, COMPLETE_KEYS);
+  if (complete !== undefined) {
+    const { turnKey, token, outcome } = complete;
+    const result = fastResult(complete.result);
+    if (isDigest(turnKey) && isId(token) && outcome === "complete" && result !== undefined) {
+      return { turnKey, token, outcome, result };
+    }
+  }
+  const unknown = exactRecord(value, UNKNOWN_KEYS);
+  if (unknown !== undefined) {
+    const { turnKey, token, outcome } = unknown;
+    if (isDigest(turnKey) && isId(token) && outcome === "unknown") return { turnKey, token, outcome };
+  }
+  return parseStoreValue(MutationSettlementSchema, value, "mutation settlement");
+}
+
+/** Whether a claim must wait for the scope's `unknown` claims; an omitted argument means yes. */
+export function requiresResolvedScope(options: unknown): boolean {
+  if (options === undefined) return true;
+  const requireResolvedScope = exactRecord(options, OPTION_KEYS)?.requireResolvedScope;
+  if (typeof requireResolvedScope === "boolean") return requireResolvedScope;
+  return parseStoreValue(ClaimOptionsSchema, options, "claim options").requireResolvedScope ?? true;
+}
+
+/** A store's answer to `claimMutation`. */
+export function parseClaimResult(value: unknown): ClaimResult {
+  const status = typeof value === "object" && value !== null ? (value as { status?: unknown }).status : undefined;
+  if (status === "acquired") {
+    const token = exactRecord(value, ACQUIRED_KEYS)?.token;
+    if (isId(token)) return { status, token };
+  } else if (status === "replay") {
+    const result = fastResult(exactRecord(value, REPLAY_KEYS)?.result);
+    if (result !== undefined) return { status, result };
+  } else if (
+    status === "pending" ||
+    status === "unknown" ||
+    status === "conflict" ||
+    status === "scope_unresolved"
+  ) {
+    if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
+  }
+  return parseStoreValue(ClaimResultSchema, value, "claimMutation answer");
 }

@@ -11,6 +11,7 @@ import {
   type ToolCallRef,
   type TurnRef,
 } from "arkah-agent-guardrails";
+import { sha256Hex } from "../../src/digest.js";
 import { mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -220,7 +221,10 @@ describe("readEvidenceDigest (internal)", () => {
   const base = readEvidenceDigest(VECTORS.turnKey, read);
 
   it("follows the documented formula", () => {
-    expect(base).toBe(digest({ kind: "arkah.read", v: 1, turnKey: VECTORS.turnKey, ...read }));
+    const { content, ...rest } = read;
+    expect(base).toBe(
+      digest({ kind: "arkah.read", v: 1, turnKey: VECTORS.turnKey, ...rest, contentDigest: sha256Hex(content) }),
+    );
   });
 
   it("changes with the turn key, call id, tool name and content", () => {

@@ -1,0 +1,342 @@
+/**
+ * `pnpm bench`: runs every benchmark, prints the table and writes docs/benchmarks.md.
+ *
+ *   pnpm bench              full run (about 2-3 minutes on 2 cores)
+ *   pnpm bench --quick      a few rounds of each, to check the benchmarks run (does not write docs)
+ *   pnpm bench --no-write   full run, print only
+ *
+ * Method: see bench/harness.ts and the header written into docs/benchmarks.md.
+ */
+import { writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { fileURLToPath } from "node:url";
+import { benchGuardedLoop, benchReadWriteTurn } from "./agent.js";
+import { benchDigest } from "./digest.js";
+import { formatNs, formatRate, log, type Interleaved, type ResultRow } from "./harness.js";
+import { benchHistory, type HistoryRow } from "./history.js";
+import { benchStore } from "./store.js";
+
+const argv = new Set(process.argv.slice(2));
+const quick = argv.has("--quick");
+const write = !quick && !argv.has("--no-write");
+
+const LOOP_STEPS = 200;
+const HISTORY_SIZES = [0, 1_000, 5_000] as const;
+const HISTORY_STEPS = 20;
+/** The history share is flat when the largest history costs at most this much more than none (see flatnessRow). */
+const FLAT_RATIO = 1.5;
+const FLAT_ABSOLUTE_NS = 50_000;
+
+const ratioText = (value: number) => `${value.toFixed(3)}x`;
+/** The cross-checks printed under the table: paired ratio, CPU times, rounds. */
+const paired = (result: Interleaved) =>
+  `median of per-round ratios ${ratioText(result.pairedRatio)}; CPU time ${formatNs(result.cpu.baseline)} → ` +
+  `${formatNs(result.cpu.subject)}; ${String(result.baselineSamples.length)} rounds`;
+
+function ratioRow(
+  benchmark: string,
+  result: Interleaved,
+  unit: string,
+  target: number,
+  note?: string,
+): ResultRow {
+  return {
+    benchmark,
+    baseline: `${formatNs(result.baseline)}${unit}`,
+    subject: `${formatNs(result.subject)}${unit}`,
+    ratio: ratioText(result.ratio),
+    cpuRatio: ratioText(result.cpu.ratio),
+    target: `≤ ${target.toFixed(2)}x`,
+    pass: result.ratio <= target,
+    note: note === undefined ? paired(result) : `${note}; ${paired(result)}`,
+  };
+}
+
+const loadAverage = () =>
+  loadavg()
+    .map((load) => load.toFixed(2))
+    .join(" / ");
+
+async function main() {
+  const started = performance.now();
+  const loadBefore = loadAverage();
+  const rows: ResultRow[] = [];
+  const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
+
+  stage(`1/5 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
+  const loop = await benchGuardedLoop(
+    quick
+      ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
+      : { steps: LOOP_STEPS, rounds: 80, minRounds: 10, budgetMs: 45_000, warmup: 3 },
+  );
+  rows.push(
+    ratioRow(
+      `guarded loop, per tool call (${String(LOOP_STEPS)} steps)`,
+      loop,
+      "/call",
+      1.1,
+      `guard adds ${formatNs(loop.pairedDifference)} ± ${formatNs(loop.pairedDifferenceError)} per call`,
+    ),
+  );
+
+  stage("2/5 read-then-write turn with admitTurn");
+  const turn = await benchReadWriteTurn(
+    quick
+      ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
+      : { turnsPerSample: 10, rounds: 120, minRounds: 12, budgetMs: 22_000, warmup: 4 },
+  );
+  rows.push(
+    ratioRow(
+      "read-then-write turn incl. admitTurn",
+      turn,
+      "/turn",
+      1.15,
+      `guard adds ${formatNs(turn.pairedDifference)} ± ${formatNs(turn.pairedDifferenceError)} per turn, of which admitTurn ${formatNs(turn.admitNs)}`,
+    ),
+  );
+
+  stage("3/5 digest vs sha256(JSON.stringify(x))");
+  const digestRows = await benchDigest(quick ? { rounds: 3, batchMs: 5 } : {});
+  for (const row of digestRows) {
+    rows.push({
+      benchmark: `digest: ${row.case}`,
+      baseline: `${formatNs(row.baselineNs)}/op`,
+      subject: `${formatNs(row.subjectNs)}/op`,
+      ratio: ratioText(row.ratio),
+      target: "≤ 1.30x",
+      pass: row.ratio <= 1.3,
+    });
+  }
+
+  stage("4/5 in-memory claim+settle pairs");
+  const store = await benchStore(
+    quick
+      ? { pairs: 500, rounds: 5, warmup: 5 }
+      : { pairs: 500, rounds: 400, minRounds: 30, budgetMs: 6_000, warmup: 30 },
+  );
+  rows.push({
+    benchmark: "in-memory claim+settle pair (vs bare async Map)",
+    baseline: `${formatRate(store.baselinePairsPerSecond)} (${formatNs(store.baseline)}/pair)`,
+    subject: `${formatRate(store.subjectPairsPerSecond)} (${formatNs(store.subject)}/pair)`,
+    ratio: ratioText(store.ratio),
+    cpuRatio: ratioText(store.cpu.ratio),
+    target: "≤ 1.50x",
+    pass: store.ratio <= 1.5,
+    note: `time ratio (subject/baseline); ${paired(store)}`,
+  });
+
+  stage(`5/5 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
+  const history = await benchHistory(
+    quick
+      ? { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 2, warmup: 1 }
+      : { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 100, minRounds: 10, budgetMs: 13_000, warmup: 3 },
+  );
+  rows.push(...historyRows(history));
+
+  const seconds = (performance.now() - started) / 1000;
+  stage(`done in ${seconds.toFixed(0)} s; load average ${loadBefore} before, ${loadAverage()} after`);
+
+  const table = renderTable(rows);
+  console.log(`\n${table}\n`);
+  const notes = renderNotes(rows);
+  if (notes !== "") console.log(`${notes}\n`);
+  const misses = rows.filter((row) => !row.pass);
+  console.log(
+    misses.length === 0
+      ? `all ${String(rows.length)} targets met`
+      : `${String(misses.length)} of ${String(rows.length)} targets missed: ${misses.map((row) => row.benchmark).join("; ")}`,
+  );
+
+  if (write) {
+    const path = fileURLToPath(new URL("../docs/benchmarks.md", import.meta.url));
+    writeFileSync(path, renderDocument(table, notes, history, seconds, `${loadBefore} before, ${loadAverage()} after`));
+    log(`wrote ${path}`);
+  }
+}
+
+function historyRows(history: readonly HistoryRow[]): ResultRow[] {
+  const rows: ResultRow[] = history.map(({ size, result, shareNs, shareErrorNs, cpuShareNs, cpuShareErrorNs, hookNs }) => ({
+    benchmark: `history ${size.toLocaleString("en-US")} msgs, per tool call (${String(HISTORY_STEPS)} steps)`,
+    baseline: `${formatNs(result.baseline)}/call`,
+    subject: `${formatNs(result.subject)}/call`,
+    ratio: ratioText(result.ratio),
+    cpuRatio: ratioText(result.cpu.ratio),
+    target: "(flatness below)",
+    pass: true,
+    note:
+      `guard's share ${formatShare(shareNs)} ± ${formatNs(shareErrorNs)}/call ` +
+      `(CPU time ${formatShare(cpuShareNs)} ± ${formatNs(cpuShareErrorNs)}), ` +
+      `guard's own hook time ${formatNs(hookNs)}/call; ${paired(result)}`,
+  }));
+  rows.push(
+    flatnessRow(
+      "history flatness: guard's share (guarded − unguarded)",
+      history.map((row) => ({ size: row.size, ns: row.shareNs, error: row.shareErrorNs })),
+    ),
+    flatnessRow(
+      "history flatness: guard's share in CPU time",
+      history.map((row) => ({ size: row.size, ns: row.cpuShareNs, error: row.cpuShareErrorNs })),
+    ),
+    flatnessRow(
+      "history flatness: guard's own hook time (median)",
+      history.map((row) => ({ size: row.size, ns: row.hookNs, error: 0 })),
+    ),
+  );
+  return rows;
+}
+
+interface SharePoint {
+  readonly size: number;
+  readonly ns: number;
+  /** Standard error of `ns` (0 when not estimated). */
+  readonly error: number;
+}
+
+/**
+ * Flat means the share does not grow with the history: at the largest history it is at most
+ * FLAT_RATIO times the share with none, or at most FLAT_ABSOLUTE_NS more, or more only by less
+ * than the noise (two standard errors of the difference). A share that comes out lower at the
+ * largest history is not growth; it says how noisy that figure is.
+ */
+function flatnessRow(benchmark: string, points: readonly SharePoint[]): ResultRow {
+  const first = points[0] ?? { size: 0, ns: 0, error: 0 };
+  const last = points.at(-1) ?? first;
+  const shares = points.map((point) => point.ns);
+  const maxOverMin = shares.every((share) => share > 0) ? Math.max(...shares) / Math.min(...shares) : Number.NaN;
+  const growth = last.ns - first.ns;
+  const noise = 2 * Math.hypot(first.error, last.error);
+  const withinRatio = first.ns > 0 && last.ns > 0 && last.ns / first.ns <= FLAT_RATIO;
+  const why =
+    growth <= 0
+      ? `no growth`
+      : withinRatio
+        ? `grows ${(last.ns / first.ns).toFixed(2)}x, within ${FLAT_RATIO.toFixed(1)}x`
+        : growth <= FLAT_ABSOLUTE_NS
+          ? `grows by at most ${formatNs(FLAT_ABSOLUTE_NS)}`
+          : growth <= noise
+            ? `grows within noise only (2 SE = ${formatNs(noise)})`
+            : `grows beyond noise (2 SE = ${formatNs(noise)})`;
+  const pass = growth <= 0 || withinRatio || growth <= FLAT_ABSOLUTE_NS || growth <= noise;
+  const cell = (point: SharePoint) =>
+    `${formatShare(point.ns)}${point.error > 0 ? ` ± ${formatNs(point.error)}` : ""} at ${point.size.toLocaleString("en-US")}`;
+  return {
+    benchmark,
+    baseline: cell(first),
+    subject: cell(last),
+    ratio: Number.isNaN(maxOverMin) ? "n/a (a share ≤ 0)" : `${maxOverMin.toFixed(2)}x max/min`,
+    target: `grows ≤ ${FLAT_RATIO.toFixed(1)}x, ≤ ${formatNs(FLAT_ABSOLUTE_NS)} or within noise`,
+    pass,
+    note:
+      `${points.map((point) => `${point.size.toLocaleString("en-US")}: ${formatShare(point.ns)}`).join(", ")}; ` +
+      `largest − no history: ${formatShare(growth)}; verdict: ${why}`,
+  };
+}
+
+function formatShare(ns: number): string {
+  return ns < 0 ? formatNs(ns) : `+${formatNs(ns)}`;
+}
+
+const COLUMNS = ["benchmark", "baseline", "subject", "ratio", "target", "result", "CPU-time ratio"] as const;
+
+function cells(row: ResultRow): string[] {
+  return [row.benchmark, row.baseline, row.subject, row.ratio, row.target, row.pass ? "pass" : "MISS", row.cpuRatio ?? ""];
+}
+
+/** A Markdown table, padded so it also reads well on a terminal. */
+function renderTable(rows: readonly ResultRow[]): string {
+  const body = rows.map(cells);
+  const widths = COLUMNS.map((column, i) => Math.max(column.length, ...body.map((line) => (line[i] ?? "").length)));
+  const line = (values: readonly string[]) =>
+    `| ${values.map((value, i) => value.padEnd(widths[i] ?? 0)).join(" | ")} |`;
+  return [line(COLUMNS), line(widths.map((width) => "-".repeat(width))), ...body.map(line)].join("\n");
+}
+
+function renderNotes(rows: readonly ResultRow[]): string {
+  return rows
+    .filter((row) => row.note !== undefined)
+    .map((row) => `- ${row.benchmark}: ${row.note ?? ""}`)
+    .join("\n");
+}
+
+function renderDocument(
+  table: string,
+  notes: string,
+  history: readonly HistoryRow[],
+  seconds: number,
+  load: string,
+): string {
+  const now = new Date();
+  return `# Benchmarks
+
+<!-- The header is written by bench/run.ts; everything from "Latest run" down is its output. -->
+
+Performance is measured by benchmarks, never by timed test assertions. Every figure is a ratio
+of a subject against a baseline measured **in the same process**, in **interleaved rounds**: each
+round times one sample of the baseline and one of the subject, the order flipping every round
+(B S, S B, ...), after warm-up rounds that are discarded, with a full GC before every sample. Each
+side reports the **median** of its wall-clock samples and the ratio is median(subject) /
+median(baseline); that is the figure the targets apply to. Two cross-checks are printed under the
+table: the median of the per-round ratios, and the same ratio in process CPU time (less disturbed
+by other processes on a shared machine). Absolute times depend on the machine and its load; only
+the ratios are comparable. The model is always the offline \`ScriptedModel\`; tools, the
+\`createAgent\` graph and the store are real. Agents and scripted models are built outside the timed
+regions; a sample that ends with any refused or failed tool call aborts the run, so a refusal can
+never pass for a speed-up.
+
+| benchmark | baseline | subject | target |
+|---|---|---|---|
+| guarded loop (bench/agent.ts) | the same \`createAgent\` loop, no middleware | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${String(LOOP_STEPS)} steps, one \`document-read\` call each, then an answer; time per tool call | ≤ 1.10 |
+| read-then-write turn (bench/agent.ts) | the same turns, no middleware | one server-wide middleware, the turn passed per invoke with \`turnContext\`; each turn: \`admitTurn\` (fresh turn id, moderation stub \`true\`), read, write, answer; time per turn | ≤ 1.15 |
+| digest (bench/digest.ts) | \`sha256(JSON.stringify(x))\` | \`digest(x)\` (RFC 8785 canonical JSON + SHA-256) on small tool arguments, a 10,000-key object, a 1 MiB string | ≤ 1.30 each |
+| claim+settle (bench/store.ts) | a bare async \`Map\`: claim checks and sets a record with a \`randomUUID()\` token, settle compares and updates | \`InMemoryGuardrailStore.claimMutation\` + \`settleMutation\`, a distinct turn key per pair, identities built beforehand | time ratio ≤ 1.50 |
+| history flatness (bench/history.ts) | the same loop, no middleware | guarded loop of ${String(HISTORY_STEPS)} read steps whose input already holds ${HISTORY_SIZES.map((size) => size.toLocaleString("en-US")).join(", ")} earlier messages (alternating Human/AI text) | the guard's share per call does not grow with the history: at the largest history it is at most ${FLAT_RATIO.toFixed(1)}x the share at none, or at most ${formatNs(FLAT_ABSOLUTE_NS)} more, or more only within noise (under two standard errors of the difference) |
+
+The history share is the median of the per-round differences guarded − unguarded, with a robust
+standard error (from the interquartile range). The framework's own per-step cost grows with the
+thread (tens of ms per step at 5,000 messages on a loaded machine), so that difference is noisy
+exactly where it matters. The run therefore also reports the same share in process CPU time, and
+times the guard's own hooks on the guarded side:
+each \`wrapToolCall\` / \`wrapModelCall\` invocation minus the handler it calls, the median
+invocation of each summed per tool call (the timing wrapper adds well under a microsecond per hook,
+the same at every history size). It answers the same question (does the guard's work grow with the
+history?) without the framework's noise. "guard adds X ± SE" in the notes is the median of the
+per-round differences with its standard error.
+
+Reproduce with \`pnpm bench\` (about 2-3 minutes on 2 cores; it rewrites this file).
+\`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
+\`pnpm bench --no-write\` prints without writing. On a shared or busy machine (see the load
+average below; it should be well under the number of cores) the wall-clock samples are noisy:
+read a ratio near its target together with its CPU-time ratio and the per-round ratio in the
+notes, and rerun before concluding anything from it.
+
+## Latest run
+
+- date: ${now.toISOString()}
+- node: ${process.version} (${process.platform}/${process.arch})
+- CPU: ${cpus()[0]?.model ?? "unknown"} (${String(cpus().length)} logical cores)
+- command: \`pnpm bench\`
+- duration: ${seconds.toFixed(0)} s
+- load average (1 / 5 / 15 min): ${load}
+
+${table}
+
+Notes:
+
+${notes}
+
+History detail (per tool call):
+
+| earlier messages | unguarded | guarded | guard's share (median of per-round differences ± SE) | the share in CPU time | guard's own hook time (median) |
+|---|---|---|---|---|---|
+${history
+  .map(
+    (row) =>
+      `| ${row.size.toLocaleString("en-US")} | ${formatNs(row.result.baseline)} | ${formatNs(row.result.subject)} | ` +
+      `${formatShare(row.shareNs)} ± ${formatNs(row.shareErrorNs)} | ${formatShare(row.cpuShareNs)} ± ${formatNs(row.cpuShareErrorNs)} | ` +
+      `${formatNs(row.hookNs)} |`,
+  )
+  .join("\n")}
+`;
+}
+
+await main();
