@@ -164,6 +164,178 @@ export const MutationSettlementSchema = z.discriminatedUnion("outcome", [
 ]);
 export type MutationSettlement = z.infer<typeof MutationSettlementSchema>;
 
+// ---------------------------------------------------------------------------------------------
+// Guardrail verdicts and approvals
+
+/** A JSON value, as stored: what a verdict's detections and an edited approval may hold. */
+export const JsonValueSchema = z.json();
+export type JsonValue = z.infer<typeof JsonValueSchema>;
+
+export const GUARDRAIL_ACTIONS = ["allow", "deny", "observe", "approve"] as const;
+
+/** One rule a guardrail checked. */
+export const DetectionSchema = z
+  .object({
+    rule: IdSchema,
+    detected: z.boolean(),
+  })
+  .catchall(JsonValueSchema);
+export type Detection = z.infer<typeof DetectionSchema>;
+
+/**
+ * What a guardrail says should happen to a call. It never changes anything itself.
+ * - `allow`: nothing to object to;
+ * - `deny`: refuse the call (the model gets `code`, `reason` and `details`);
+ * - `observe`: record what would have been refused, and let the call run;
+ * - `approve`: pause for a person's decision before anything runs.
+ */
+export const GuardrailVerdictSchema = z.strictObject({
+  action: z.enum(GUARDRAIL_ACTIONS),
+  /** `partial` when the check could not finish (it threw or timed out): never clean. */
+  outcome: z.enum(["complete", "partial"]),
+  detections: z.array(DetectionSchema),
+  /** Shown to the model on a denial, and to the approver. Keep server detail out of it. */
+  reason: z.string().optional(),
+  /** The refusal code on a denial; default `guardrail_denied`. */
+  code: z.string().regex(/^[a-z][a-z0-9_]*$/, "a snake_case code").optional(),
+  /** Extra fields for the model's refusal content on a denial. */
+  details: z.record(z.string(), JsonValueSchema).optional(),
+});
+export type GuardrailVerdict = z.infer<typeof GuardrailVerdictSchema>;
+export type GuardrailAction = GuardrailVerdict["action"];
+
+/** Which check of which call a verdict or approval is bound to. */
+export const VerdictKeySchema = z.strictObject({
+  turnKey: DigestSchema,
+  toolCallId: IdSchema,
+  guardrail: IdSchema,
+  argsDigest: DigestSchema,
+});
+export type VerdictKey = z.infer<typeof VerdictKeySchema>;
+
+export const VerdictRecordSchema = VerdictKeySchema.extend({
+  verdict: GuardrailVerdictSchema,
+  recordedAt: TimestampSchema,
+});
+export type VerdictRecord = z.infer<typeof VerdictRecordSchema>;
+
+/** A person's answer to an approval request: the resume value of the interrupt. */
+export const ApprovalDecisionSchema = z.discriminatedUnion("decision", [
+  z.strictObject({ decision: z.literal("approve") }),
+  z.strictObject({ decision: z.literal("reject"), message: z.string().optional() }),
+  z.strictObject({ decision: z.literal("edit"), args: z.record(z.string(), JsonValueSchema) }),
+]);
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
+
+export const ApprovalRecordSchema = VerdictKeySchema.extend({
+  decision: ApprovalDecisionSchema,
+  decidedAt: TimestampSchema,
+});
+export type ApprovalRecord = z.infer<typeof ApprovalRecordSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Audit trail
+
+export const AUDIT_DECISIONS = [
+  /** The tool ran and returned a result. */
+  "executed",
+  /** A completed mutation's stored result was returned without running it. */
+  "replayed",
+  /** The call was refused before running (`code` says why). */
+  "refused",
+  /** A mutation was refused because it shared its step with a read (`read_batch_deferred`). */
+  "deferred",
+  /** The tool ran and failed: `tool_failed`, or a mutation left `unknown`. */
+  "failed",
+  /** A guardrail's verdict other than `allow` (deny, observe, approve). */
+  "verdict",
+  /** A person's approval decision. */
+  "approval",
+  /** An operator reconciled an unresolved mutation. */
+  "reconciled",
+] as const;
+
+/** One decision, as the audit trail records it. Values only if the host opted in. */
+export const AuditEventSchema = z.strictObject({
+  at: TimestampSchema,
+  decision: z.enum(AUDIT_DECISIONS),
+  turnKey: DigestSchema,
+  scopeId: IdSchema,
+  toolCallId: IdSchema.optional(),
+  toolName: IdSchema.optional(),
+  kind: ToolKindSchema.optional(),
+  argsDigest: DigestSchema.optional(),
+  /** The refusal code, or the guardrail's code on a verdict. */
+  code: z.string().optional(),
+  guardrail: IdSchema.optional(),
+  /** The verdict's action, or the approval's decision. */
+  action: z.string().optional(),
+  mutationKey: DigestSchema.optional(),
+  operatorRef: IdSchema.optional(),
+  /** Argument values and tool results: only with `audit: { includeValues: true }`. */
+  args: JsonValueSchema.optional(),
+  result: z.string().optional(),
+});
+export type AuditEvent = z.infer<typeof AuditEventSchema>;
+
+/** An audit event as read back: the store numbers events in the order they were appended. */
+export const StoredAuditEventSchema = AuditEventSchema.extend({ seq: z.int().min(1) });
+export type StoredAuditEvent = z.infer<typeof StoredAuditEventSchema>;
+
+export const AuditQuerySchema = z.strictObject({
+  /** Events at or after this time. */
+  since: TimestampSchema.optional(),
+  /** Events after this sequence number (for paging). */
+  afterSeq: z.int().min(0).optional(),
+  limit: z.int().min(1).max(10_000).optional(),
+});
+export type AuditQuery = z.infer<typeof AuditQuerySchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Reconciliation and retention
+
+/** A mutation whose outcome nobody recorded: `pending` (running, or crashed) or `unknown`. */
+export const UnresolvedMutationSchema = MutationIdentitySchema.extend({
+  state: z.enum(["pending", "unknown"]),
+  claimedAt: TimestampSchema,
+});
+export type UnresolvedMutation = z.infer<typeof UnresolvedMutationSchema>;
+
+export const ReconciliationSchema = z.discriminatedUnion("resolution", [
+  /** The write happened: `result` is what later replays of the call return. */
+  z.strictObject({
+    turnKey: DigestSchema,
+    resolution: z.literal("completed"),
+    result: MutationResultSchema,
+    operatorRef: IdSchema,
+  }),
+  /** The write did not happen: the turn's slot reopens. */
+  z.strictObject({ turnKey: DigestSchema, resolution: z.literal("no-effect"), operatorRef: IdSchema }),
+]);
+export type Reconciliation = z.infer<typeof ReconciliationSchema>;
+
+export const ReconcileResultSchema = z.discriminatedUnion("reconciled", [
+  z.strictObject({ reconciled: z.literal(true), state: z.enum(["pending", "unknown"]) }),
+  /** Nothing changed: no claim for the turn, or it is not `pending`/`unknown` (already resolved). */
+  z.strictObject({ reconciled: z.literal(false), reason: z.enum(["not_found", "not_unresolved"]) }),
+]);
+export type ReconcileResult = z.infer<typeof ReconcileResultSchema>;
+
+export const PruneOptionsSchema = z.strictObject({
+  /** Completed records settled before this time are removed; a tombstone per turn remains. */
+  olderThan: TimestampSchema,
+});
+export type PruneOptions = z.infer<typeof PruneOptionsSchema>;
+
+export const PruneResultSchema = z.strictObject({
+  /** Turns whose completed mutation was pruned to a tombstone. */
+  turns: z.int().min(0),
+});
+export type PruneResult = z.infer<typeof PruneResultSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// The store
+
 /**
  * Durable, trusted server-side storage for the guardrails. Its methods are server operations:
  * never expose them as tools or client endpoints. Implementations validate every value crossing
@@ -180,13 +352,39 @@ export interface GuardrailStore {
   recordSuccessfulRead(evidence: ReadEvidence): Promise<void>;
   /** True only for evidence recorded for exactly this turn key and digest. */
   hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean>;
-  /** Atomically claims the turn's single mutation slot. One winner across all workers. */
+  /**
+   * Atomically claims the turn's single mutation slot. One winner across all workers. A turn
+   * whose completed claim was pruned answers `conflict`: it is never reopened.
+   */
   claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult>;
   /**
    * Settles a pending claim. Returns false, changing nothing, unless the claim is pending and
    * `token` is the one `claimMutation` issued. A settlement that throws leaves the claim pending.
    */
   settleMutation(settlement: MutationSettlement): Promise<boolean>;
+  /** Stores a guardrail's verdict unless one exists for its key; returns whichever won. */
+  recordVerdict(record: VerdictRecord): Promise<VerdictRecord>;
+  getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined>;
+  /** Stores an approval decision unless one exists for its key; returns whichever won. */
+  recordApproval(record: ApprovalRecord): Promise<ApprovalRecord>;
+  getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined>;
+  /** Appends to the audit trail. Append-only: events are never changed or removed by the store. */
+  appendAudit(event: AuditEvent): Promise<void>;
+  /** Audit events in the order they were appended, oldest first. */
+  readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]>;
+  /** Every `pending` or `unknown` mutation, oldest claim first. */
+  listUnresolved(): Promise<UnresolvedMutation[]>;
+  /**
+   * Resolves a `pending` or `unknown` mutation on an operator's word, and appends a `reconciled`
+   * audit event, atomically. Anything else changes nothing and says why.
+   */
+  reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult>;
+  /**
+   * Removes completed mutations settled before `olderThan`, with their turns' read evidence,
+   * verdicts and approvals, keeping a tombstone per turn so a replay is refused, not reopened.
+   * Unresolved claims, receipts and the audit trail are kept.
+   */
+  prune(options: PruneOptions): Promise<PruneResult>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,6 +399,8 @@ export const REFUSAL_CODES = {
   duplicate_call_id: "duplicate_call_id",
   unauthorized: "unauthorized",
   invalid_arguments: "invalid_arguments",
+  guardrail_denied: "guardrail_denied",
+  approval_rejected: "approval_rejected",
   read_batch_deferred: "read_batch_deferred",
   single_mutation: "single_mutation",
   read_required: "read_required",

@@ -8,6 +8,23 @@ export {
 } from "./admission.js";
 export {
   AdmissionReceiptSchema,
+  ApprovalDecisionSchema,
+  ApprovalRecordSchema,
+  AUDIT_DECISIONS,
+  AuditEventSchema,
+  AuditQuerySchema,
+  DetectionSchema,
+  GUARDRAIL_ACTIONS,
+  GuardrailVerdictSchema,
+  JsonValueSchema,
+  PruneOptionsSchema,
+  PruneResultSchema,
+  ReconcileResultSchema,
+  ReconciliationSchema,
+  StoredAuditEventSchema,
+  UnresolvedMutationSchema,
+  VerdictKeySchema,
+  VerdictRecordSchema,
   ClaimOptionsSchema,
   ClaimResultSchema,
   DigestSchema,
@@ -23,6 +40,22 @@ export {
   ToolPolicySchema,
   TurnInputSchema,
   type AdmissionReceipt,
+  type ApprovalDecision,
+  type ApprovalRecord,
+  type AuditEvent,
+  type AuditQuery,
+  type Detection,
+  type GuardrailAction,
+  type GuardrailVerdict,
+  type JsonValue,
+  type PruneOptions,
+  type PruneResult,
+  type Reconciliation,
+  type ReconcileResult,
+  type StoredAuditEvent,
+  type UnresolvedMutation,
+  type VerdictKey,
+  type VerdictRecord,
   type ClaimOptions,
   type ClaimResult,
   type ClaimStatus,
@@ -58,5 +91,5 @@ export {
   type GuardrailLogger,
 } from "./middleware.js";
 export { runWithRetryBoundary, type RetryBoundaryOptions } from "./retry.js";
-export { InMemoryGuardrailStore } from "./stores/memory.js";
+export { InMemoryGuardrailStore, type InMemoryGuardrailStoreOptions } from "./stores/memory.js";
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";

@@ -85,6 +85,9 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
   unauthorized: "This call is not authorized for this user. Do not retry it; tell the user.",
   invalid_arguments:
     "The arguments do not match the tool's schema, so the call did not run. Fix every listed problem and call it again.",
+  guardrail_denied: "A guardrail refused this call, so it did not run. Read the reason, then change the call or tell the user.",
+  approval_rejected:
+    "A person reviewed this call and rejected it, so it did not run. Do not retry it; tell the user, with their message if any.",
   read_batch_deferred:
     "A change cannot run in the same step as a read, so it did not run. Check the read result, then make the change in a step of its own.",
   single_mutation:

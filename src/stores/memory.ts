@@ -7,14 +7,32 @@
 import { randomUUID } from "node:crypto";
 import {
   AdmissionReceiptSchema,
+  ApprovalRecordSchema,
+  AuditEventSchema,
+  AuditQuerySchema,
+  PruneOptionsSchema,
+  ReconciliationSchema,
+  VerdictKeySchema,
+  VerdictRecordSchema,
   type AdmissionReceipt,
+  type ApprovalRecord,
+  type AuditEvent,
+  type AuditQuery,
   type ClaimOptions,
   type ClaimResult,
   type GuardrailStore,
   type MutationIdentity,
   type MutationResult,
   type MutationSettlement,
+  type PruneOptions,
+  type PruneResult,
   type ReadEvidence,
+  type Reconciliation,
+  type ReconcileResult,
+  type StoredAuditEvent,
+  type UnresolvedMutation,
+  type VerdictKey,
+  type VerdictRecord,
 } from "../contracts.js";
 import {
   parseDigest,
@@ -28,20 +46,44 @@ import {
 interface ClaimRecord {
   readonly identity: MutationIdentity;
   readonly token: string;
-  state: "pending" | "complete" | "unknown";
+  readonly claimedAt: string;
+  /** `pruned`: a tombstone; the turn's slot is used and its result is gone. */
+  state: "pending" | "complete" | "unknown" | "pruned";
   result: MutationResult | undefined;
+  settledAt: string | undefined;
 }
 
+export interface InMemoryGuardrailStoreOptions {
+  /** Clock for claim, settlement and audit times. Default: the system clock. */
+  readonly now?: () => Date;
+}
+
+const verdictKey = (key: VerdictKey) => JSON.stringify([key.turnKey, key.toolCallId, key.guardrail, key.argsDigest]);
+
 export class InMemoryGuardrailStore implements GuardrailStore {
+  readonly #now: () => Date;
   readonly #receipts = new Map<string, AdmissionReceipt>();
-  readonly #reads = new Set<string>();
+  /** turn key -> evidence digests. */
+  readonly #reads = new Map<string, Set<string>>();
   readonly #claims = new Map<string, ClaimRecord>();
   /** Turn keys with an `unknown` claim, per scope: they block the scope's other turns. */
   readonly #unknownByScope = new Map<string, Set<string>>();
+  readonly #verdicts = new Map<string, VerdictRecord>();
+  readonly #approvals = new Map<string, ApprovalRecord>();
+  readonly #audit: StoredAuditEvent[] = [];
+
+  constructor(options: InMemoryGuardrailStoreOptions = {}) {
+    this.#now = options.now ?? (() => new Date());
+  }
+
+  #timestamp(): string {
+    return this.#now().toISOString();
+  }
+
+  // -- admission ------------------------------------------------------------------------------
 
   async getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
-    const key = parseDigest(turnKey, "turn key");
-    const receipt = this.#receipts.get(key);
+    const receipt = this.#receipts.get(parseDigest(turnKey, "turn key"));
     return receipt === undefined ? undefined : { ...receipt };
   }
 
@@ -52,36 +94,49 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     return { ...winner };
   }
 
+  // -- read evidence --------------------------------------------------------------------------
+
   async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
     const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    this.#reads.add(`${turnKey}/${evidenceDigest}`);
+    const digests = this.#reads.get(turnKey) ?? new Set<string>();
+    digests.add(evidenceDigest);
+    this.#reads.set(turnKey, digests);
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
     const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    return this.#reads.has(`${turnKey}/${evidenceDigest}`);
+    return this.#reads.get(turnKey)?.has(evidenceDigest) === true;
   }
 
+  // -- mutation claims ------------------------------------------------------------------------
+
   async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
-    const claimed = parseIdentity(identity);
-    return this.#claim(claimed, requiresResolvedScope(options));
+    return this.#claim(parseIdentity(identity), requiresResolvedScope(options));
   }
 
   #claim(identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult {
     const existing = this.#claims.get(identity.turnKey);
     if (existing !== undefined) {
-      if (existing.identity.mutationKey !== identity.mutationKey) return { status: "conflict" };
+      if (existing.state === "pruned" || existing.identity.mutationKey !== identity.mutationKey) {
+        return { status: "conflict" };
+      }
       if (existing.state === "complete" && existing.result !== undefined) {
         return { status: "replay", result: { ...existing.result } };
       }
       return { status: existing.state === "unknown" ? "unknown" : "pending" };
     }
-    if (requireResolvedScope) {
-      const unknown = this.#unknownByScope.get(identity.scopeId);
-      if (unknown !== undefined && unknown.size > 0) return { status: "scope_unresolved" };
+    if (requireResolvedScope && (this.#unknownByScope.get(identity.scopeId)?.size ?? 0) > 0) {
+      return { status: "scope_unresolved" };
     }
     const token = randomUUID();
-    this.#claims.set(identity.turnKey, { identity, token, state: "pending", result: undefined });
+    this.#claims.set(identity.turnKey, {
+      identity,
+      token,
+      claimedAt: this.#timestamp(),
+      state: "pending",
+      result: undefined,
+      settledAt: undefined,
+    });
     return { status: "acquired", token };
   }
 
@@ -89,16 +144,134 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     const parsed = parseSettlement(settlement);
     const claim = this.#claims.get(parsed.turnKey);
     if (claim?.state !== "pending" || claim.token !== parsed.token) return false;
+    claim.settledAt = this.#timestamp();
     if (parsed.outcome === "complete") {
       claim.state = "complete";
       claim.result = parsed.result;
     } else {
       claim.state = "unknown";
-      const scope = claim.identity.scopeId;
-      const unknown = this.#unknownByScope.get(scope) ?? new Set<string>();
-      unknown.add(parsed.turnKey);
-      this.#unknownByScope.set(scope, unknown);
+      this.#markUnknown(claim.identity, true);
     }
     return true;
+  }
+
+  #markUnknown(identity: MutationIdentity, unknown: boolean): void {
+    const turns = this.#unknownByScope.get(identity.scopeId) ?? new Set<string>();
+    if (unknown) turns.add(identity.turnKey);
+    else turns.delete(identity.turnKey);
+    if (turns.size > 0) this.#unknownByScope.set(identity.scopeId, turns);
+    else this.#unknownByScope.delete(identity.scopeId);
+  }
+
+  // -- verdicts and approvals -----------------------------------------------------------------
+
+  async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
+    const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
+    const key = verdictKey(candidate);
+    const winner = this.#verdicts.get(key) ?? candidate;
+    this.#verdicts.set(key, winner);
+    return structuredClone(winner);
+  }
+
+  async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
+    const record = this.#verdicts.get(verdictKey(parseStoreValue(VerdictKeySchema, key, "verdict key")));
+    return record === undefined ? undefined : structuredClone(record);
+  }
+
+  async recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
+    const candidate = parseStoreValue(ApprovalRecordSchema, record, "approval record");
+    const key = verdictKey(candidate);
+    const winner = this.#approvals.get(key) ?? candidate;
+    this.#approvals.set(key, winner);
+    return structuredClone(winner);
+  }
+
+  async getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
+    const record = this.#approvals.get(verdictKey(parseStoreValue(VerdictKeySchema, key, "approval key")));
+    return record === undefined ? undefined : structuredClone(record);
+  }
+
+  // -- audit trail ----------------------------------------------------------------------------
+
+  async appendAudit(event: AuditEvent): Promise<void> {
+    this.#append(parseStoreValue(AuditEventSchema, event, "audit event"));
+  }
+
+  #append(event: AuditEvent): void {
+    this.#audit.push({ ...event, seq: this.#audit.length + 1 });
+  }
+
+  async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
+    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const from = since === undefined ? undefined : Date.parse(since);
+    const events: StoredAuditEvent[] = [];
+    for (const event of this.#audit) {
+      if (events.length >= limit) break;
+      if (event.seq <= afterSeq || (from !== undefined && Date.parse(event.at) < from)) continue;
+      events.push(structuredClone(event));
+    }
+    return events;
+  }
+
+  // -- reconciliation and retention -----------------------------------------------------------
+
+  async listUnresolved(): Promise<UnresolvedMutation[]> {
+    const unresolved: UnresolvedMutation[] = [];
+    for (const claim of this.#claims.values()) {
+      if (claim.state === "pending" || claim.state === "unknown") {
+        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: claim.claimedAt });
+      }
+    }
+    // Map order is claim order; a stable sort keeps it among equal times.
+    return unresolved.sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt));
+  }
+
+  async reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
+    const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
+    const claim = this.#claims.get(parsed.turnKey);
+    if (claim === undefined) return { reconciled: false, reason: "not_found" };
+    if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
+    const state = claim.state;
+    const at = this.#timestamp();
+    this.#markUnknown(claim.identity, false);
+    if (parsed.resolution === "completed") {
+      claim.state = "complete";
+      claim.result = parsed.result;
+      claim.settledAt = at;
+    } else {
+      this.#claims.delete(parsed.turnKey);
+    }
+    const { identity } = claim;
+    this.#append({
+      at,
+      decision: "reconciled",
+      turnKey: identity.turnKey,
+      scopeId: identity.scopeId,
+      toolCallId: identity.toolCallId,
+      toolName: identity.toolName,
+      kind: "mutation",
+      argsDigest: identity.argsDigest,
+      mutationKey: identity.mutationKey,
+      action: parsed.resolution,
+      operatorRef: parsed.operatorRef,
+    });
+    return { reconciled: true, state };
+  }
+
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    const cutoff = Date.parse(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
+    const pruned = new Set<string>();
+    for (const [turnKey, claim] of this.#claims) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && Date.parse(claim.settledAt) < cutoff) {
+        claim.state = "pruned";
+        claim.result = undefined;
+        pruned.add(turnKey);
+      }
+    }
+    for (const turnKey of pruned) this.#reads.delete(turnKey);
+    for (const records of [this.#verdicts, this.#approvals]) {
+      for (const [key, record] of records) if (pruned.has(record.turnKey)) records.delete(key);
+    }
+    return { turns: pruned.size };
   }
 }

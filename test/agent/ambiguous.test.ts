@@ -18,19 +18,15 @@ import { z } from "zod";
 import {
   createDocumentGuardrails,
   InMemoryGuardrailStore,
-  type AdmissionReceipt,
-  type ClaimOptions,
-  type ClaimResult,
   type GuardrailStore,
-  type MutationIdentity,
   type MutationSettlement,
-  type ReadEvidence,
   type TurnInput,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 import {
   admit,
   DocumentService,
+  ForwardingStore,
   documentTools,
   guardedAgent,
   invokeTurn,
@@ -56,29 +52,6 @@ function gate<T = undefined>() {
     open = resolve;
   });
   return { opened, open };
-}
-
-/** A `GuardrailStore` view that forwards every method to a shared store. */
-class ForwardingStore implements GuardrailStore {
-  constructor(protected readonly inner: GuardrailStore) {}
-  getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
-    return this.inner.getReceipt(turnKey);
-  }
-  putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
-    return this.inner.putReceiptIfAbsent(receipt);
-  }
-  recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
-    return this.inner.recordSuccessfulRead(evidence);
-  }
-  hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
-    return this.inner.hasSuccessfulRead(evidence);
-  }
-  claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
-    return this.inner.claimMutation(identity, options);
-  }
-  settleMutation(settlement: MutationSettlement): Promise<boolean> {
-    return this.inner.settleMutation(settlement);
-  }
 }
 
 /** Failure injection: a view of the shared store whose settlement write always fails. */

@@ -10,11 +10,28 @@ import {
   admitTurn,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
+  type AdmissionReceipt,
+  type ApprovalRecord,
+  type AuditEvent,
+  type AuditQuery,
+  type ClaimOptions,
+  type ClaimResult,
   type DocumentGuardrailsOptions,
   type GuardrailLogger,
   type GuardrailStore,
+  type MutationIdentity,
+  type MutationSettlement,
+  type PruneOptions,
+  type PruneResult,
+  type ReadEvidence,
+  type Reconciliation,
+  type ReconcileResult,
+  type StoredAuditEvent,
   type ToolPolicy,
   type TurnInput,
+  type UnresolvedMutation,
+  type VerdictKey,
+  type VerdictRecord,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 
@@ -213,4 +230,57 @@ export function outcomeOf(messages: readonly BaseMessage[], callId: string): Too
   const matches = toolOutcomes(messages).filter((outcome) => outcome.callId === callId);
   if (matches.length !== 1) throw new Error(`expected one ToolMessage for ${callId}, found ${String(matches.length)}`);
   return matches[0] as ToolOutcome;
+}
+
+/**
+ * A `GuardrailStore` view that forwards every method to a shared store. Subclass it to inject a
+ * failure into one method while other views of the same store stay healthy.
+ */
+export class ForwardingStore implements GuardrailStore {
+  constructor(protected readonly inner: GuardrailStore) {}
+  getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
+    return this.inner.getReceipt(turnKey);
+  }
+  putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
+    return this.inner.putReceiptIfAbsent(receipt);
+  }
+  recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
+    return this.inner.recordSuccessfulRead(evidence);
+  }
+  hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
+    return this.inner.hasSuccessfulRead(evidence);
+  }
+  claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+    return this.inner.claimMutation(identity, options);
+  }
+  settleMutation(settlement: MutationSettlement): Promise<boolean> {
+    return this.inner.settleMutation(settlement);
+  }
+  recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
+    return this.inner.recordVerdict(record);
+  }
+  getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
+    return this.inner.getVerdict(key);
+  }
+  recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
+    return this.inner.recordApproval(record);
+  }
+  getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
+    return this.inner.getApproval(key);
+  }
+  appendAudit(event: AuditEvent): Promise<void> {
+    return this.inner.appendAudit(event);
+  }
+  readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]> {
+    return this.inner.readAudit(query);
+  }
+  listUnresolved(): Promise<UnresolvedMutation[]> {
+    return this.inner.listUnresolved();
+  }
+  reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
+    return this.inner.reconcileMutation(reconciliation);
+  }
+  prune(options: PruneOptions): Promise<PruneResult> {
+    return this.inner.prune(options);
+  }
 }
