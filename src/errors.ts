@@ -142,6 +142,36 @@ export class SettlementError extends Error {
   }
 }
 
+/** Why an approval could not be applied. */
+export type ApprovalErrorCode =
+  /** The resume value is not `{ decision: "approve" | "reject" | "edit", ... }`. */
+  | "invalid_decision"
+  /** Edited arguments failed the guardrails or `authorize`: the person's edit, not the model's. */
+  | "edit_rejected";
+
+/**
+ * A person's approval decision could not be applied. Thrown (the run fails) rather than told to
+ * the model: the model did not write these arguments, so blaming it would be false.
+ */
+export class ApprovalError extends Error {
+  readonly code: ApprovalErrorCode;
+
+  constructor(code: ApprovalErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    brand(this, "ApprovalError");
+  }
+
+  static isInstance(error: unknown): error is ApprovalError {
+    return hasBrand(error, "ApprovalError");
+  }
+
+  /** The `ApprovalError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
+  static find(error: unknown): ApprovalError | undefined {
+    return findBranded(error, "ApprovalError") as ApprovalError | undefined;
+  }
+}
+
 /**
  * Throw this from a tool to ask the middleware for another attempt. Nothing else is retried,
  * and only tools whose retry policy allows more than one attempt are retried.

@@ -75,21 +75,39 @@ export {
 export { canonicalJson, digest, DigestError } from "./digest.js";
 export {
   AdmissionError,
+  ApprovalError,
   ConfigurationError,
   RetryableToolError,
   SettlementError,
   StoreContractError,
   type AdmissionErrorCode,
+  type ApprovalErrorCode,
 } from "./errors.js";
 export { moderationDigest, mutationKey, turnKey, type ToolCallRef } from "./keys.js";
+export { type AuditOptions } from "./audit.js";
 export {
   createDocumentGuardrails,
-  type ArgumentIssue,
   type Authorize,
   type AuthorizeCall,
   type DocumentGuardrailsOptions,
-  type GuardrailLogger,
+  type ToolReport,
 } from "./middleware.js";
+export { type GuardrailLogger } from "./logger.js";
+export { createToolGuardrails, type ToolGuardrailsOptions } from "./tool-guardrails.js";
+export { requireApproval, type RequireApprovalOptions } from "./guardrails/approval.js";
+export {
+  type ApprovalRequest,
+  type Guardrail,
+  type GuardrailContext,
+  type GuardrailPlacement,
+  type JsonSchema,
+} from "./guardrails/port.js";
+export {
+  createSchemaGuardrail,
+  type ArgumentIssue,
+  type SchemaDraft,
+  type SchemaGuardrailOptions,
+} from "./guardrails/schema.js";
 export { runWithRetryBoundary, type RetryBoundaryOptions } from "./retry.js";
 export { InMemoryGuardrailStore, type InMemoryGuardrailStoreOptions } from "./stores/memory.js";
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";

@@ -39,12 +39,12 @@ export function mutationKey(turn: TurnRef, call: ToolCallRef): string {
   return keyOf(turnKey(turn), call.name, digest(call.args), call.id);
 }
 
-/** @internal The identity a claim is made under. */
+/** @internal The identity a claim is made under, from the call's argument digest. */
 export function mutationIdentity(
   turn: { readonly scopeId: string; readonly turnKey: string },
-  call: ToolCallRef,
+  call: { readonly id: string; readonly name: string; readonly argsDigest: string },
 ): MutationIdentity {
-  const argsDigest = digest(call.args);
+  const { argsDigest } = call;
   return {
     turnKey: turn.turnKey,
     scopeId: turn.scopeId,

@@ -1,32 +1,39 @@
 /**
  * `createDocumentGuardrails`: the `createAgent` shell around the decision table of design
  * section 3. It reads the transcript, asks the pure checks in `decision/` in order, and does the
- * I/O (store, `authorize`, the tool handler). The first refusal wins and reaches the model as an
- * error `ToolMessage`; nothing here retries, except the retry boundary a tool's policy asks for.
+ * I/O (store, `authorize`, guardrails, the tool handler). The first refusal wins and reaches the
+ * model as an error `ToolMessage`; every decision is recorded in the audit trail.
  */
-import { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
-import { interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
-import { isGraphBubbleUp, type Command } from "@langchain/langgraph";
+import { isGraphBubbleUp } from "@langchain/langgraph";
 import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
+import { AuditOptionsSchema, AuditTrail, type AuditDraft, type AuditOptions } from "./audit.js";
 import {
   ToolPolicySchema,
   type GuardrailStore,
-  type MutationSettlement,
+  type JsonValue,
   type MutationResult,
+  type MutationSettlement,
   type RefusalCode,
   type ToolKind,
   type ToolPolicy,
   type TurnInput,
 } from "./contracts.js";
-import { checkCall, checkMutationStep, claimAction, REFUSAL_MESSAGES } from "./decision/plan.js";
-import { findStep, readCandidates, textContent } from "./decision/transcript.js";
+import { checkCall, checkMutationStep, claimAction } from "./decision/plan.js";
+import { findStep, readCandidates } from "./decision/transcript.js";
+import { digest } from "./digest.js";
 import { ConfigurationError, SettlementError } from "./errors.js";
+import { evaluateGuardrails, type CheckedCall, type GuardrailEnvironment } from "./guardrails/evaluate.js";
+import type { Guardrail } from "./guardrails/port.js";
+import { resolveGuardrails } from "./guardrails/list.js";
+import { declaredSchema, zodSchemaOf } from "./guardrails/schema.js";
 import { mutationIdentity, readEvidenceDigest } from "./keys.js";
+import { consoleLogger, isLogger, type GuardrailLogger } from "./logger.js";
 import { retryBoundary } from "./retry.js";
 import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
+import { denialMessage, refusal, replayMessage, resultText, type ToolResult } from "./tool-messages.js";
 import { TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
@@ -39,11 +46,6 @@ export interface AuthorizeCall {
 
 /** Allows a call only by returning literally `true`. Throwing or any other value refuses it. */
 export type Authorize = (call: AuthorizeCall, input: TurnInput) => boolean | Promise<boolean>;
-
-/** Receives warnings about failed tools and rejected settlements. Never given tool results. */
-export interface GuardrailLogger {
-  warn(message: string, fields: Readonly<Record<string, unknown>>): void;
-}
 
 export interface DocumentGuardrailsOptions {
   /**
@@ -58,12 +60,29 @@ export interface DocumentGuardrailsOptions {
   /** Every tool the agent exposes, by name. Calls to any other tool are refused. */
   readonly tools: Readonly<Record<string, ToolPolicy>>;
   /**
+   * Checks of each call's arguments, in order, after `authorize` and before anything runs or is
+   * claimed. A schema guardrail (`createSchemaGuardrail()`) is always the first member unless the
+   * list has one of its own.
+   */
+  readonly guardrails?: readonly Guardrail[];
+  /**
    * Refuse a mutation while another turn in its scope has an `unknown` outcome
    * (`scope_unresolved`), until an operator reconciles it. Default true.
    */
   readonly requireResolvedScope?: boolean;
+  /** Every decision is appended to the store's audit trail; this adds a sink and value capture. */
+  readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
   readonly logger?: GuardrailLogger;
+}
+
+/** What `report()` says about one governed tool. */
+export interface ToolReport {
+  readonly name: string;
+  readonly kind: ToolKind;
+  readonly retry: { readonly owner: "tool" | "middleware"; readonly maxAttempts: number; readonly idempotent: boolean };
+  /** The guardrails that check its calls, in order. */
+  readonly guardrails: readonly string[];
 }
 
 const isFunction = (value: unknown) => typeof value === "function";
@@ -74,36 +93,56 @@ const STORE_METHODS = [
   "hasSuccessfulRead",
   "claimMutation",
   "settleMutation",
+  "recordVerdict",
+  "getVerdict",
+  "recordApproval",
+  "getApproval",
+  "appendAudit",
 ] as const;
 
-const OptionsSchema = z.strictObject({
-  input: z.unknown().optional(),
-  store: z.custom<GuardrailStore>(
+/** @internal */
+export const StoreShape = z.custom<GuardrailStore>(
+  (value) =>
+    typeof value === "object" &&
+    value !== null &&
+    STORE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
+  `store must implement GuardrailStore (${STORE_METHODS.join(", ")})`,
+);
+
+/** @internal */
+export const GuardrailListSchema = z.array(
+  z.custom<Guardrail>(
     (value) =>
       typeof value === "object" &&
       value !== null &&
-      STORE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
-    `store must implement GuardrailStore (${STORE_METHODS.join(", ")})`,
+      typeof (value as Partial<Guardrail>).name === "string" &&
+      Array.isArray((value as Partial<Guardrail>).placements) &&
+      isFunction((value as Partial<Guardrail>).check),
+    "a guardrail needs a name, placements and a check function",
   ),
+);
+
+const OptionsSchema = z.strictObject({
+  input: z.unknown().optional(),
+  store: StoreShape,
   userMessageLabel: z.string().min(1),
   authorize: z.custom<Authorize>(isFunction, "authorize must be a function returning true to allow a call"),
   tools: z
     .record(z.string().min(1), ToolPolicySchema)
     .refine((tools) => Object.keys(tools).length > 0, "register at least one tool"),
+  guardrails: GuardrailListSchema.optional(),
   requireResolvedScope: z.boolean().optional(),
-  logger: z
-    .custom<GuardrailLogger>(
-      (value) => typeof value === "object" && value !== null && isFunction((value as { warn?: unknown }).warn),
-      "logger must have a warn(message, fields) method",
-    )
-    .optional(),
+  audit: AuditOptionsSchema.optional(),
+  logger: z.custom<GuardrailLogger>(isLogger, "logger must have a warn(message, fields) method").optional(),
 });
 
 /** A tool's policy with its defaults applied. */
 interface ResolvedPolicy {
   readonly kind: ToolKind;
+  readonly owner: "tool" | "middleware";
   readonly maxAttempts: number;
   readonly delayMs: number;
+  readonly idempotent: boolean;
 }
 
 function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
@@ -118,20 +157,12 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
       `tools.${name}.retry: a mutation gets one attempt unless its write service dedupes by mutationKey; set idempotent: true or remove maxAttempts`,
     );
   }
-  return { kind: policy.kind, maxAttempts, delayMs };
+  return { kind: policy.kind, owner, maxAttempts, delayMs, idempotent };
 }
-
-const consoleLogger: GuardrailLogger = {
-  warn: (message, fields) => {
-    console.warn(`[arkah-agent-guardrails] ${message}`, fields);
-  },
-};
-
-type ToolResult = ToolMessage | Command;
 
 /**
  * Builds the document guardrails middleware. Place it first in `middleware` so it wraps every
- * other tool wrapper (and owns retries).
+ * other tool wrapper (and owns retries). `report()` on the result lists what it governs.
  *
  * Throws `ConfigurationError` for invalid options, naming the fix.
  */
@@ -144,12 +175,14 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
   const logger = parsed.data.logger ?? consoleLogger;
   const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
   const kindOf = (toolName: string) => policies.get(toolName)?.kind;
+  const guardrails = resolveGuardrails(parsed.data.guardrails);
+  const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 
-  return createMiddleware({
+  const middleware = createMiddleware({
     name: "DocumentGuardrails",
 
-    // Admission before every model call, without adding a graph node.
+    // 1: admission before every model call, without adding a graph node.
     wrapModelCall: async (request, handler) => {
       await gate.admit(request.runtime.context, request.state.messages);
       return handler(request);
@@ -160,30 +193,67 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       const signal = runtime.signal;
       signal?.throwIfAborted(); // an aborted run executes nothing
       const messages = request.state.messages;
+      // 1: admission before every tool call.
       const admitted = await gate.admit(runtime.context, messages);
+      const { turn } = admitted;
+      const record = (draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">) =>
+        audit.record({ turnKey: turn.turnKey, scopeId: turn.input.scopeId, toolName: toolCall.name, ...draft });
+      const refuse = async (code: RefusalCode, details?: Readonly<Record<string, JsonValue>>) => {
+        const kind = kindOf(toolCall.name);
+        await record({
+          decision: code === "read_batch_deferred" ? "deferred" : "refused",
+          code,
+          ...(toolCall.id === undefined || toolCall.id === "" ? {} : { toolCallId: toolCall.id }),
+          ...(kind === undefined ? {} : { kind }),
+        });
+        return refusal(toolCall, code, details);
+      };
 
-      // 2-3: registered tool, unique call ids in the step.
+      // 2-3: a registered tool the agent exposes; present, unique call ids in the step.
       const checked = checkCall(
         toolCall,
         toolCall.id === undefined ? undefined : findStep(messages, toolCall.id),
         kindOf(toolCall.name),
         request.tool !== undefined,
       );
-      if ("refuse" in checked) return refusal(toolCall, checked.refuse);
+      if ("refuse" in checked) return refuse(checked.refuse);
+      const policy = policies.get(toolCall.name) ?? unreachable();
       const call = { id: checked.id, name: toolCall.name, args: toolCall.args, kind: checked.kind };
-      const policy = policies.get(call.name) ?? unreachable();
 
       // 4: authorization, for every call, replays included.
-      if (!(await isAuthorized(authorize, call, admitted.turn.input, logger))) {
-        return refusal(call, "unauthorized");
-      }
-      // 5: the tool's own argument schema, before anything runs or is claimed.
-      const issues = await argumentIssues(request.tool, call.args);
-      if (issues !== undefined) {
-        return refusal(call, "invalid_arguments", { tool: call.name, issues });
-      }
+      if (!(await isAuthorized(authorize, call, turn.input, logger))) return refuse("unauthorized");
 
-      const run = () => retryBoundary(async () => handler(request), policy.maxAttempts, policy.delayMs, signal);
+      // 5: guardrails, in order, before anything runs or is claimed; approvals pause here.
+      const argsDigest = digestOrUndefined(call.args);
+      if (argsDigest === undefined) return refuse("invalid_arguments", { tool: call.name });
+      const env: GuardrailEnvironment = {
+        guardrails,
+        store,
+        audit,
+        logger,
+        turn: { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey },
+        scopeId: turn.input.scopeId,
+        signal,
+      };
+      const evaluation = await evaluateGuardrails(env, checkedCall(request.tool, call, argsDigest), {
+        digest,
+        authorize: (edited) => isAuthorized(authorize, { ...call, args: edited.args }, turn.input, logger),
+      });
+      if ("deny" in evaluation) {
+        await record({ decision: "refused", toolCallId: call.id, kind: call.kind, argsDigest, code: evaluation.deny.code ?? "guardrail_denied", guardrail: evaluation.guardrail });
+        return denialMessage(call, evaluation.deny);
+      }
+      if ("rejected" in evaluation) {
+        return refuse("approval_rejected", evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected });
+      }
+      const approved = evaluation.pass;
+      const effective =
+        approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } };
+      const executed = { id: call.id, name: call.name, kind: call.kind, argsDigest: approved.argsDigest };
+      const run = () => {
+        const attempt = async () => handler(effective);
+        return policy.maxAttempts === 1 ? attempt() : retryBoundary(attempt, policy.maxAttempts, policy.delayMs, signal);
+      };
 
       // 6: reads and auxiliary calls run; a successful document read becomes evidence.
       if (call.kind !== "mutation") {
@@ -193,34 +263,38 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         } catch (error) {
           if (isGraphBubbleUp(error) || signal?.aborted === true) throw error;
           logger.warn("tool failed", { code: "tool_failed", toolName: call.name, toolCallId: call.id, error });
+          await record({ decision: "failed", toolCallId: call.id, kind: call.kind, argsDigest: executed.argsDigest, code: "tool_failed" });
           return refusal(call, "tool_failed");
         }
         const text = resultText(result);
-        if (text === undefined) return refusal(call, "unsupported_result");
+        if (text === undefined) {
+          await record({ decision: "failed", toolCallId: call.id, kind: call.kind, argsDigest: executed.argsDigest, code: "unsupported_result" });
+          return refusal(call, "unsupported_result");
+        }
         if (call.kind === "document-read" && text.status === "success") {
           await store.recordSuccessfulRead({
-            turnKey: admitted.turn.turnKey,
-            evidenceDigest: readEvidenceDigest(admitted.turn.turnKey, {
-              toolCallId: call.id,
-              toolName: call.name,
-              content: text.content,
-            }),
+            turnKey: turn.turnKey,
+            evidenceDigest: readEvidenceDigest(turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content }),
           });
         }
+        await record({ decision: "executed", toolCallId: call.id, kind: call.kind, argsDigest: executed.argsDigest, args: approved.args, result: text.content });
         return result;
       }
 
       // 7: mutations. Step rules first, then read evidence, then the atomic claim.
       const stepRefusal = checkMutationStep(call.id, findStep(messages, call.id) ?? [], kindOf);
-      if (stepRefusal !== undefined) return refusal(call, stepRefusal.refuse);
-      if (!(await hasTrustedRead(store, admitted, messages, kindOf))) return refusal(call, "read_required");
+      if (stepRefusal !== undefined) return refuse(stepRefusal.refuse);
+      if (!(await hasTrustedRead(store, admitted, messages, kindOf))) return refuse("read_required");
 
       signal?.throwIfAborted();
-      const turn = admitted.turn;
-      const identity = mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, call);
+      const identity = mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, executed);
       const action = claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope })));
-      if ("refuse" in action) return refusal(call, action.refuse);
-      if ("replay" in action) return replayMessage(call, action.replay);
+      if ("refuse" in action) return refuse(action.refuse);
+      const mutationEvent = { toolCallId: call.id, kind: call.kind, argsDigest: identity.argsDigest, mutationKey: identity.mutationKey } as const;
+      if ("replay" in action) {
+        await record({ decision: "replayed", ...mutationEvent, result: action.replay.content });
+        return replayMessage(call, action.replay);
+      }
 
       // The slot is ours: run once, then settle. Anything but a text result settles `unknown`.
       const token = action.execute;
@@ -245,30 +319,48 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
           });
         }
       };
-      const settleUnknown = () => settle({ outcome: "unknown" });
+      const settleUnknown = async (code: RefusalCode) => {
+        await settle({ outcome: "unknown" });
+        await record({ decision: "failed", ...mutationEvent, code });
+      };
       let result: ToolResult;
       try {
         result = await run();
       } catch (error) {
-        await settleUnknown();
+        await settleUnknown("mutation_unknown");
         if (isGraphBubbleUp(error) || signal?.aborted === true) throw error;
         logger.warn("mutation failed; its outcome is unknown", {
           code: "mutation_unknown",
           toolName: call.name,
           toolCallId: call.id,
+          mutationKey: identity.mutationKey,
           error,
         });
         return refusal(call, "mutation_unknown");
       }
       const text = resultText(result);
       if (text === undefined) {
-        await settleUnknown();
+        await settleUnknown("unsupported_result");
         return refusal(call, "unsupported_result");
       }
       await settle({ outcome: "complete", result: text });
+      await record({ decision: "executed", ...mutationEvent, args: approved.args, result: text.content });
       return result;
     },
   });
+
+  /** Every registered tool, its kind, retry owner and the guardrails that check it. */
+  const report = (): { readonly tools: readonly ToolReport[] } => ({
+    tools: [...policies].map(([name, policy]) => ({
+      name,
+      kind: policy.kind,
+      retry: { owner: policy.owner, maxAttempts: policy.maxAttempts, idempotent: policy.idempotent },
+      guardrails: guardrails
+        .filter((guardrail) => guardrail.placements.includes("tool-args") && (guardrail.tools?.includes(name) ?? true))
+        .map((guardrail) => guardrail.name),
+    })),
+  });
+  return Object.assign(middleware, { report });
 }
 
 function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | undefined {
@@ -301,25 +393,30 @@ async function isAuthorized(
   }
 }
 
-/** A problem with one argument, located by JSON Pointer (`""` is the whole argument object). */
-export interface ArgumentIssue {
-  readonly path: string;
-  readonly message: string;
+/** The argument digest, or undefined for arguments that are not plain JSON. */
+function digestOrUndefined(args: unknown): string | undefined {
+  try {
+    return digest(args);
+  } catch {
+    return undefined;
+  }
 }
 
-/** Every problem the tool's zod schema reports, or undefined when the arguments are valid. */
-async function argumentIssues(tool: ClientTool | ServerTool | undefined, args: unknown) {
-  const schema = (tool as { schema?: unknown } | undefined)?.schema;
-  if (!isInteropZodSchema(schema)) return undefined;
-  const parsed = await interopSafeParseAsync(schema, args);
-  if (parsed.success) return undefined;
-  return parsed.error.issues.map(
-    (issue): ArgumentIssue => ({ path: jsonPointer(issue.path), message: issue.message }),
-  );
-}
-
-function jsonPointer(path: readonly PropertyKey[]): string {
-  return path.map((segment) => `/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
+/** What the guardrails are asked about: a JSON copy of the arguments and the tool's schema. */
+function checkedCall(
+  tool: ClientTool | ServerTool | undefined,
+  call: { readonly id: string; readonly name: string; readonly args: unknown; readonly kind: ToolKind | undefined },
+  argsDigest: string,
+): CheckedCall {
+  return {
+    id: call.id,
+    name: call.name,
+    args: call.args as Readonly<Record<string, JsonValue>>,
+    argsDigest,
+    kind: call.kind,
+    schema: declaredSchema(tool),
+    zodSchema: zodSchemaOf(tool),
+  };
 }
 
 /** Whether the store confirms a document read the transcript shows in this turn. */
@@ -335,31 +432,6 @@ async function hasTrustedRead(
     if (parseStoreValue(StoreBooleanSchema, answer, "hasSuccessfulRead answer")) return true;
   }
   return false;
-}
-
-/** The text and status of a tool result, or undefined when it is not a text `ToolMessage`. */
-function resultText(result: ToolResult): MutationResult | undefined {
-  if (!ToolMessage.isInstance(result)) return undefined;
-  const content = textContent(result);
-  if (content === undefined) return undefined;
-  return { content, status: result.status === "error" ? "error" : "success" };
-}
-
-function refusal(
-  call: { readonly id?: string | undefined; readonly name: string },
-  code: RefusalCode,
-  details?: Readonly<Record<string, unknown>>,
-): ToolMessage {
-  return new ToolMessage({
-    content: JSON.stringify({ guardrail: code, message: REFUSAL_MESSAGES[code], ...details }),
-    tool_call_id: call.id ?? "",
-    name: call.name,
-    status: "error",
-  });
-}
-
-function replayMessage(call: { readonly id: string; readonly name: string }, result: MutationResult): ToolMessage {
-  return new ToolMessage({ content: result.content, status: result.status, tool_call_id: call.id, name: call.name });
 }
 
 function unreachable(): never {

@@ -163,7 +163,7 @@ export function guardedAgent(options: GuardedAgentOptions) {
   const input = options.input ?? turnInput();
   const service = options.service ?? new DocumentService();
   const model = new ScriptedModel(options.script);
-  const guardrails = createDocumentGuardrails({
+  const guardrails: AgentMiddleware = createDocumentGuardrails({
     input,
     store,
     userMessageLabel: "user",

@@ -203,7 +203,10 @@ describe("mutationKey", () => {
 
 describe("mutationIdentity (internal)", () => {
   it("carries the same mutationKey as the public function, and parses as a MutationIdentity", () => {
-    const identity = mutationIdentity({ scopeId: turn.scopeId, turnKey: turnKey(turn) }, call);
+    const identity = mutationIdentity(
+      { scopeId: turn.scopeId, turnKey: turnKey(turn) },
+      { id: call.id, name: call.name, argsDigest: digest(call.args) },
+    );
     expect(identity).toEqual({
       turnKey: VECTORS.turnKey,
       scopeId: "doc-1",

@@ -1,0 +1,245 @@
+/**
+ * Step 5 of the pipeline: the guardrails of one call, in listed order. The first verdict that is
+ * not `allow` wins (`observe` is recorded and the call goes on), so a later guardrail never
+ * overturns an earlier refusal. Verdicts are recorded under (turn, call, guardrail, arguments):
+ * a replay of the call reads them instead of running the detector again. An `approve` verdict
+ * pauses the call for a person, whose decision is recorded under the same key.
+ */
+import { interrupt } from "@langchain/langgraph";
+import {
+  ApprovalDecisionSchema,
+  GuardrailVerdictSchema,
+  type ApprovalDecision,
+  type GuardrailStore,
+  type GuardrailVerdict,
+  type JsonValue,
+  type ToolKind,
+  type VerdictKey,
+} from "../contracts.js";
+import { ApprovalError } from "../errors.js";
+import type { AuditTrail } from "../audit.js";
+import type { GuardrailLogger } from "../logger.js";
+import { appliesTo, type ApprovalRequest, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
+import { zodSchemas } from "./schema.js";
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** What the guardrails are asked about. */
+export interface CheckedCall {
+  readonly id: string;
+  readonly name: string;
+  readonly args: Readonly<Record<string, JsonValue>>;
+  readonly argsDigest: string;
+  readonly kind: ToolKind | undefined;
+  readonly schema: JsonSchema | undefined;
+  /** The tool's own zod schema, for the schema guardrail's exact re-check. */
+  readonly zodSchema: unknown;
+}
+
+export interface GuardrailEnvironment {
+  readonly guardrails: readonly Guardrail[];
+  readonly store: GuardrailStore | undefined;
+  readonly audit: AuditTrail;
+  readonly logger: GuardrailLogger;
+  readonly turn: GuardrailContext["turn"];
+  readonly scopeId: string;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** The guardrails' answer for a call. */
+export type Evaluation =
+  /** Run the call, with these arguments (a person may have edited them). */
+  | { readonly pass: CheckedCall }
+  | { readonly deny: GuardrailVerdict; readonly guardrail: string }
+  | { readonly rejected: string | undefined; readonly guardrail: string };
+
+/** How the pipeline re-checks arguments a person edited. */
+export interface EditChecks {
+  readonly digest: (args: Readonly<Record<string, JsonValue>>) => string;
+  readonly authorize: (call: CheckedCall) => Promise<boolean>;
+}
+
+/** Runs the guardrails that apply to `call`, in order, with approvals. */
+export async function evaluateGuardrails(env: GuardrailEnvironment, call: CheckedCall, edits: EditChecks): Promise<Evaluation> {
+  for (const guardrail of env.guardrails) {
+    if (!appliesTo(guardrail, call.name)) continue;
+    const verdict = await verdictOf(env, guardrail, call);
+    if (verdict.action === "allow") continue;
+    await auditVerdict(env, guardrail.name, call, verdict);
+    if (verdict.action === "observe") continue;
+    if (verdict.action === "deny") return { deny: verdict, guardrail: guardrail.name };
+
+    const decision = await approvalDecision(env, guardrail.name, call, verdict.reason);
+    if (decision.decision === "approve") continue;
+    if (decision.decision === "reject") return { rejected: decision.message, guardrail: guardrail.name };
+    return { pass: await checkEdit(env, call, decision.args, edits) };
+  }
+  return { pass: call };
+}
+
+/**
+ * Arguments a person typed go through every guardrail (approvals aside: the person just gave
+ * one) and `authorize` again. A failure throws `ApprovalError`: telling the model its own
+ * arguments were wrong would be false.
+ */
+async function checkEdit(
+  env: GuardrailEnvironment,
+  call: CheckedCall,
+  args: Readonly<Record<string, JsonValue>>,
+  edits: EditChecks,
+): Promise<CheckedCall> {
+  const edited: CheckedCall = { ...call, args, argsDigest: edits.digest(args) };
+  for (const guardrail of env.guardrails) {
+    if (!appliesTo(guardrail, call.name)) continue;
+    const verdict = await verdictOf(env, guardrail, edited);
+    if (verdict.action === "allow" || verdict.action === "approve") continue;
+    await auditVerdict(env, guardrail.name, edited, verdict);
+    if (verdict.action === "deny") {
+      throw new ApprovalError(
+        "edit_rejected",
+        `the edited arguments for ${call.name} call ${call.id} were denied by guardrail "${guardrail.name}"` +
+          (verdict.reason === undefined ? "" : `: ${verdict.reason}`),
+      );
+    }
+  }
+  if (!(await edits.authorize(edited))) {
+    throw new ApprovalError("edit_rejected", `the edited arguments for ${call.name} call ${call.id} are not authorized`);
+  }
+  return edited;
+}
+
+async function auditVerdict(env: GuardrailEnvironment, guardrail: string, call: CheckedCall, verdict: GuardrailVerdict) {
+  await env.audit.record({
+    decision: "verdict",
+    turnKey: env.turn.turnKey,
+    scopeId: env.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    ...(call.kind === undefined ? {} : { kind: call.kind }),
+    argsDigest: call.argsDigest,
+    guardrail,
+    action: verdict.action,
+    ...(verdict.code === undefined ? {} : { code: verdict.code }),
+    args: call.args,
+  });
+}
+
+/** The recorded verdict, or the guardrail's fresh one, recorded (the first recorded one wins). */
+async function verdictOf(env: GuardrailEnvironment, guardrail: Guardrail, call: CheckedCall): Promise<GuardrailVerdict> {
+  const key: VerdictKey = {
+    turnKey: env.turn.turnKey,
+    toolCallId: call.id,
+    guardrail: guardrail.name,
+    argsDigest: call.argsDigest,
+  };
+  const recorded = await env.store?.getVerdict(key);
+  if (recorded !== undefined) return recorded.verdict;
+  const verdict = await runCheck(env, guardrail, call);
+  if (env.store === undefined) return verdict;
+  const winner = await env.store.recordVerdict({ ...key, verdict, recordedAt: new Date().toISOString() });
+  return winner.verdict;
+}
+
+/** Runs one check. A check that throws, times out or answers nonsense is a `partial` denial. */
+async function runCheck(env: GuardrailEnvironment, guardrail: Guardrail, call: CheckedCall): Promise<GuardrailVerdict> {
+  const timeout = AbortSignal.timeout(guardrail.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const signal = env.signal === undefined ? timeout : AbortSignal.any([env.signal, timeout]);
+  const context: GuardrailContext = {
+    placement: "tool-args",
+    toolCall: { id: call.id, name: call.name, args: structuredClone(call.args) },
+    tool: { name: call.name, kind: call.kind, schema: call.schema },
+    turn: env.turn,
+    signal,
+  };
+  zodSchemas.set(context, call.zodSchema);
+  let answer: unknown;
+  try {
+    answer = await Promise.race([
+      Promise.resolve(guardrail.check(context)),
+      new Promise<never>((_, reject) => {
+        signal.addEventListener("abort", () => { reject(signal.reason as Error); }, { once: true });
+      }),
+    ]);
+  } catch (error) {
+    env.signal?.throwIfAborted(); // a cancelled run is not a failed check
+    env.logger.warn("guardrail check failed; the call is denied", {
+      guardrail: guardrail.name,
+      toolName: call.name,
+      toolCallId: call.id,
+      timedOut: timeout.aborted,
+      error,
+    });
+    return failedCheck(timeout.aborted ? "timed out" : "failed");
+  }
+  const parsed = GuardrailVerdictSchema.safeParse(answer);
+  if (!parsed.success) {
+    env.logger.warn("guardrail answered an invalid verdict; the call is denied", {
+      guardrail: guardrail.name,
+      toolName: call.name,
+      toolCallId: call.id,
+    });
+    return failedCheck("answered an invalid verdict");
+  }
+  return parsed.data;
+}
+
+function failedCheck(what: string): GuardrailVerdict {
+  return {
+    action: "deny",
+    outcome: "partial",
+    detections: [],
+    reason: `A guardrail ${what} while checking this call, so it did not run. Try again later or tell the user.`,
+  };
+}
+
+/**
+ * The person's decision on an `approve` verdict: the recorded one if any (so nobody is asked
+ * twice), else it pauses the run with an interrupt and records the resume value. Throws
+ * `ApprovalError` for a resume value that is not a valid decision.
+ */
+async function approvalDecision(
+  env: GuardrailEnvironment,
+  guardrail: string,
+  call: CheckedCall,
+  reason: string | undefined,
+): Promise<ApprovalDecision> {
+  const key: VerdictKey = { turnKey: env.turn.turnKey, toolCallId: call.id, guardrail, argsDigest: call.argsDigest };
+  const recorded = await env.store?.getApproval(key);
+  if (recorded !== undefined) return recorded.decision;
+
+  const request: ApprovalRequest = {
+    type: "arkah.approval",
+    guardrail,
+    toolCallId: call.id,
+    tool: call.name,
+    args: call.args,
+    argsDigest: call.argsDigest,
+    reason,
+  };
+  const answer: unknown = interrupt(request);
+  const parsed = ApprovalDecisionSchema.safeParse(answer);
+  if (!parsed.success) {
+    throw new ApprovalError(
+      "invalid_decision",
+      `the resume value for approval of ${call.name} call ${call.id} is not { decision: "approve" | "reject" | "edit" }`,
+    );
+  }
+  const decision =
+    env.store === undefined
+      ? parsed.data
+      : (await env.store.recordApproval({ ...key, decision: parsed.data, decidedAt: new Date().toISOString() }))
+          .decision;
+  await env.audit.record({
+    decision: "approval",
+    turnKey: env.turn.turnKey,
+    scopeId: env.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    ...(call.kind === undefined ? {} : { kind: call.kind }),
+    argsDigest: call.argsDigest,
+    guardrail,
+    action: decision.decision,
+    args: decision.decision === "edit" ? decision.args : call.args,
+  });
+  return decision;
+}

@@ -1,0 +1,56 @@
+/**
+ * The guardrail port: a small interface any check plugs into. A guardrail says what should happen
+ * to a call; the pipeline applies it. It never changes anything itself.
+ */
+import type { GuardrailVerdict, JsonValue, ToolKind } from "../contracts.js";
+
+/**
+ * Where a guardrail can be evaluated. `tool-args` is the one evaluated today; the others are named
+ * so an adapter written now stays valid when they are wired.
+ */
+export type GuardrailPlacement = "tool-args" | "model-input" | "model-output" | "tool-result";
+
+/** A JSON Schema document, as a tool declares its input. */
+export type JsonSchema = Readonly<Record<string, unknown>> | boolean;
+
+/** What a `tool-args` guardrail is given. Everything in it is a copy. */
+export interface GuardrailContext {
+  readonly placement: "tool-args";
+  readonly toolCall: { readonly id: string; readonly name: string; readonly args: Readonly<Record<string, JsonValue>> };
+  readonly tool: {
+    readonly name: string;
+    /** The tool's kind, when a document guardrails middleware governs it. */
+    readonly kind: ToolKind | undefined;
+    /** The tool's declared input schema as JSON Schema (zod schemas converted), if any. */
+    readonly schema: JsonSchema | undefined;
+  };
+  readonly turn: { readonly scopeId: string; readonly turnId: string; readonly turnKey: string };
+  /** Aborted when the run is cancelled or the guardrail's time is up. */
+  readonly signal: AbortSignal;
+}
+
+export interface Guardrail {
+  /** Unique among the guardrails of one middleware; verdicts are recorded under it. */
+  readonly name: string;
+  readonly placements: readonly GuardrailPlacement[];
+  /** Only these tools; all tools when omitted. */
+  readonly tools?: readonly string[];
+  /** How long `check` may take before the call is denied (outcome `partial`). Default 10 s. */
+  readonly timeoutMs?: number;
+  check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict>;
+}
+
+/** The interrupt payload of an approval request: what the person is asked to decide. */
+export interface ApprovalRequest {
+  readonly type: "arkah.approval";
+  readonly guardrail: string;
+  readonly toolCallId: string;
+  readonly tool: string;
+  readonly args: Readonly<Record<string, JsonValue>>;
+  readonly argsDigest: string;
+  readonly reason: string | undefined;
+}
+
+export function appliesTo(guardrail: Guardrail, toolName: string): boolean {
+  return guardrail.placements.includes("tool-args") && (guardrail.tools?.includes(toolName) ?? true);
+}

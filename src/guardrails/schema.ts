@@ -1,0 +1,237 @@
+/**
+ * `createSchemaGuardrail`: checks a call's arguments against its tool's own input schema, listing
+ * every failing keyword, each located by JSON Pointer, in one refusal, so the model can fix them
+ * all in one step. It is the port's default member.
+ *
+ * Validation uses @cfworker/json-schema (no code generation, so it runs under a strict CSP and on
+ * edge runtimes), loaded lazily: the optional peer if installed, else the copy @langchain/core
+ * already depends on and re-exports. zod tools are converted with zod's JSON Schema export; a zod
+ * schema is also parsed as the tool itself will parse it, so a refinement JSON Schema cannot
+ * express is still caught before anything runs.
+ */
+import type { ClientTool, ServerTool } from "@langchain/core/tools";
+import { toJsonSchema } from "@langchain/core/utils/json_schema";
+import { interopSafeParseAsync, isInteropZodSchema, type InteropZodType } from "@langchain/core/utils/types";
+import { z } from "zod";
+import type { GuardrailVerdict } from "../contracts.js";
+import { ConfigurationError } from "../errors.js";
+import type { Guardrail, GuardrailContext, JsonSchema } from "./port.js";
+
+export type SchemaDraft = "4" | "7" | "2019-09" | "2020-12";
+
+export interface SchemaGuardrailOptions {
+  /** The dialect when a schema declares no `$schema`. Default 2020-12. */
+  readonly draft?: SchemaDraft;
+  /** Default `"schema"`. */
+  readonly name?: string;
+}
+
+/** One failing keyword: `path` is a JSON Pointer into the arguments (`""` is the whole object). */
+export interface ArgumentIssue {
+  readonly path: string;
+  readonly message: string;
+}
+
+interface ValidationError {
+  readonly instanceLocation: string;
+  readonly keyword: string;
+  readonly error: string;
+}
+interface Validation {
+  readonly valid: boolean;
+  readonly errors: readonly ValidationError[];
+}
+interface ValidatorLike {
+  validate(instance: unknown): Validation;
+}
+type ValidatorClass = new (schema: object | boolean, draft?: SchemaDraft, shortCircuit?: boolean) => ValidatorLike;
+
+/** Marks schema guardrails, so a middleware knows the default member is already in the list. */
+export const SCHEMA_GUARDRAIL = Symbol.for("arkah-agent-guardrails.schema-guardrail");
+
+const OptionsSchema = z.strictObject({
+  draft: z.enum(["4", "7", "2019-09", "2020-12"]).optional(),
+  name: z.string().min(1).optional(),
+});
+
+let validatorClass: Promise<ValidatorClass> | undefined;
+
+/** Loads the validator once: the optional peer if the host installed it, else @langchain/core's. */
+function loadValidator(): Promise<ValidatorClass> {
+  validatorClass ??= import("@cfworker/json-schema").then(
+    (module) => module.Validator as unknown as ValidatorClass,
+    async () => (await import("@langchain/core/utils/json_schema")).Validator as unknown as ValidatorClass,
+  );
+  return validatorClass;
+}
+
+/** `$schema` URIs, without a trailing `#`. */
+const DRAFTS: Readonly<Record<string, SchemaDraft>> = {
+  "http://json-schema.org/draft-04/schema": "4",
+  "http://json-schema.org/draft-07/schema": "7",
+  "https://json-schema.org/draft/2019-09/schema": "2019-09",
+  "https://json-schema.org/draft/2020-12/schema": "2020-12",
+};
+
+/** The dialect a schema declares in `$schema`, else the configured one. */
+function declaredDraft(schema: JsonSchema, fallback: SchemaDraft): SchemaDraft {
+  const declared = typeof schema === "object" ? schema.$schema : undefined;
+  return typeof declared === "string" ? (DRAFTS[declared.replace(/#$/, "")] ?? fallback) : fallback;
+}
+
+/**
+ * Checks arguments against the tool's declared input schema. A tool with no schema is allowed.
+ * Throws `ConfigurationError` for invalid options.
+ */
+export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Guardrail {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new ConfigurationError(`invalid createSchemaGuardrail options: ${z.prettifyError(parsed.error)}`);
+  }
+  const { draft = "2020-12", name = "schema" } = parsed.data;
+  const validators = new WeakMap<object, Promise<ValidatorLike>>();
+
+  const validatorFor = (schema: JsonSchema & object): Promise<ValidatorLike> => {
+    let validator = validators.get(schema);
+    if (validator === undefined) {
+      validator = loadValidator().then((Validator) => new Validator(schema, declaredDraft(schema, draft), false));
+      validators.set(schema, validator);
+    }
+    return validator;
+  };
+
+  const guardrail: Guardrail & { readonly [SCHEMA_GUARDRAIL]: true } = {
+    [SCHEMA_GUARDRAIL]: true,
+    name,
+    placements: ["tool-args"],
+    async check(context: GuardrailContext): Promise<GuardrailVerdict> {
+      const { schema } = context.tool;
+      const issues: ArgumentIssue[] = [];
+      if (schema === false) {
+        issues.push({ path: "", message: "False boolean schema." });
+      } else if (typeof schema === "object") {
+        issues.push(...leafIssues((await validatorFor(schema)).validate(context.toolCall.args).errors));
+      }
+      if (issues.length === 0) issues.push(...(await zodIssues(zodSchemas.get(context), context.toolCall.args)));
+      return schemaVerdict(context.toolCall.name, issues);
+    },
+  };
+  return guardrail;
+}
+
+/**
+ * @internal A zod tool's own schema, by the context the pipeline built for it: the re-check
+ * catches refinements JSON Schema cannot express. Kept out of the public context, so every
+ * guardrail sees JSON Schema only.
+ */
+export const zodSchemas = new WeakMap<GuardrailContext, unknown>();
+
+/** Keywords that fail because a subschema failed: the subschema's own error says what is wrong. */
+const APPLICATORS = new Set([
+  "properties",
+  "patternProperties",
+  "additionalProperties",
+  "items",
+  "prefixItems",
+  "additionalItems",
+  "contains",
+  "unevaluatedProperties",
+  "unevaluatedItems",
+  "allOf",
+  "$ref",
+  "$dynamicRef",
+  "$recursiveRef",
+  "dependentSchemas",
+  "if",
+  "then",
+  "else",
+]);
+
+/**
+ * Every failing keyword, each once: an applicator's summary ("Property x does not match schema")
+ * is dropped when an error at or below its location explains it.
+ */
+function leafIssues(errors: readonly ValidationError[]): ArgumentIssue[] {
+  const issues: ArgumentIssue[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    const location = error.instanceLocation;
+    const explained =
+      APPLICATORS.has(error.keyword) &&
+      errors.some(
+        (other) =>
+          other !== error &&
+          !APPLICATORS.has(other.keyword) &&
+          (other.instanceLocation === location || other.instanceLocation.startsWith(`${location}/`)),
+      );
+    const issue = { path: location.replace(/^#/, ""), message: error.error };
+    const key = `${issue.path}\u0000${issue.message}`;
+    if (explained || seen.has(key)) continue;
+    seen.add(key);
+    issues.push(issue);
+  }
+  return issues;
+}
+
+async function zodIssues(schema: unknown, args: unknown): Promise<ArgumentIssue[]> {
+  if (!isInteropZodSchema(schema)) return [];
+  const parsed = await interopSafeParseAsync(schema, args);
+  if (parsed.success) return [];
+  return parsed.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message }));
+}
+
+function jsonPointer(path: readonly PropertyKey[]): string {
+  return path.map((segment) => `/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
+}
+
+/** The verdict for a list of problems: allow when there are none, else deny listing them all. */
+function schemaVerdict(toolName: string, issues: readonly ArgumentIssue[]): GuardrailVerdict {
+  if (issues.length === 0) return { action: "allow", outcome: "complete", detections: [] };
+  const error =
+    `arguments for tool "${toolName}" do not match its inputSchema - ` +
+    issues.map((issue) => `#${issue.path}: ${issue.message}`).join("; ");
+  return {
+    action: "deny",
+    outcome: "complete",
+    code: "invalid_arguments",
+    detections: issues.map((issue) => ({ rule: "schema", detected: true, path: issue.path, message: issue.message })),
+    details: {
+      valid: false,
+      tool: toolName,
+      error,
+      issues: issues.map((issue) => ({ path: issue.path, message: issue.message })),
+    },
+  };
+}
+
+/** The tool's declared input schema as JSON Schema, cached per tool. */
+const declaredSchemas = new WeakMap<object, JsonSchema | undefined>();
+
+export function declaredSchema(tool: ClientTool | ServerTool | undefined): JsonSchema | undefined {
+  if (tool === undefined || typeof tool !== "object") return undefined;
+  if (declaredSchemas.has(tool)) return declaredSchemas.get(tool);
+  const schema = zodSchemaOf(tool);
+  let converted: JsonSchema | undefined;
+  if (schema !== undefined) {
+    // zod 4 (and zod 3) schemas through @langchain/core's converter, which uses zod's own export.
+    // A schema it cannot convert is still checked: by the zod re-check.
+    try {
+      converted = toJsonSchema(schema);
+    } catch {
+      converted = undefined;
+    }
+  } else {
+    const declared = (tool as { schema?: unknown }).schema;
+    if (typeof declared === "boolean" || (typeof declared === "object" && declared !== null)) {
+      converted = declared as JsonSchema;
+    }
+  }
+  declaredSchemas.set(tool, converted);
+  return converted;
+}
+
+/** The tool's zod schema, if it has one. */
+export function zodSchemaOf(tool: ClientTool | ServerTool | undefined): InteropZodType | undefined {
+  const schema = (tool as { schema?: unknown } | undefined)?.schema;
+  return isInteropZodSchema(schema) ? schema : undefined;
+}

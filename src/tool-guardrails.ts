@@ -1,0 +1,156 @@
+/**
+ * `createToolGuardrails`: the guardrail port on its own, for agents that edit no document but
+ * still want every tool call's arguments checked (schema, policies, observe mode, approvals)
+ * before it runs. No admission, no mutation slot: just steps 5 of the pipeline, and the audit.
+ */
+import { HumanMessage } from "@langchain/core/messages";
+import { isGraphBubbleUp } from "@langchain/langgraph";
+import { createMiddleware } from "langchain";
+import { z } from "zod";
+import { resolveTurn } from "./admission.js";
+import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
+import type { GuardrailStore, JsonValue } from "./contracts.js";
+import { digest } from "./digest.js";
+import { ConfigurationError } from "./errors.js";
+import { evaluateGuardrails, type GuardrailEnvironment } from "./guardrails/evaluate.js";
+import { resolveGuardrails } from "./guardrails/list.js";
+import type { Guardrail } from "./guardrails/port.js";
+import { declaredSchema, zodSchemaOf } from "./guardrails/schema.js";
+import { turnKey } from "./keys.js";
+import { consoleLogger, isLogger, type GuardrailLogger } from "./logger.js";
+import { GuardrailListSchema, StoreShape } from "./middleware.js";
+import { denialMessage, refusal } from "./tool-messages.js";
+import { TURN_CONTEXT_KEY } from "./turn-gate.js";
+
+export interface ToolGuardrailsOptions {
+  /** In order. A schema guardrail is always first unless the list has one. */
+  readonly guardrails: readonly Guardrail[];
+  /**
+   * Where verdicts, approvals and the audit trail are recorded. Without a store, checks run on
+   * every attempt and a re-run approval asks again.
+   */
+  readonly store?: GuardrailStore;
+  /** Allows a call only by returning literally `true`; asked again for approved edits. */
+  readonly authorize?: (call: { readonly id: string; readonly name: string; readonly args: unknown }) =>
+    | boolean
+    | Promise<boolean>;
+  readonly audit?: AuditOptions;
+  /** Default: `console.warn`. */
+  readonly logger?: GuardrailLogger;
+}
+
+const OptionsSchema = z.strictObject({
+  guardrails: GuardrailListSchema,
+  store: StoreShape.optional(),
+  authorize: z.custom<NonNullable<ToolGuardrailsOptions["authorize"]>>((value) => typeof value === "function").optional(),
+  audit: AuditOptionsSchema.optional(),
+  logger: z.custom<GuardrailLogger>(isLogger, "logger must have a warn(message, fields) method").optional(),
+});
+
+/**
+ * Builds the tool guardrails middleware. Calls are keyed to a turn for recording: the turn in
+ * `context` (`turnContext(turn)`) when there is one, else the thread and its latest user message.
+ *
+ * Throws `ConfigurationError` for invalid options.
+ */
+export function createToolGuardrails(options: ToolGuardrailsOptions) {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
+  }
+  const { store, authorize } = parsed.data;
+  const logger = parsed.data.logger ?? consoleLogger;
+  const guardrails = resolveGuardrails(parsed.data.guardrails);
+  const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
+
+  const isAuthorized = async (call: { id: string; name: string; args: unknown }) => {
+    if (authorize === undefined) return true;
+    try {
+      const answer: unknown = await authorize({ ...call, args: structuredClone(call.args) });
+      return answer === true;
+    } catch (error) {
+      if (isGraphBubbleUp(error)) throw error;
+      logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
+      return false;
+    }
+  };
+
+  return createMiddleware({
+    name: "ToolGuardrails",
+    wrapToolCall: async (request, handler) => {
+      const { toolCall, runtime } = request;
+      runtime.signal?.throwIfAborted();
+      const id = toolCall.id;
+      if (id === undefined || id === "") return refusal(toolCall, "duplicate_call_id");
+      const turn = callTurn(runtime.context, runtime.configurable, request.state.messages);
+      const call = { id, name: toolCall.name, args: toolCall.args };
+      if (!(await isAuthorized(call))) {
+        await audit.record({ decision: "refused", code: "unauthorized", turnKey: turn.turnKey, scopeId: turn.scopeId, toolCallId: id, toolName: call.name });
+        return refusal(call, "unauthorized");
+      }
+      let argsDigest: string;
+      try {
+        argsDigest = digest(call.args);
+      } catch {
+        return refusal(call, "invalid_arguments", { tool: call.name });
+      }
+      const env: GuardrailEnvironment = {
+        guardrails,
+        store,
+        audit,
+        logger,
+        turn,
+        scopeId: turn.scopeId,
+        signal: runtime.signal,
+      };
+      const evaluation = await evaluateGuardrails(
+        env,
+        {
+          id,
+          name: call.name,
+          args: call.args as Readonly<Record<string, JsonValue>>,
+          argsDigest,
+          kind: undefined,
+          schema: declaredSchema(request.tool),
+          zodSchema: zodSchemaOf(request.tool),
+        },
+        { digest, authorize: (edited) => isAuthorized({ ...call, args: edited.args }) },
+      );
+      const refused = { turnKey: turn.turnKey, scopeId: turn.scopeId, toolCallId: id, toolName: call.name, argsDigest } as const;
+      if ("deny" in evaluation) {
+        await audit.record({ decision: "refused", ...refused, code: evaluation.deny.code ?? "guardrail_denied", guardrail: evaluation.guardrail });
+        return denialMessage(call, evaluation.deny);
+      }
+      if ("rejected" in evaluation) {
+        await audit.record({ decision: "refused", ...refused, code: "approval_rejected", guardrail: evaluation.guardrail });
+        return refusal(call, "approval_rejected", evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected });
+      }
+      const approved = evaluation.pass;
+      return handler(approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } });
+    },
+  });
+}
+
+/** The turn a call is recorded under: the trusted one in context, else the thread's latest user message. */
+function callTurn(
+  context: unknown,
+  configurable: Readonly<Record<string, unknown>> | undefined,
+  messages: readonly { readonly id?: string | undefined }[],
+): GuardrailEnvironment["turn"] {
+  const raw = typeof context === "object" && context !== null ? (context as Record<string, unknown>)[TURN_CONTEXT_KEY] : undefined;
+  if (raw !== undefined) {
+    const { input, turnKey: key } = resolveTurn(raw);
+    return { scopeId: input.scopeId, turnId: input.turnId, turnKey: key };
+  }
+  const threadId = configurable?.thread_id;
+  const scopeId = typeof threadId === "string" && threadId !== "" ? threadId : "default";
+  let turnId = "none";
+  for (let index = messages.length - 1; index >= 0; index--) {
+    const message = messages[index];
+    if (HumanMessage.isInstance(message)) {
+      turnId = message.id ?? `message-${String(index)}`;
+      break;
+    }
+  }
+  return { scopeId, turnId, turnKey: turnKey({ scopeId, turnId }) };
+}

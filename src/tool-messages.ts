@@ -1,0 +1,54 @@
+/** The `ToolMessage`s the pipeline answers with, and how it reads a tool's result. */
+import { ToolMessage } from "@langchain/core/messages";
+import type { Command } from "@langchain/langgraph";
+import type { GuardrailVerdict, JsonValue, MutationResult, RefusalCode } from "./contracts.js";
+import { REFUSAL_MESSAGES } from "./decision/plan.js";
+import { textContent } from "./decision/transcript.js";
+
+export type ToolResult = ToolMessage | Command;
+
+interface CallRef {
+  readonly id?: string | undefined;
+  readonly name: string;
+}
+
+/**
+ * A refusal: an error `ToolMessage` whose content is JSON `{"guardrail": code, "message": ...}`
+ * plus optional details. Fixed messages only: no server error text reaches the model.
+ */
+export function refusalMessage(
+  call: CallRef,
+  code: string,
+  message: string,
+  details?: Readonly<Record<string, JsonValue | undefined>>,
+): ToolMessage {
+  return new ToolMessage({
+    content: JSON.stringify({ guardrail: code, message, ...details }),
+    tool_call_id: call.id ?? "",
+    name: call.name,
+    status: "error",
+  });
+}
+
+export function refusal(call: CallRef, code: RefusalCode, details?: Readonly<Record<string, JsonValue>>): ToolMessage {
+  return refusalMessage(call, code, REFUSAL_MESSAGES[code], details);
+}
+
+/** A guardrail's denial: its code (default `guardrail_denied`), its reason and details. */
+export function denialMessage(call: CallRef, verdict: GuardrailVerdict): ToolMessage {
+  const code = verdict.code ?? "guardrail_denied";
+  const fixed = (REFUSAL_MESSAGES as Readonly<Record<string, string>>)[code] ?? REFUSAL_MESSAGES.guardrail_denied;
+  return refusalMessage(call, code, verdict.reason ?? fixed, verdict.details);
+}
+
+export function replayMessage(call: { readonly id: string; readonly name: string }, result: MutationResult): ToolMessage {
+  return new ToolMessage({ content: result.content, status: result.status, tool_call_id: call.id, name: call.name });
+}
+
+/** The text and status of a tool result, or undefined when it is not a text `ToolMessage`. */
+export function resultText(result: ToolResult): MutationResult | undefined {
+  if (!ToolMessage.isInstance(result)) return undefined;
+  const content = textContent(result);
+  if (content === undefined) return undefined;
+  return { content, status: result.status === "error" ? "error" : "success" };
+}
