@@ -20,6 +20,7 @@ import {
   createDocumentGuardrails,
   InMemoryGuardrailStore,
   turnContext,
+  type Guardrail,
   type GuardrailStore,
   type TurnInput,
 } from "arkah-agent-guardrails";
@@ -88,6 +89,8 @@ export interface AgentSetup {
   readonly server?: { readonly store: GuardrailStore };
   /** Accumulates the guard's own time in its hooks (see `timedHooks`). */
   readonly hookTimer?: HookTimer;
+  /** The middleware's `guardrails` option (default: none given, so the schema guardrail alone). */
+  readonly guardrails?: readonly Guardrail[];
 }
 
 /**
@@ -148,6 +151,7 @@ export function buildAgent(script: readonly ScriptStep[], setup: AgentSetup = {}
           userMessageLabel: "user",
           authorize: (_call, turn) => turn.scopeId === "doc-1",
           tools: POLICIES,
+          ...(setup.guardrails === undefined ? {} : { guardrails: setup.guardrails }),
         });
   const middleware =
     guard === undefined ? [] : [setup.hookTimer === undefined ? guard : timedHooks(guard, setup.hookTimer)];
@@ -175,11 +179,16 @@ export interface LoopOptions extends RoundOptions {
   readonly steps: number;
 }
 
-export async function benchGuardedLoop(options: LoopOptions): Promise<Interleaved> {
+export async function benchGuardedLoop(
+  options: LoopOptions,
+  /** Compare two guarded setups instead of unguarded (baseline) vs guarded (subject). */
+  sides?: { readonly baseline: Partial<AgentSetup>; readonly subject: Partial<AgentSetup> },
+): Promise<Interleaved> {
   const store = new InMemoryGuardrailStore();
   const input = turnInput("turn-loop");
   await admit(store, input);
   const script = readLoopScript(options.steps);
+  const guarded = { turn: { input, store } };
 
   const run = (setup: AgentSetup | undefined) => async () => {
     const agent = buildAgent(script, setup);
@@ -194,8 +203,8 @@ export async function benchGuardedLoop(options: LoopOptions): Promise<Interleave
 
   return interleave({
     ...roundOptions(options),
-    baseline: run(undefined),
-    subject: run({ turn: { input, store } }),
+    baseline: run(sides === undefined ? undefined : { ...guarded, ...sides.baseline }),
+    subject: run(sides === undefined ? guarded : { ...guarded, ...sides.subject }),
     onRound: (round) => {
       if ((round + 1) % 10 === 0) log(`  loop: round ${String(round + 1)}/${String(options.rounds)}`);
     },

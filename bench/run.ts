@@ -12,6 +12,7 @@ import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { benchGuardedLoop, benchReadWriteTurn } from "./agent.js";
 import { benchDigest } from "./digest.js";
+import { benchSchemaGuardrail, benchSchemaShareOfLoop } from "./guardrails.js";
 import { formatNs, formatRate, log, type Interleaved, type ResultRow } from "./harness.js";
 import { benchHistory, type HistoryRow } from "./history.js";
 import { benchStore } from "./store.js";
@@ -63,7 +64,7 @@ async function main() {
   const rows: ResultRow[] = [];
   const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
 
-  stage(`1/5 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
+  stage(`1/7 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
   const loop = await benchGuardedLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -79,7 +80,28 @@ async function main() {
     ),
   );
 
-  stage("2/5 read-then-write turn with admitTurn");
+  stage("2/7 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
+  const schema = await benchSchemaGuardrail(
+    quick ? { checks: 200, rounds: 3, warmup: 1 } : { checks: 2_000, rounds: 60, minRounds: 15, budgetMs: 8_000, warmup: 5 },
+  );
+  rows.push(ratioRow("schema guardrail check (vs cfworker validate, cached)", schema, "/check", 1.2));
+
+  stage(`3/7 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
+  const share = await benchSchemaShareOfLoop(
+    quick
+      ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
+      : { steps: LOOP_STEPS, rounds: 60, minRounds: 10, budgetMs: 30_000, warmup: 3 },
+  );
+  // The core loop's ratio without the schema check, and how much the check adds to it.
+  const regression = loop.ratio - loop.ratio / share.ratio;
+  rows.push({
+    ...ratioRow("guarded loop: schema guardrail on vs an allow-all check", share, "/call", Number.POSITIVE_INFINITY),
+    target: "adds ≤ 0.05 to the loop ratio",
+    pass: regression <= 0.05,
+    note: `adds ${regression.toFixed(3)} to the guarded loop's ratio (${ratioText(loop.ratio / share.ratio)} → ${ratioText(loop.ratio)}); ${paired(share)}`,
+  });
+
+  stage("4/7 read-then-write turn with admitTurn");
   const turn = await benchReadWriteTurn(
     quick
       ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
@@ -95,7 +117,7 @@ async function main() {
     ),
   );
 
-  stage("3/5 digest vs sha256(JSON.stringify(x))");
+  stage("5/7 digest vs sha256(JSON.stringify(x))");
   const digestRows = await benchDigest(quick ? { rounds: 3, batchMs: 5 } : {});
   for (const row of digestRows) {
     rows.push({
@@ -108,7 +130,7 @@ async function main() {
     });
   }
 
-  stage("4/5 in-memory claim+settle pairs");
+  stage("6/7 in-memory claim+settle pairs");
   const store = await benchStore(
     quick
       ? { pairs: 500, rounds: 5, warmup: 5 }
@@ -125,7 +147,7 @@ async function main() {
     note: `time ratio (subject/baseline); ${paired(store)}`,
   });
 
-  stage(`5/5 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
+  stage(`7/7 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
   const history = await benchHistory(
     quick
       ? { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 2, warmup: 1 }
@@ -286,6 +308,8 @@ never pass for a speed-up.
 | benchmark | baseline | subject | target |
 |---|---|---|---|
 | guarded loop (bench/agent.ts) | the same \`createAgent\` loop, no middleware | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${String(LOOP_STEPS)} steps, one \`document-read\` call each, then an answer; time per tool call | ≤ 1.10 |
+| schema guardrail check (bench/guardrails.ts) | \`new Validator(schema).validate(args)\` from @cfworker/json-schema, validator built once | \`createSchemaGuardrail().check(context)\` on the same JSON Schema tool (an MCP-style \`issue-credit\` schema) and valid arguments: what the port adds around the validator | ≤ 1.20 |
+| schema guardrail's share of the loop (bench/guardrails.ts) | the guarded loop with its schema check replaced by an allow-all guardrail | the guarded loop as shipped (schema guardrail on, the default) | adds ≤ 0.05 to the guarded loop's ratio |
 | read-then-write turn (bench/agent.ts) | the same turns, no middleware | one server-wide middleware, the turn passed per invoke with \`turnContext\`; each turn: \`admitTurn\` (fresh turn id, moderation stub \`true\`), read, write, answer; time per turn | ≤ 1.15 |
 | digest (bench/digest.ts) | \`sha256(JSON.stringify(x))\` | \`digest(x)\` (RFC 8785 canonical JSON + SHA-256) on small tool arguments, a 10,000-key object, a 1 MiB string | ≤ 1.30 each |
 | claim+settle (bench/store.ts) | a bare async \`Map\`: claim checks and sets a record with a \`randomUUID()\` token, settle compares and updates | \`InMemoryGuardrailStore.claimMutation\` + \`settleMutation\`, a distinct turn key per pair, identities built beforehand | time ratio ≤ 1.50 |

@@ -1,7 +1,8 @@
 /**
  * `createToolGuardrails`: the guardrail port on its own, for agents that edit no document but
  * still want every tool call's arguments checked (schema, policies, observe mode, approvals)
- * before it runs. No admission, no mutation slot: just steps 5 of the pipeline, and the audit.
+ * before it runs. No admission, no mutation slot: step 5 of the pipeline, `tool_failed` for
+ * tools that throw, and the audit trail.
  */
 import { HumanMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph";
@@ -19,7 +20,7 @@ import { declaredSchema, zodSchemaOf } from "./guardrails/schema.js";
 import { turnKey } from "./keys.js";
 import { consoleLogger, isLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, StoreShape } from "./middleware.js";
-import { denialMessage, refusal } from "./tool-messages.js";
+import { denialMessage, refusal, resultText, type ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
 
 export interface ToolGuardrailsOptions {
@@ -126,7 +127,23 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
         return refusal(call, "approval_rejected", evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected });
       }
       const approved = evaluation.pass;
-      return handler(approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } });
+      const effective =
+        approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } };
+      const ran = { ...refused, argsDigest: approved.argsDigest };
+      let result: ToolResult;
+      try {
+        result = await handler(effective);
+      } catch (error) {
+        // Any wrapToolCall middleware makes a tool exception fatal to the run; a failed tool is
+        // a result the model can act on instead. Interrupts and cancellations still propagate.
+        if (isGraphBubbleUp(error) || runtime.signal?.aborted === true) throw error;
+        logger.warn("tool failed", { code: "tool_failed", toolName: call.name, toolCallId: id, error });
+        await audit.record({ decision: "failed", ...ran, code: "tool_failed" });
+        return refusal(call, "tool_failed");
+      }
+      const text = resultText(result);
+      await audit.record({ decision: "executed", ...ran, args: approved.args, ...(text === undefined ? {} : { result: text.content }) });
+      return result;
     },
   });
 }

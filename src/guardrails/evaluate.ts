@@ -63,9 +63,9 @@ export interface EditChecks {
 export async function evaluateGuardrails(env: GuardrailEnvironment, call: CheckedCall, edits: EditChecks): Promise<Evaluation> {
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
-    const verdict = await verdictOf(env, guardrail, call);
+    const { verdict, fresh } = await verdictOf(env, guardrail, call);
     if (verdict.action === "allow") continue;
-    await auditVerdict(env, guardrail.name, call, verdict);
+    if (fresh) await auditVerdict(env, guardrail.name, call, verdict);
     if (verdict.action === "observe") continue;
     if (verdict.action === "deny") return { deny: verdict, guardrail: guardrail.name };
 
@@ -91,9 +91,9 @@ async function checkEdit(
   const edited: CheckedCall = { ...call, args, argsDigest: edits.digest(args) };
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
-    const verdict = await verdictOf(env, guardrail, edited);
+    const { verdict, fresh } = await verdictOf(env, guardrail, edited);
     if (verdict.action === "allow" || verdict.action === "approve") continue;
-    await auditVerdict(env, guardrail.name, edited, verdict);
+    if (fresh) await auditVerdict(env, guardrail.name, edited, verdict);
     if (verdict.action === "deny") {
       throw new ApprovalError(
         "edit_rejected",
@@ -124,8 +124,15 @@ async function auditVerdict(env: GuardrailEnvironment, guardrail: string, call: 
   });
 }
 
-/** The recorded verdict, or the guardrail's fresh one, recorded (the first recorded one wins). */
-async function verdictOf(env: GuardrailEnvironment, guardrail: Guardrail, call: CheckedCall): Promise<GuardrailVerdict> {
+/**
+ * The recorded verdict, or the guardrail's new one, recorded (the first recorded one wins).
+ * `fresh` says the check ran now: a verdict read back is not a new decision to audit.
+ */
+async function verdictOf(
+  env: GuardrailEnvironment,
+  guardrail: Guardrail,
+  call: CheckedCall,
+): Promise<{ readonly verdict: GuardrailVerdict; readonly fresh: boolean }> {
   const key: VerdictKey = {
     turnKey: env.turn.turnKey,
     toolCallId: call.id,
@@ -133,11 +140,11 @@ async function verdictOf(env: GuardrailEnvironment, guardrail: Guardrail, call: 
     argsDigest: call.argsDigest,
   };
   const recorded = await env.store?.getVerdict(key);
-  if (recorded !== undefined) return recorded.verdict;
+  if (recorded !== undefined) return { verdict: recorded.verdict, fresh: false };
   const verdict = await runCheck(env, guardrail, call);
-  if (env.store === undefined) return verdict;
+  if (env.store === undefined) return { verdict, fresh: true };
   const winner = await env.store.recordVerdict({ ...key, verdict, recordedAt: new Date().toISOString() });
-  return winner.verdict;
+  return { verdict: winner.verdict, fresh: true };
 }
 
 /** Runs one check. A check that throws, times out or answers nonsense is a `partial` denial. */

@@ -3,15 +3,21 @@
  * every failing keyword, each located by JSON Pointer, in one refusal, so the model can fix them
  * all in one step. It is the port's default member.
  *
- * Validation uses @cfworker/json-schema (no code generation, so it runs under a strict CSP and on
- * edge runtimes), loaded lazily: the optional peer if installed, else the copy @langchain/core
- * already depends on and re-exports. zod tools are converted with zod's JSON Schema export; a zod
- * schema is also parsed as the tool itself will parse it, so a refinement JSON Schema cannot
- * express is still caught before anything runs.
+ * Tools that carry a JSON Schema (MCP tools, for example) are validated with @cfworker/json-schema
+ * (no code generation, so it runs under a strict CSP and on edge runtimes), loaded lazily: the
+ * optional peer if installed, else the copy @langchain/core already depends on and re-exports.
+ * zod tools are checked by their own zod schema: exactly what the tool will accept, refinements
+ * and unknown-key stripping included, which a JSON Schema export cannot express. Their JSON
+ * Schema export is what guardrails see as the declared schema.
  */
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { toJsonSchema } from "@langchain/core/utils/json_schema";
-import { interopSafeParseAsync, isInteropZodSchema, type InteropZodType } from "@langchain/core/utils/types";
+import {
+  interopSafeParse,
+  interopSafeParseAsync,
+  isInteropZodSchema,
+  type InteropZodType,
+} from "@langchain/core/utils/types";
 import { z } from "zod";
 import type { GuardrailVerdict } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
@@ -89,14 +95,12 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     throw new ConfigurationError(`invalid createSchemaGuardrail options: ${z.prettifyError(parsed.error)}`);
   }
   const { draft = "2020-12", name = "schema" } = parsed.data;
-  const validators = new WeakMap<object, Promise<ValidatorLike>>();
-
-  const validatorFor = (schema: JsonSchema & object): Promise<ValidatorLike> => {
-    let validator = validators.get(schema);
-    if (validator === undefined) {
-      validator = loadValidator().then((Validator) => new Validator(schema, declaredDraft(schema, draft), false));
-      validators.set(schema, validator);
-    }
+  /** Compiled validators per schema; the first call for a schema loads the library. */
+  const validators = new WeakMap<object, ValidatorLike>();
+  const loadValidatorFor = async (schema: JsonSchema & object): Promise<ValidatorLike> => {
+    const Validator = await loadValidator();
+    const validator = new Validator(schema, declaredDraft(schema, draft), false);
+    validators.set(schema, validator);
     return validator;
   };
 
@@ -106,13 +110,16 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     placements: ["tool-args"],
     async check(context: GuardrailContext): Promise<GuardrailVerdict> {
       const { schema } = context.tool;
-      const issues: ArgumentIssue[] = [];
-      if (schema === false) {
-        issues.push({ path: "", message: "False boolean schema." });
+      const zodSchema = zodSchemas.get(context);
+      let issues: readonly ArgumentIssue[] = [];
+      if (zodSchema !== undefined) {
+        issues = await zodIssues(zodSchema, context.toolCall.args);
+      } else if (schema === false) {
+        issues = [{ path: "", message: "False boolean schema." }];
       } else if (typeof schema === "object") {
-        issues.push(...leafIssues((await validatorFor(schema)).validate(context.toolCall.args).errors));
+        const validator = validators.get(schema) ?? (await loadValidatorFor(schema));
+        issues = leafIssues(validator.validate(context.toolCall.args).errors);
       }
-      if (issues.length === 0) issues.push(...(await zodIssues(zodSchemas.get(context), context.toolCall.args)));
       return schemaVerdict(context.toolCall.name, issues);
     },
   };
@@ -120,9 +127,8 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
 }
 
 /**
- * @internal A zod tool's own schema, by the context the pipeline built for it: the re-check
- * catches refinements JSON Schema cannot express. Kept out of the public context, so every
- * guardrail sees JSON Schema only.
+ * @internal A zod tool's own schema, by the context the pipeline built for it. Kept out of the
+ * public context, so every guardrail sees JSON Schema only.
  */
 export const zodSchemas = new WeakMap<GuardrailContext, unknown>();
 
@@ -175,7 +181,12 @@ function leafIssues(errors: readonly ValidationError[]): ArgumentIssue[] {
 
 async function zodIssues(schema: unknown, args: unknown): Promise<ArgumentIssue[]> {
   if (!isInteropZodSchema(schema)) return [];
-  const parsed = await interopSafeParseAsync(schema, args);
+  let parsed: Awaited<ReturnType<typeof interopSafeParseAsync>>;
+  try {
+    parsed = interopSafeParse(schema, args);
+  } catch {
+    parsed = await interopSafeParseAsync(schema, args); // a schema with async refinements
+  }
   if (parsed.success) return [];
   return parsed.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message }));
 }
