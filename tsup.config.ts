@@ -33,6 +33,7 @@ const EXTERNAL: (string | RegExp)[] = [
   /^pg(\/.*)?$/,
   /^pg-[a-z-]+$/,
   /^@cfworker\/json-schema(\/.*)?$/,
+  /^vitest(\/.*)?$/,
   /^arkah-agent-guardrails(\/.*)?$/,
 ];
 

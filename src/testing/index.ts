@@ -1,1 +1,7 @@
 export { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "./scripted-model.js";
+export {
+  CONFORMANCE_SUITES,
+  validateGuardrailStore,
+  type ConformanceSuite,
+  type GuardrailStoreTestInitializer,
+} from "./conformance.js";

@@ -1,0 +1,304 @@
+/**
+ * The turn's single mutation slot: atomic claims with their six outcomes, and settlement as a
+ * compare-and-set from `pending` by the claim token.
+ */
+import { expect } from "vitest";
+import type { GuardrailStore, MutationResult } from "../../contracts.js";
+import { turnKey } from "../../keys.js";
+import {
+  acquire,
+  CALL,
+  claim,
+  complete,
+  ERROR_RESULT,
+  expectBoolean,
+  identity,
+  leaveUnknown,
+  RESULT,
+  RIVAL_CALLS,
+  SIBLING,
+  STRANGER,
+  TURN,
+  TURN_KEY,
+  turn,
+  unresolved,
+} from "./fixtures.js";
+import type { StoreTest } from "./harness.js";
+
+const count = (statuses: readonly string[], status: string) => statuses.filter((value) => value === status).length;
+
+// ---------------------------------------------------------------------------------------------
+// Claims
+
+export function claimsSuite(test: StoreTest): void {
+  test("acquired: a free slot is claimed with a non-empty token", async ({ store }) => {
+    const result = await claim(store);
+    expect(result.status).toBe("acquired");
+    expect(result.status === "acquired" ? result.token : "").not.toBe("");
+  });
+
+  test("pending: the same call while its claim is open", async ({ store }) => {
+    await acquire(store);
+    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await claim(store, { ...identity() })).toEqual({ status: "pending" });
+  });
+
+  test("replay: the same call after it completed gets the stored result, every time", async ({ store }) => {
+    await complete(store, identity(), RESULT);
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("replay: an error result is replayed as an error", async ({ store }) => {
+    await complete(store, identity(), ERROR_RESULT);
+    expect(await claim(store)).toEqual({ status: "replay", result: ERROR_RESULT });
+  });
+
+  test("replay: content is returned exactly (empty, whitespace, unicode, quotes, large)", async ({ store }) => {
+    const contents = ["", "  padded\n\ttext \r\n ", "ünïcødé ✓ 🚀 \u2028", `'"\\%_;--`, "x".repeat(256 * 1024)];
+    for (const [index, content] of contents.entries()) {
+      const id = identity(turn(`content-${String(index)}`));
+      const result: MutationResult = { content, status: "success" };
+      await complete(store, id, result);
+      expect(await claim(store, id), `content #${String(index)}`).toEqual({ status: "replay", result });
+    }
+  });
+
+  test("replay: content with a NUL character is returned exactly", async ({ store }) => {
+    // Valid Unicode and valid JSON; PostgreSQL text and jsonb columns reject it, so store it as bytes or escape it.
+    const result: MutationResult = { content: "before\u0000after", status: "success" };
+    await complete(store, identity(), result);
+    expect(await claim(store)).toEqual({ status: "replay", result });
+  });
+
+  test("unknown: the same call after an ambiguous outcome", async ({ store }) => {
+    await leaveUnknown(store);
+    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await claim(store)).toEqual({ status: "unknown" });
+  });
+
+  for (const [label, call] of RIVAL_CALLS) {
+    test(`conflict: ${label} in the same turn, whatever state the slot is in`, async ({ store }) => {
+      const rival = identity(TURN, call);
+      const token = await acquire(store);
+      expect(await claim(store, rival), "while pending").toEqual({ status: "conflict" });
+      expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+      expect(await claim(store, rival), "after completion").toEqual({ status: "conflict" });
+    });
+  }
+
+  test("conflict: another call of a turn whose mutation is unknown", async ({ store }) => {
+    await leaveUnknown(store);
+    for (const [label, call] of RIVAL_CALLS) {
+      expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
+    }
+  });
+
+  test("scope_unresolved: another turn of a scope with an unknown mutation, and nothing is claimed", async ({ store }) => {
+    await leaveUnknown(store);
+    expect(await claim(store, identity(SIBLING))).toEqual({ status: "scope_unresolved" });
+    expect(await unresolved(store)).toHaveLength(1);
+  });
+
+  test("a claim that is not acquired leaves the slot as it was", async ({ store }) => {
+    const token = await acquire(store);
+    for (const [, call] of RIVAL_CALLS) await claim(store, identity(TURN, call));
+    await claim(store);
+    expect((await unresolved(store)).map((entry) => entry.mutationKey)).toEqual([identity().mutationKey]);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("turns are independent: each turn has its own slot and its own token", async ({ store }) => {
+    const tokens = [
+      await acquire(store, identity(TURN)),
+      await acquire(store, identity(SIBLING)),
+      await acquire(store, identity(STRANGER)),
+    ];
+    expect(new Set(tokens).size).toBe(3);
+    expect(await claim(store, identity(TURN))).toEqual({ status: "pending" });
+  });
+
+  test("32 racing claims of the same call: exactly one acquired, 31 pending", async ({ store }) => {
+    const results = await Promise.all(Array.from({ length: 32 }, () => claim(store, { ...identity() })));
+    const statuses = results.map((result) => result.status);
+    expect(count(statuses, "acquired"), statuses.join()).toBe(1);
+    expect(count(statuses, "pending"), statuses.join()).toBe(31);
+  });
+
+  test("32 racing claims of 32 different calls in one turn: exactly one acquired, 31 conflict", async ({ store }) => {
+    const ids = Array.from({ length: 32 }, (_, index) => identity(TURN, { ...CALL, id: `race-${String(index)}` }));
+    const results = await Promise.all(ids.map((id) => claim(store, id)));
+    const statuses = results.map((result) => result.status);
+    expect(count(statuses, "acquired"), statuses.join()).toBe(1);
+    expect(count(statuses, "conflict"), statuses.join()).toBe(31);
+    // The winner holds the slot: its token settles it, and its call replays.
+    const winner = statuses.indexOf("acquired");
+    const won = results[winner];
+    const id = ids[winner];
+    if (won?.status !== "acquired" || id === undefined) throw new Error("no winner");
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: won.token, outcome: "complete", result: RESULT })).toBe(true);
+    expect(await claim(store, id)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("32 racing claims, two of each of 16 calls in one turn: one acquired, its twin pending, 30 conflict", async ({ store }) => {
+    const ids = Array.from({ length: 32 }, (_, index) => identity(TURN, { ...CALL, id: `twin-${String(index % 16)}` }));
+    const results = await Promise.all(ids.map((id) => claim(store, id)));
+    const statuses = results.map((result) => result.status);
+    expect(count(statuses, "acquired"), statuses.join()).toBe(1);
+    expect(count(statuses, "pending"), statuses.join()).toBe(1);
+    expect(count(statuses, "conflict"), statuses.join()).toBe(30);
+    const winner = statuses.indexOf("acquired");
+    expect(ids[statuses.indexOf("pending")]).toEqual(ids[winner]);
+  });
+
+  test("32 racing claims in 32 turns: every one acquired, with 32 distinct tokens", async ({ store }) => {
+    const results = await Promise.all(
+      Array.from({ length: 32 }, (_, index) => claim(store, identity(turn(`parallel-${String(index)}`)))),
+    );
+    const tokens = results.map((result) => (result.status === "acquired" ? result.token : result.status));
+    expect(results.every((result) => result.status === "acquired"), tokens.join()).toBe(true);
+    expect(new Set(tokens).size).toBe(32);
+  });
+
+  test("32 racing claims of a turn in a scope with an unknown mutation: all scope_unresolved", async ({ store }) => {
+    await leaveUnknown(store);
+    const results = await Promise.all(
+      Array.from({ length: 32 }, (_, index) => claim(store, identity(SIBLING, { ...CALL, id: `blocked-${String(index)}` }))),
+    );
+    expect(results.every((result) => result.status === "scope_unresolved")).toBe(true);
+    expect(await unresolved(store)).toHaveLength(1);
+  });
+
+  test("detaches what it stores: changing the caller's identity after the claim changes nothing", async ({ store }) => {
+    const input = identity();
+    await acquire(store, input);
+    input.mutationKey = identity(TURN, { ...CALL, id: "changed" }).mutationKey;
+    input.toolCallId = "changed";
+    expect(await claim(store, identity())).toEqual({ status: "pending" });
+    expect(await unresolved(store)).toMatchObject([identity()]);
+  });
+
+  test("detaches what it returns: changing a replayed result changes nothing stored", async ({ store }) => {
+    await complete(store, identity(), RESULT);
+    const replay = await claim(store);
+    if (replay.status !== "replay") throw new Error(`expected replay, got ${replay.status}`);
+    replay.result.content = "changed";
+    replay.result.status = "error";
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settlement
+
+export function settlementSuite(test: StoreTest): void {
+  const settleComplete = (store: GuardrailStore, token: string, result: MutationResult = RESULT, key = TURN_KEY) =>
+    store.settleMutation({ turnKey: key, token, outcome: "complete", result });
+
+  test("settles a pending claim complete with its token: true, and the call replays", async ({ store }) => {
+    const token = await acquire(store);
+    expectBoolean(await settleComplete(store, token), true, "settling with the claim's token");
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await unresolved(store)).toEqual([]);
+  });
+
+  test("settles a pending claim unknown with its token: true, and the call is unknown", async ({ store }) => {
+    const token = await acquire(store);
+    expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), true, "settling unknown");
+    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "unknown" }]);
+  });
+
+  test("refuses a wrong token (false) and changes nothing", async ({ store }) => {
+    const token = await acquire(store);
+    const before = await unresolved(store);
+    const wrongTokens = [`${token}x`, token.slice(0, -1), `${token.startsWith("x") ? "y" : "x"}${token.slice(1)}`, "token"];
+    for (const wrong of wrongTokens.filter((value) => value !== token && value !== "")) {
+      expectBoolean(await settleComplete(store, wrong), false, `complete with token ${wrong}`);
+      const unknown = await store.settleMutation({ turnKey: TURN_KEY, token: wrong, outcome: "unknown" });
+      expectBoolean(unknown, false, `unknown with token ${wrong}`);
+    }
+    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await unresolved(store)).toEqual(before);
+    expectBoolean(await settleComplete(store, token), true, "the right token afterwards");
+  });
+
+  test("refuses a token against another turn's claim, even in another scope", async ({ store }) => {
+    const mine = await acquire(store, identity(TURN));
+    const theirs = await acquire(store, identity(SIBLING));
+    const stranger = await acquire(store, identity(STRANGER));
+    expectBoolean(await settleComplete(store, mine, RESULT, turnKey(SIBLING)), false, "turn 1's token on turn 2");
+    expectBoolean(await settleComplete(store, stranger, RESULT, TURN_KEY), false, "another scope's token on turn 1");
+    expect(await claim(store, identity(SIBLING))).toEqual({ status: "pending" });
+    expect(await claim(store, identity(TURN))).toEqual({ status: "pending" });
+    expectBoolean(await settleComplete(store, theirs, RESULT, turnKey(SIBLING)), true, "turn 2's own token");
+  });
+
+  test("refuses to settle a turn without a claim (false), and creates none", async ({ store }) => {
+    expectBoolean(await settleComplete(store, "no-such-token"), false, "settling an unclaimed turn");
+    expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: "no-such-token", outcome: "unknown" }), false, "unknown");
+    expect(await unresolved(store)).toEqual([]);
+    await acquire(store);
+  });
+
+  test("settles only from pending: a second settlement with the token is false and changes nothing", async ({ store }) => {
+    const token = await acquire(store);
+    expectBoolean(await settleComplete(store, token, RESULT), true, "first settlement");
+    expectBoolean(await settleComplete(store, token, ERROR_RESULT), false, "second complete");
+    expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), false, "then unknown");
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("an unknown claim cannot be settled again, not even complete with its token", async ({ store }) => {
+    const token = await leaveUnknown(store);
+    expectBoolean(await settleComplete(store, token), false, "complete after unknown");
+    expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), false, "unknown again");
+    expect(await claim(store)).toEqual({ status: "unknown" });
+  });
+
+  test("16 racing settlements with the token: exactly one applies, and its result is the one replayed", async ({ store }) => {
+    const token = await acquire(store);
+    const results: MutationResult[] = Array.from({ length: 16 }, (_, index) => ({
+      content: `result ${String(index)}`,
+      status: "success",
+    }));
+    const applied = await Promise.all(results.map((result) => settleComplete(store, token, result)));
+    expect(applied.filter((value) => value)).toHaveLength(1);
+    expect(await claim(store)).toEqual({ status: "replay", result: results[applied.indexOf(true)] });
+  });
+
+  test("racing complete and unknown settlements: exactly one applies", async ({ store }) => {
+    const token = await acquire(store);
+    const [completed, unknown] = await Promise.all([
+      settleComplete(store, token),
+      store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }),
+    ]);
+    expect([completed, unknown].filter((value) => value)).toHaveLength(1);
+    expect(await claim(store)).toEqual(completed ? { status: "replay", result: RESULT } : { status: "unknown" });
+  });
+
+  test("a settlement never applied leaves the claim closed: pending to its call, conflict to others, listed", async ({ store, clock }) => {
+    // The observable half of "a failed settlement leaves the claim pending": whatever went wrong,
+    // a claim nobody settled stays closed and visible to an operator, however old it gets.
+    const claimedAt = clock.ms;
+    await acquire(store);
+    clock.advance(30 * 24 * 60 * 60 * 1000);
+    expect(await claim(store)).toEqual({ status: "pending" });
+    for (const [label, call] of RIVAL_CALLS) {
+      expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
+    }
+    const list = await unresolved(store);
+    expect(list).toMatchObject([{ ...identity(), state: "pending" }]);
+    expect(Date.parse(list[0]?.claimedAt ?? "")).toBe(claimedAt);
+  });
+
+  test("detaches what it stores: changing the settled result object afterwards changes nothing", async ({ store }) => {
+    const token = await acquire(store);
+    const result: MutationResult = { ...RESULT };
+    await settleComplete(store, token, result);
+    result.content = "changed";
+    result.status = "error";
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+}

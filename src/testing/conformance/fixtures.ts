@@ -1,0 +1,283 @@
+/**
+ * Records and assertions shared by the conformance suites. Keys are derived with the library's own
+ * `turnKey`, `mutationKey` and `digest`, exactly as the middleware derives them.
+ */
+import { inspect } from "node:util";
+import { expect } from "vitest";
+import type { z } from "zod";
+import {
+  ClaimResultSchema,
+  StoredAuditEventSchema,
+  UnresolvedMutationSchema,
+  type AdmissionReceipt,
+  type ApprovalRecord,
+  type AuditEvent,
+  type AuditQuery,
+  type ClaimOptions,
+  type ClaimResult,
+  type GuardrailStore,
+  type GuardrailVerdict,
+  type MutationIdentity,
+  type MutationResult,
+  type StoredAuditEvent,
+  type TurnRef,
+  type UnresolvedMutation,
+  type VerdictKey,
+  type VerdictRecord,
+} from "../../contracts.js";
+import { digest } from "../../digest.js";
+import { StoreContractError } from "../../errors.js";
+import { mutationKey, turnKey } from "../../keys.js";
+
+/** Freezes `value` and everything in it, so a test (or a store) that changes a shared fixture fails loudly. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Turns and calls
+
+export interface Call {
+  readonly id: string;
+  readonly name: string;
+  readonly args: Record<string, unknown>;
+}
+
+export const SCOPE = "doc-1";
+export const OTHER_SCOPE = "doc-2";
+
+export const turn = (turnId: string, scopeId: string = SCOPE): TurnRef => ({ scopeId, turnId });
+
+export const TURN = turn("turn-1");
+export const TURN_KEY = turnKey(TURN);
+/** Another turn in the same scope. */
+export const SIBLING = turn("turn-2");
+/** A turn in another scope. */
+export const STRANGER = turn("turn-1", OTHER_SCOPE);
+
+export const CALL: Call = deepFreeze({ id: "call-1", name: "rename_document", args: { title: "Field notes" } });
+
+/** The identity the middleware would claim `call` under in `of`. */
+export function identity(of: TurnRef = TURN, call: Call = CALL): MutationIdentity {
+  return {
+    turnKey: turnKey(of),
+    scopeId: of.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(call.args),
+    mutationKey: mutationKey(of, call),
+  };
+}
+
+/** Three calls of the same turn that each differ from `CALL` in one part of the mutation key. */
+export const RIVAL_CALLS: readonly (readonly [string, Call])[] = [
+  ["another call id", { ...CALL, id: "call-2" }],
+  ["another tool", { ...CALL, name: "delete_document" }],
+  ["other arguments", { ...CALL, args: { title: "Other notes" } }],
+];
+
+/** Constants: tests that change a record in place take a copy first. */
+export const RESULT: MutationResult = deepFreeze({ content: '{"title":"Field notes","revision":4}', status: "success" });
+export const ERROR_RESULT: MutationResult = deepFreeze({ content: "revision conflict: expected 3", status: "error" });
+/** What an operator records when reconciling a write that did happen. */
+export const OPERATOR_RESULT: MutationResult = deepFreeze({ content: '{"title":"Field notes","revision":5}', status: "success" });
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+export const evidenceDigest = (name: string): string => digest({ kind: "conformance.read", name });
+
+/** A timestamp with an offset other than Z: stored values must come back exactly as given. */
+export const OFFSET_TIME = "2031-02-03T06:05:06.789+02:00";
+
+export function receipt(of: TurnRef = TURN, overrides: Partial<AdmissionReceipt> = {}): AdmissionReceipt {
+  return {
+    turnKey: turnKey(of),
+    scopeId: of.scopeId,
+    turnId: of.turnId,
+    policyVersion: "policy-1",
+    moderationDigest: digest({ kind: "conformance.segments", turnId: of.turnId }),
+    allowed: true,
+    decidedAt: OFFSET_TIME,
+    ...overrides,
+  };
+}
+
+export const VERDICT_KEY: VerdictKey = deepFreeze({
+  turnKey: TURN_KEY,
+  toolCallId: CALL.id,
+  guardrail: "pii",
+  argsDigest: digest(CALL.args),
+});
+
+/** The verdict key with each of its four fields changed in turn. */
+export const VERDICT_KEY_VARIANTS: readonly (readonly [string, VerdictKey])[] = [
+  ["another turn key", { ...VERDICT_KEY, turnKey: turnKey(SIBLING) }],
+  ["another call id", { ...VERDICT_KEY, toolCallId: "call-2" }],
+  ["another guardrail", { ...VERDICT_KEY, guardrail: "toxicity" }],
+  ["another argument digest", { ...VERDICT_KEY, argsDigest: digest({ title: "Other notes" }) }],
+];
+
+/** A verdict with every optional field and nested JSON in its detections and details. */
+export const DENY: GuardrailVerdict = deepFreeze<GuardrailVerdict>({
+  action: "deny",
+  outcome: "complete",
+  detections: [
+    { rule: "email", detected: true, spans: [{ start: 3, end: 17 }], score: 0.93, note: null },
+    { rule: "phone", detected: false },
+  ],
+  reason: "The title contains an e-mail address.",
+  code: "pii_detected",
+  details: { fields: ["title"], nested: { level: 2, flags: [true, false] }, label: "ünïcødé ✓" },
+});
+
+export const ALLOW: GuardrailVerdict = deepFreeze({ action: "allow", outcome: "complete", detections: [] });
+
+export function verdictRecord(
+  key: VerdictKey = VERDICT_KEY,
+  verdict: GuardrailVerdict = DENY,
+  recordedAt: string = OFFSET_TIME,
+): VerdictRecord {
+  return { ...key, verdict: structuredClone(verdict), recordedAt };
+}
+
+export function approvalRecord(
+  key: VerdictKey = VERDICT_KEY,
+  decision: ApprovalRecord["decision"] = { decision: "edit", args: { title: "Field notes", tags: ["a", { b: null }] } },
+  decidedAt: string = OFFSET_TIME,
+): ApprovalRecord {
+  return { ...key, decision: structuredClone(decision), decidedAt };
+}
+
+export function auditEvent(overrides: Partial<AuditEvent> = {}): AuditEvent {
+  return {
+    at: OFFSET_TIME,
+    decision: "executed",
+    turnKey: TURN_KEY,
+    scopeId: SCOPE,
+    toolCallId: CALL.id,
+    toolName: CALL.name,
+    kind: "mutation",
+    argsDigest: digest(CALL.args),
+    mutationKey: mutationKey(TURN, CALL),
+    ...overrides,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assertions
+
+/** Asserts that a store's answer is exactly what `schema` accepts, and returns it untouched. */
+export function conform<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = schema.safeParse(value);
+  expect(parsed.success, `${what} must match its schema: ${parsed.error?.message ?? ""}`).toBe(true);
+  return value as T;
+}
+
+/** Claims through the store and checks the answer's shape. */
+export async function claim(
+  store: GuardrailStore,
+  id: MutationIdentity = identity(),
+  options?: ClaimOptions,
+): Promise<ClaimResult> {
+  const result = options === undefined ? await store.claimMutation(id) : await store.claimMutation(id, options);
+  return conform(ClaimResultSchema, result, "claimMutation's answer");
+}
+
+/** Claims and returns the token; fails the test unless the claim was acquired. */
+export async function acquire(store: GuardrailStore, id: MutationIdentity = identity()): Promise<string> {
+  const result = await claim(store, id);
+  if (result.status !== "acquired") {
+    throw new Error(`expected the claim of ${id.toolCallId} to be acquired, got ${result.status}`);
+  }
+  return result.token;
+}
+
+/** `listUnresolved()`, each entry checked against its schema. */
+export async function unresolved(store: GuardrailStore): Promise<UnresolvedMutation[]> {
+  const list = await store.listUnresolved();
+  expect(Array.isArray(list), "listUnresolved must answer an array").toBe(true);
+  list.forEach((entry, index) => conform(UnresolvedMutationSchema, entry, `listUnresolved()[${String(index)}]`));
+  return list;
+}
+
+/** `readAudit(query)`, each event checked against its schema. */
+export async function readAudit(store: GuardrailStore, query?: AuditQuery): Promise<StoredAuditEvent[]> {
+  const events = query === undefined ? await store.readAudit() : await store.readAudit(query);
+  expect(Array.isArray(events), "readAudit must answer an array").toBe(true);
+  events.forEach((event, index) => conform(StoredAuditEventSchema, event, `readAudit()[${String(index)}]`));
+  return events;
+}
+
+/** Acquires and settles `complete` with `result`. */
+export async function complete(
+  store: GuardrailStore,
+  id: MutationIdentity = identity(),
+  result: MutationResult = RESULT,
+): Promise<void> {
+  const token = await acquire(store, id);
+  expect(await store.settleMutation({ turnKey: id.turnKey, token, outcome: "complete", result })).toBe(true);
+}
+
+/** Acquires and settles `unknown`, as the middleware does after an exception. Returns the token. */
+export async function leaveUnknown(store: GuardrailStore, id: MutationIdentity = identity()): Promise<string> {
+  const token = await acquire(store, id);
+  expect(await store.settleMutation({ turnKey: id.turnKey, token, outcome: "unknown" })).toBe(true);
+  return token;
+}
+
+/**
+ * Calls `run` and expects a rejected promise carrying a `StoreContractError`: not a synchronous
+ * throw (a caller awaiting inside try/catch would survive it, one chaining `.catch` would not), not
+ * a resolution, not another error.
+ */
+export async function expectContractError(run: () => Promise<unknown>, what: string): Promise<void> {
+  let promise: Promise<unknown> | undefined;
+  let thrown: { error: unknown } | undefined;
+  try {
+    promise = run();
+  } catch (error) {
+    thrown = { error };
+  }
+  expect(thrown, `${what} must reject, not throw synchronously`).toBeUndefined();
+  expect(promise, `${what} must return a promise`).toBeInstanceOf(Promise);
+  const outcome = await (promise as Promise<unknown>).then(
+    (value: unknown) => ({ resolved: true as const, value }),
+    (error: unknown) => ({ resolved: false as const, error }),
+  );
+  if (outcome.resolved) {
+    throw new Error(`${what} must reject with a StoreContractError, but it resolved to ${inspect(outcome.value)}`);
+  }
+  expect(
+    StoreContractError.isInstance(outcome.error),
+    `${what} must reject with a StoreContractError, got ${String(outcome.error)}`,
+  ).toBe(true);
+}
+
+/** Asserts a literal boolean: not a truthy or falsy stand-in. */
+export function expectBoolean(value: unknown, expected: boolean, what: string): void {
+  expect(typeof value, `${what} must answer a boolean`).toBe("boolean");
+  expect(value, what).toBe(expected);
+}
+
+/** Two timestamps denote the same instant (representations may differ). */
+export function expectInstant(actual: string | undefined, expectedMs: number, what: string): void {
+  expect(actual, what).toBeTypeOf("string");
+  expect(Date.parse(actual ?? ""), `${what}: ${actual ?? ""} should be ${new Date(expectedMs).toISOString()}`).toBe(
+    expectedMs,
+  );
+}
+
+/**
+ * `count` turns, each in its own scope (so an unknown one blocks no other), listed so that their
+ * turn keys descend: claiming them in this order makes claim order differ from key order.
+ */
+export function turnsAgainstKeyOrder(count: number): TurnRef[] {
+  return Array.from({ length: count }, (_, index) => turn(`ordered-${String(index)}`, `doc-ordered-${String(index)}`)).sort(
+    (a, b) => (turnKey(a) < turnKey(b) ? 1 : -1),
+  );
+}

@@ -1,0 +1,552 @@
+/**
+ * What happens after an ambiguous outcome: listing and reconciling unresolved mutations, the scope
+ * rule that makes reconciliation a duty, and retention that never reopens a turn.
+ */
+import { expect } from "vitest";
+import {
+  PruneResultSchema,
+  ReconcileResultSchema,
+  type GuardrailStore,
+  type MutationIdentity,
+  type ReadEvidence,
+  type Reconciliation,
+  type ReconcileResult,
+} from "../../contracts.js";
+import { turnKey } from "../../keys.js";
+import {
+  acquire,
+  approvalRecord,
+  auditEvent,
+  CALL,
+  claim,
+  complete,
+  conform,
+  DENY,
+  ERROR_RESULT,
+  evidenceDigest,
+  expectContractError,
+  expectInstant,
+  identity,
+  leaveUnknown,
+  OPERATOR_RESULT,
+  receipt,
+  readAudit,
+  RESULT,
+  RIVAL_CALLS,
+  SCOPE,
+  SIBLING,
+  STRANGER,
+  TURN,
+  TURN_KEY,
+  turn,
+  turnsAgainstKeyOrder,
+  unresolved,
+  VERDICT_KEY,
+  verdictRecord,
+} from "./fixtures.js";
+import type { StoreTest } from "./harness.js";
+
+const MINUTE = 60 * 1000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+async function reconcile(store: GuardrailStore, reconciliation: Reconciliation): Promise<ReconcileResult> {
+  return conform(ReconcileResultSchema, await store.reconcileMutation(reconciliation), "reconcileMutation's answer");
+}
+
+const completed = (key: string = TURN_KEY, operatorRef = "INC-1", result = OPERATOR_RESULT): Reconciliation => ({
+  turnKey: key,
+  resolution: "completed",
+  result,
+  operatorRef,
+});
+
+const noEffect = (key: string = TURN_KEY, operatorRef = "INC-1"): Reconciliation => ({
+  turnKey: key,
+  resolution: "no-effect",
+  operatorRef,
+});
+
+const reconciledEvents = async (store: GuardrailStore) =>
+  (await readAudit(store)).filter((event) => event.decision === "reconciled");
+
+/** The audit event a reconciliation must leave: who, what, and which call. */
+function expectReconciledEvent(
+  event: unknown,
+  id: MutationIdentity,
+  action: Reconciliation["resolution"],
+  operatorRef: string,
+  atMs: number,
+): void {
+  expect(event).toMatchObject({
+    decision: "reconciled",
+    turnKey: id.turnKey,
+    scopeId: id.scopeId,
+    toolCallId: id.toolCallId,
+    toolName: id.toolName,
+    kind: "mutation",
+    argsDigest: id.argsDigest,
+    mutationKey: id.mutationKey,
+    action,
+    operatorRef,
+  });
+  expectInstant((event as { at?: string } | undefined)?.at, atMs, "the reconciled event's time");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listing and reconciling
+
+export function reconciliationSuite(test: StoreTest): void {
+  test("listUnresolved: a fresh store has nothing unresolved", async ({ store }) => {
+    expect(await unresolved(store)).toEqual([]);
+  });
+
+  test("listUnresolved: pending and unknown claims, with identity, state and claim time from the clock", async ({ store, clock }) => {
+    const pendingAt = clock.ms;
+    await acquire(store, identity(TURN));
+    clock.advance(MINUTE);
+    const unknownAt = clock.ms;
+    await leaveUnknown(store, identity(STRANGER));
+    const list = await unresolved(store);
+    expect(list.map(({ claimedAt: _claimedAt, ...rest }) => rest)).toEqual([
+      { ...identity(TURN), state: "pending" },
+      { ...identity(STRANGER), state: "unknown" },
+    ]);
+    expectInstant(list[0]?.claimedAt, pendingAt, "the pending claim's claimedAt");
+    expectInstant(list[1]?.claimedAt, unknownAt, "the unknown claim's claimedAt (the claim, not the settlement)");
+  });
+
+  test("listUnresolved: oldest claim first, whatever the turn keys", async ({ store, clock }) => {
+    const turns = turnsAgainstKeyOrder(5);
+    const times: number[] = [];
+    for (const [index, each] of turns.entries()) {
+      times.push(clock.ms);
+      if (index % 2 === 0) await acquire(store, identity(each));
+      else await leaveUnknown(store, identity(each));
+      clock.advance(MINUTE);
+    }
+    const list = await unresolved(store);
+    expect(list.map((entry) => entry.turnKey)).toEqual(turns.map((each) => turnKey(each)));
+    list.forEach((entry, index) => {
+      expectInstant(entry.claimedAt, times[index] ?? Number.NaN, `claimedAt of entry ${String(index)}`);
+    });
+  });
+
+  test("listUnresolved: completed and reconciled claims are not listed", async ({ store }) => {
+    await complete(store, identity(TURN));
+    await leaveUnknown(store, identity(SIBLING));
+    await reconcile(store, completed(turnKey(SIBLING)));
+    await acquire(store, identity(STRANGER));
+    await reconcile(store, noEffect(turnKey(STRANGER)));
+    expect(await unresolved(store)).toEqual([]);
+  });
+
+  test("listUnresolved: detaches what it returns", async ({ store }) => {
+    await acquire(store);
+    const [entry] = await unresolved(store);
+    if (entry !== undefined) {
+      entry.state = "unknown";
+      entry.mutationKey = "0".repeat(64);
+    }
+    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "pending" }]);
+  });
+
+  test("completed, from unknown: replays return the operator's result; audited with its reference", async ({ store, clock }) => {
+    await leaveUnknown(store);
+    clock.advance(HOUR);
+    expect(await reconcile(store, completed(TURN_KEY, "INC-42"))).toEqual({ reconciled: true, state: "unknown" });
+    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+    for (const [label, call] of RIVAL_CALLS) expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
+    expect(await unresolved(store)).toEqual([]);
+    const events = await reconciledEvents(store);
+    expect(events).toHaveLength(1);
+    expectReconciledEvent(events[0], identity(), "completed", "INC-42", clock.ms);
+  });
+
+  test("completed, from pending: the claim's token can no longer settle it", async ({ store, clock }) => {
+    const token = await acquire(store);
+    expect(await reconcile(store, completed(TURN_KEY, "INC-1", ERROR_RESULT))).toEqual({ reconciled: true, state: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(false);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" })).toBe(false);
+    expect(await claim(store)).toEqual({ status: "replay", result: ERROR_RESULT });
+    expectReconciledEvent((await reconciledEvents(store))[0], identity(), "completed", "INC-1", clock.ms);
+  });
+
+  test("no-effect, from unknown: the slot reopens for the same call, with a new token", async ({ store, clock }) => {
+    const oldToken = await leaveUnknown(store);
+    clock.advance(HOUR);
+    expect(await reconcile(store, noEffect(TURN_KEY, "INC-7"))).toEqual({ reconciled: true, state: "unknown" });
+    expect(await unresolved(store)).toEqual([]);
+    const events = await reconciledEvents(store);
+    expect(events).toHaveLength(1);
+    expectReconciledEvent(events[0], identity(), "no-effect", "INC-7", clock.ms);
+    const newToken = await acquire(store);
+    expect(newToken).not.toBe(oldToken);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "complete", result: RESULT })).toBe(false);
+    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: "complete", result: RESULT })).toBe(true);
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("no-effect: the reopened slot may go to another call of the turn", async ({ store }) => {
+    await leaveUnknown(store);
+    await reconcile(store, noEffect());
+    const rival = identity(TURN, { ...CALL, id: "call-2" });
+    await acquire(store, rival);
+    expect(await claim(store)).toEqual({ status: "conflict" });
+  });
+
+  test("no-effect, from pending: the old token cannot settle, before or after the slot is claimed again", async ({ store }) => {
+    const oldToken = await acquire(store);
+    expect(await reconcile(store, noEffect())).toEqual({ reconciled: true, state: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "complete", result: RESULT })).toBe(false);
+    expect(await unresolved(store)).toEqual([]);
+    await acquire(store);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "unknown" })).toBe(false);
+    expect(await claim(store)).toEqual({ status: "pending" });
+  });
+
+  test("repeated or conflicting reconciliation after completed fails closed: not_unresolved, no event", async ({ store }) => {
+    await leaveUnknown(store);
+    await reconcile(store, completed(TURN_KEY, "INC-1"));
+    const trail = await readAudit(store);
+    expect(await reconcile(store, completed(TURN_KEY, "INC-1"))).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, completed(TURN_KEY, "INC-2", ERROR_RESULT))).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, noEffect(TURN_KEY, "INC-3"))).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await readAudit(store)).toEqual(trail);
+  });
+
+  test("repeated or conflicting reconciliation after no-effect fails closed: not_found (the slot is open), no event", async ({ store }) => {
+    await leaveUnknown(store);
+    await reconcile(store, noEffect(TURN_KEY, "INC-1"));
+    const trail = await readAudit(store);
+    expect(await reconcile(store, noEffect(TURN_KEY, "INC-1"))).toEqual({ reconciled: false, reason: "not_found" });
+    expect(await reconcile(store, completed(TURN_KEY, "INC-2"))).toEqual({ reconciled: false, reason: "not_found" });
+    // The late "completed" did not write a result into the reopened slot.
+    await acquire(store);
+    expect(await readAudit(store)).toEqual(trail);
+  });
+
+  test("a completed (settled) claim cannot be reconciled: not_unresolved, result kept, no event", async ({ store }) => {
+    await complete(store);
+    expect(await reconcile(store, completed())).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, noEffect())).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await readAudit(store)).toEqual([]);
+  });
+
+  test("a turn without a claim: not_found, nothing created, no event", async ({ store }) => {
+    expect(await reconcile(store, completed())).toEqual({ reconciled: false, reason: "not_found" });
+    expect(await reconcile(store, noEffect())).toEqual({ reconciled: false, reason: "not_found" });
+    expect(await unresolved(store)).toEqual([]);
+    await acquire(store);
+    expect(await readAudit(store)).toEqual([]);
+  });
+
+  test("an operator reference is required: without one the store rejects and changes nothing", async ({ store }) => {
+    await leaveUnknown(store);
+    const { operatorRef: _missing, ...withoutRef } = completed();
+    await expectContractError(() => store.reconcileMutation(withoutRef as never), "completed without operatorRef");
+    await expectContractError(() => store.reconcileMutation({ ...noEffect(), operatorRef: "" }), "no-effect with an empty operatorRef");
+    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await readAudit(store)).toEqual([]);
+  });
+
+  test("reconciling one turn leaves every other turn as it was", async ({ store }) => {
+    await leaveUnknown(store, identity(TURN));
+    await leaveUnknown(store, identity(STRANGER));
+    await acquire(store, identity(turn("other", "doc-3")));
+    await reconcile(store, completed(TURN_KEY));
+    expect((await unresolved(store)).map((entry) => entry.turnKey)).toEqual([turnKey(STRANGER), turnKey(turn("other", "doc-3"))]);
+    expect(await claim(store, identity(STRANGER))).toEqual({ status: "unknown" });
+  });
+
+  test("reconciliation events follow earlier events in the trail", async ({ store, clock }) => {
+    await store.appendAudit(auditEvent({ decision: "failed" }));
+    await leaveUnknown(store);
+    clock.advance(DAY);
+    await reconcile(store, noEffect(TURN_KEY, "INC-9"));
+    await store.appendAudit(auditEvent({ decision: "executed" }));
+    const trail = await readAudit(store);
+    expect(trail.map((event) => event.decision)).toEqual(["failed", "reconciled", "executed"]);
+    expect(trail.map((event) => event.seq)).toEqual([...trail.map((event) => event.seq)].sort((a, b) => a - b));
+    expectReconciledEvent(trail[1], identity(), "no-effect", "INC-9", clock.ms);
+  });
+
+  test("8 racing reconciliations: exactly one applies and is audited; the others fail closed", async ({ store }) => {
+    await leaveUnknown(store);
+    const attempts = Array.from({ length: 8 }, (_, index) =>
+      index % 2 === 0
+        ? completed(TURN_KEY, `INC-${String(index)}`, { content: `operator ${String(index)}`, status: "success" })
+        : noEffect(TURN_KEY, `INC-${String(index)}`),
+    );
+    const results = await Promise.all(attempts.map((attempt) => reconcile(store, attempt)));
+    const winners = results.flatMap((result, index) => (result.reconciled ? [attempts[index]] : []));
+    expect(winners).toHaveLength(1);
+    const winner = winners[0];
+    // The losers come after the winner: a completed turn is not unresolved; a reopened one has no claim.
+    const reason = winner?.resolution === "completed" ? "not_unresolved" : "not_found";
+    expect(results.filter((result) => !result.reconciled)).toEqual(Array.from({ length: 7 }, () => ({ reconciled: false, reason })));
+    const events = await reconciledEvents(store);
+    expect(events).toHaveLength(1);
+    expect(events[0]?.operatorRef).toBe(winner?.operatorRef);
+    if (winner?.resolution === "completed") {
+      expect(await claim(store)).toEqual({ status: "replay", result: winner.result });
+    } else {
+      await acquire(store);
+    }
+  });
+
+  test("a racing settlement and reconciliation: exactly one of them applies", async ({ store }) => {
+    const token = await acquire(store);
+    const [settled, reconciled] = await Promise.all([
+      store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }),
+      reconcile(store, completed()),
+    ]);
+    expect(settled !== reconciled.reconciled, `settled: ${String(settled)}, reconciled: ${String(reconciled.reconciled)}`).toBe(true);
+    expect(await claim(store)).toEqual({ status: "replay", result: settled ? RESULT : OPERATOR_RESULT });
+    expect(await reconciledEvents(store)).toHaveLength(settled ? 0 : 1);
+  });
+
+  test("detaches what it stores: changing the operator's result object afterwards changes nothing", async ({ store }) => {
+    await leaveUnknown(store);
+    const result = { ...OPERATOR_RESULT };
+    await reconcile(store, completed(TURN_KEY, "INC-1", result));
+    result.content = "changed";
+    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scope rule
+
+export function scopeSuite(test: StoreTest): void {
+  const sibling = identity(SIBLING);
+
+  test("on by default: another turn of a scope with an unknown mutation gets scope_unresolved", async ({ store }) => {
+    await leaveUnknown(store);
+    expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling, {})).toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling, { requireResolvedScope: true })).toEqual({ status: "scope_unresolved" });
+  });
+
+  test("off with requireResolvedScope: false: the other turn acquires", async ({ store }) => {
+    await leaveUnknown(store);
+    expect(await claim(store, sibling, { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
+    expect(await claim(store, sibling)).toEqual({ status: "pending" });
+  });
+
+  test("scope_unresolved claims nothing: the refused turn's slot stays free", async ({ store }) => {
+    await leaveUnknown(store);
+    await claim(store, sibling);
+    expect(await unresolved(store)).toHaveLength(1);
+    const rival = identity(SIBLING, { ...CALL, id: "call-2" });
+    expect(await claim(store, rival, { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
+  });
+
+  test("the unknown turn itself answers unknown and conflict, not scope_unresolved", async ({ store }) => {
+    await leaveUnknown(store);
+    expect(await claim(store)).toEqual({ status: "unknown" });
+    for (const [label, call] of RIVAL_CALLS) expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
+  });
+
+  test("turns claimed before the scope became unresolved keep their answers (replay, pending)", async ({ store }) => {
+    const done = identity(turn("done"));
+    const running = identity(turn("running"));
+    await complete(store, done);
+    await acquire(store, running);
+    await leaveUnknown(store);
+    expect(await claim(store, done)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store, running)).toEqual({ status: "pending" });
+    expect(await claim(store, identity(turn("done"), { ...CALL, id: "call-2" }))).toEqual({ status: "conflict" });
+  });
+
+  test("only unknown blocks: pending and completed mutations in the scope do not", async ({ store }) => {
+    await acquire(store, identity(turn("running")));
+    await complete(store, identity(turn("done")));
+    await acquire(store, sibling);
+  });
+
+  test("other scopes are unaffected", async ({ store }) => {
+    await leaveUnknown(store);
+    await acquire(store, identity(STRANGER));
+    await acquire(store, identity(turn("turn-2", "doc-3")));
+  });
+
+  test("a scope id is matched exactly, not by prefix or case", async ({ store }) => {
+    await leaveUnknown(store);
+    for (const scopeId of [`${SCOPE}0`, SCOPE.slice(0, -1), SCOPE.toUpperCase(), ` ${SCOPE}`]) {
+      await acquire(store, identity(turn("turn-2", scopeId)));
+    }
+  });
+
+  for (const resolution of ["completed", "no-effect"] as const) {
+    test(`cleared by reconciliation (${resolution})`, async ({ store }) => {
+      await leaveUnknown(store);
+      expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+      await reconcile(store, resolution === "completed" ? completed() : noEffect());
+      await acquire(store, sibling);
+    });
+  }
+
+  test("blocked until every unknown mutation of the scope is reconciled", async ({ store }) => {
+    const third = identity(turn("turn-3"));
+    const tokens = [await acquire(store, identity(TURN)), await acquire(store, third)];
+    await store.settleMutation({ turnKey: TURN_KEY, token: tokens[0] ?? "", outcome: "unknown" });
+    await store.settleMutation({ turnKey: third.turnKey, token: tokens[1] ?? "", outcome: "unknown" });
+    await reconcile(store, noEffect(TURN_KEY));
+    expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+    await reconcile(store, completed(third.turnKey));
+    await acquire(store, sibling);
+  });
+
+  test("an unknown mutation reached with requireResolvedScope: false blocks the scope as well", async ({ store }) => {
+    await leaveUnknown(store);
+    const third = identity(turn("turn-3"));
+    const claimed = await claim(store, third, { requireResolvedScope: false });
+    if (claimed.status !== "acquired") throw new Error(`expected acquired, got ${claimed.status}`);
+    await store.settleMutation({ turnKey: third.turnKey, token: claimed.token, outcome: "unknown" });
+    await reconcile(store, noEffect(TURN_KEY));
+    expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+    await reconcile(store, completed(third.turnKey));
+    await acquire(store, sibling);
+  });
+
+  test("a tombstone (pruned turn) does not block the scope", async ({ store, clock }) => {
+    await complete(store);
+    clock.advance(DAY);
+    await store.prune({ olderThan: clock.iso() });
+    await acquire(store, sibling);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retention
+
+export function retentionSuite(test: StoreTest): void {
+  const prune = async (store: GuardrailStore, olderThanMs: number) =>
+    conform(PruneResultSchema, await store.prune({ olderThan: new Date(olderThanMs).toISOString() }), "prune's answer");
+
+  test("a fresh store prunes nothing", async ({ store, clock }) => {
+    expect(await prune(store, clock.ms + DAY)).toEqual({ turns: 0 });
+  });
+
+  test("a pruned turn is never reopened: its call and any other call answer conflict", async ({ store, clock }) => {
+    await complete(store);
+    clock.advance(DAY);
+    expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
+    expect(await claim(store)).toEqual({ status: "conflict" });
+    expect(await claim(store, identity(), { requireResolvedScope: false })).toEqual({ status: "conflict" });
+    for (const [label, call] of RIVAL_CALLS) expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
+    expect(await unresolved(store)).toEqual([]);
+  });
+
+  test("a tombstone cannot be settled or reconciled", async ({ store, clock }) => {
+    const token = await acquire(store);
+    await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
+    clock.advance(DAY);
+    await prune(store, clock.ms);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(false);
+    expect(await reconcile(store, completed())).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, noEffect())).toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await claim(store)).toEqual({ status: "conflict" });
+  });
+
+  test("removes only mutations settled strictly before the cutoff, by settlement time", async ({ store, clock }) => {
+    const early = identity(turn("early"));
+    const atCutoff = identity(turn("at-cutoff"));
+    const lateSettled = identity(turn("claimed-early-settled-late"));
+    await complete(store, early);
+    const lateToken = await acquire(store, lateSettled);
+    clock.advance(HOUR);
+    const cutoff = clock.ms;
+    await complete(store, atCutoff);
+    clock.advance(HOUR);
+    await store.settleMutation({ turnKey: lateSettled.turnKey, token: lateToken, outcome: "complete", result: RESULT });
+    expect(await prune(store, cutoff)).toEqual({ turns: 1 });
+    expect(await claim(store, early)).toEqual({ status: "conflict" });
+    expect(await claim(store, atCutoff)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store, lateSettled)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("a mutation completed by reconciliation ages from the reconciliation", async ({ store, clock }) => {
+    await leaveUnknown(store);
+    clock.advance(DAY);
+    const reconciledAt = clock.ms;
+    await reconcile(store, completed());
+    expect(await prune(store, reconciledAt)).toEqual({ turns: 0 });
+    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await prune(store, reconciledAt + 1)).toEqual({ turns: 1 });
+    expect(await claim(store)).toEqual({ status: "conflict" });
+  });
+
+  test("keeps unresolved claims however old, still listed and still closed", async ({ store, clock }) => {
+    await acquire(store, identity(TURN));
+    await leaveUnknown(store, identity(STRANGER));
+    const before = await unresolved(store);
+    clock.advance(365 * DAY);
+    expect(await prune(store, clock.ms + DAY)).toEqual({ turns: 0 });
+    expect(await unresolved(store)).toEqual(before);
+    expect(await claim(store, identity(TURN))).toEqual({ status: "pending" });
+    expect(await claim(store, identity(STRANGER))).toEqual({ status: "unknown" });
+  });
+
+  test("removes the pruned turns' read evidence, verdicts and approvals, and only theirs", async ({ store, clock }) => {
+    const kept = [SIBLING, STRANGER, turn("reads-only")];
+    const evidence = (of: typeof TURN): ReadEvidence => ({ turnKey: turnKey(of), evidenceDigest: evidenceDigest(of.turnId) });
+    const keyOf = (of: typeof TURN) => ({ ...VERDICT_KEY, turnKey: turnKey(of) });
+    for (const each of [TURN, ...kept]) {
+      await store.recordSuccessfulRead(evidence(each));
+      await store.recordVerdict(verdictRecord(keyOf(each), DENY));
+      await store.recordApproval(approvalRecord(keyOf(each)));
+    }
+    await complete(store, identity(TURN));
+    clock.advance(DAY);
+    await complete(store, identity(SIBLING)); // settled at the cutoff: kept
+    await acquire(store, identity(STRANGER)); // pending: kept
+    expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
+    expect(await store.hasSuccessfulRead(evidence(TURN))).toBe(false);
+    expect(await store.getVerdict(keyOf(TURN))).toBeUndefined();
+    expect(await store.getApproval(keyOf(TURN))).toBeUndefined();
+    for (const each of kept) {
+      expect(await store.hasSuccessfulRead(evidence(each)), each.turnId).toBe(true);
+      expect(await store.getVerdict(keyOf(each)), each.turnId).toEqual(verdictRecord(keyOf(each), DENY));
+      expect(await store.getApproval(keyOf(each)), each.turnId).toEqual(approvalRecord(keyOf(each)));
+    }
+  });
+
+  test("keeps receipts and the audit trail", async ({ store, clock }) => {
+    await store.putReceiptIfAbsent(receipt(TURN));
+    await store.appendAudit(auditEvent({ decision: "executed" }));
+    await leaveUnknown(store);
+    await reconcile(store, completed());
+    const trail = await readAudit(store);
+    clock.advance(DAY);
+    expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt(TURN));
+    expect(await readAudit(store)).toEqual(trail);
+  });
+
+  test("is idempotent: tombstones are counted once", async ({ store, clock }) => {
+    await complete(store, identity(TURN));
+    await complete(store, identity(STRANGER));
+    clock.advance(DAY);
+    expect(await prune(store, clock.ms)).toEqual({ turns: 2 });
+    expect(await prune(store, clock.ms)).toEqual({ turns: 0 });
+    expect(await prune(store, clock.ms + 365 * DAY)).toEqual({ turns: 0 });
+    expect(await claim(store, identity(TURN))).toEqual({ status: "conflict" });
+  });
+
+  test("counts every pruned turn across scopes, and leaves newer ones", async ({ store, clock }) => {
+    const old = Array.from({ length: 5 }, (_, index) => identity(turn(`old-${String(index)}`, `doc-${String(index % 2)}`)));
+    for (const id of old) await complete(store, id);
+    clock.advance(DAY);
+    const cutoff = clock.ms;
+    await complete(store, identity(turn("new")));
+    expect(await prune(store, cutoff)).toEqual({ turns: 5 });
+    for (const id of old) expect(await claim(store, id)).toEqual({ status: "conflict" });
+    expect(await claim(store, identity(turn("new")))).toEqual({ status: "replay", result: RESULT });
+  });
+}

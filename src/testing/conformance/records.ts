@@ -1,0 +1,310 @@
+/**
+ * Insert-if-absent records: admission receipts, read evidence, guardrail verdicts and approvals.
+ */
+import { expect } from "vitest";
+import {
+  AdmissionReceiptSchema,
+  ApprovalRecordSchema,
+  VerdictRecordSchema,
+  type AdmissionReceipt,
+  type ApprovalRecord,
+  type GuardrailStore,
+  type ReadEvidence,
+  type VerdictKey,
+  type VerdictRecord,
+} from "../../contracts.js";
+import { turnKey } from "../../keys.js";
+import {
+  ALLOW,
+  approvalRecord,
+  conform,
+  DENY,
+  evidenceDigest,
+  expectBoolean,
+  receipt,
+  SIBLING,
+  STRANGER,
+  TURN,
+  TURN_KEY,
+  VERDICT_KEY,
+  VERDICT_KEY_VARIANTS,
+  verdictRecord,
+} from "./fixtures.js";
+import type { StoreTest } from "./harness.js";
+
+// ---------------------------------------------------------------------------------------------
+// Admission receipts
+
+export function receiptsSuite(test: StoreTest): void {
+  const put = async (store: GuardrailStore, value: AdmissionReceipt) =>
+    conform(AdmissionReceiptSchema, await store.putReceiptIfAbsent(value), "putReceiptIfAbsent's answer");
+
+  test("getReceipt answers undefined for a turn without a receipt", async ({ store }) => {
+    expect(await store.getReceipt(TURN_KEY)).toBeUndefined();
+  });
+
+  test("stores the first receipt and returns it exactly as given", async ({ store }) => {
+    expect(await put(store, receipt())).toEqual(receipt());
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt());
+  });
+
+  for (const allowed of [true, false]) {
+    test(`keeps the first receipt (allowed: ${String(allowed)}) immutable and returns it to later puts`, async ({ store }) => {
+      const first = receipt(TURN, { allowed });
+      await put(store, first);
+      const second = receipt(TURN, {
+        allowed: !allowed,
+        policyVersion: "policy-2",
+        moderationDigest: evidenceDigest("other segments"),
+        decidedAt: "2031-02-04T00:00:00.000Z",
+      });
+      expect(await put(store, second)).toEqual(first);
+      expect(await put(store, receipt(TURN, { allowed: !allowed }))).toEqual(first);
+      expect(await store.getReceipt(TURN_KEY)).toEqual(first);
+    });
+  }
+
+  test("keeps receipts of different turns apart", async ({ store }) => {
+    const denied = receipt(TURN, { allowed: false });
+    const sibling = receipt(SIBLING);
+    const stranger = receipt(STRANGER, { policyVersion: "policy-9" });
+    await put(store, denied);
+    expect(await put(store, sibling)).toEqual(sibling);
+    expect(await put(store, stranger)).toEqual(stranger);
+    expect(await store.getReceipt(TURN_KEY)).toEqual(denied);
+    expect(await store.getReceipt(turnKey(SIBLING))).toEqual(sibling);
+    expect(await store.getReceipt(turnKey(STRANGER))).toEqual(stranger);
+  });
+
+  test("gives 16 concurrent first puts one winner, returned to each of them", async ({ store }) => {
+    const candidates = Array.from({ length: 16 }, (_, index) =>
+      receipt(TURN, { policyVersion: `policy-${String(index)}`, allowed: index % 2 === 0 }),
+    );
+    const winners = await Promise.all(candidates.map((candidate) => put(store, candidate)));
+    const stored = await store.getReceipt(TURN_KEY);
+    expect(candidates).toContainEqual(stored);
+    for (const winner of winners) expect(winner).toEqual(stored);
+  });
+
+  test("detaches what it returns: changing a returned receipt changes nothing stored", async ({ store }) => {
+    const returned = await put(store, receipt());
+    returned.allowed = false;
+    returned.policyVersion = "changed";
+    const read = await store.getReceipt(TURN_KEY);
+    if (read !== undefined) read.allowed = false;
+    const loser = await put(store, receipt(TURN, { policyVersion: "policy-2" }));
+    loser.allowed = false;
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt());
+  });
+
+  test("detaches what it stores: changing the caller's receipt afterwards changes nothing", async ({ store }) => {
+    const input = receipt(TURN, { allowed: false });
+    await put(store, input);
+    input.allowed = true;
+    input.policyVersion = "changed";
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt(TURN, { allowed: false }));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read evidence
+
+export function readsSuite(test: StoreTest): void {
+  const EVIDENCE: ReadEvidence = { turnKey: TURN_KEY, evidenceDigest: evidenceDigest("read-1") };
+
+  const has = async (store: GuardrailStore, evidence: ReadEvidence, expected: boolean, what: string) => {
+    expectBoolean(await store.hasSuccessfulRead(evidence), expected, what);
+  };
+
+  test("has no evidence before any is recorded (a literal false)", async ({ store }) => {
+    await has(store, EVIDENCE, false, "unrecorded evidence");
+  });
+
+  test("confirms recorded evidence with a literal true", async ({ store }) => {
+    await expect(store.recordSuccessfulRead(EVIDENCE)).resolves.toBeUndefined();
+    await has(store, EVIDENCE, true, "recorded evidence");
+    await has(store, { ...EVIDENCE }, true, "an equal copy of recorded evidence");
+  });
+
+  test("has no false positives: another turn key or another digest is not the same evidence", async ({ store }) => {
+    const other = { turnKey: turnKey(SIBLING), evidenceDigest: evidenceDigest("read-2") };
+    await store.recordSuccessfulRead(EVIDENCE);
+    await store.recordSuccessfulRead(other);
+    await has(store, { turnKey: turnKey(SIBLING), evidenceDigest: EVIDENCE.evidenceDigest }, false, "digest of turn 1 under turn 2");
+    await has(store, { turnKey: TURN_KEY, evidenceDigest: other.evidenceDigest }, false, "digest of turn 2 under turn 1");
+    await has(store, { turnKey: turnKey(STRANGER), evidenceDigest: EVIDENCE.evidenceDigest }, false, "same turn id, other scope");
+    await has(store, { turnKey: EVIDENCE.evidenceDigest, evidenceDigest: TURN_KEY }, false, "the two digests swapped");
+    await has(store, { turnKey: TURN_KEY, evidenceDigest: evidenceDigest("read-3") }, false, "a digest never recorded");
+    await has(store, EVIDENCE, true, "turn 1's own evidence");
+    await has(store, other, true, "turn 2's own evidence");
+  });
+
+  test("records idempotently, sequentially and concurrently", async ({ store }) => {
+    await store.recordSuccessfulRead(EVIDENCE);
+    await expect(store.recordSuccessfulRead({ ...EVIDENCE })).resolves.toBeUndefined();
+    const again = await Promise.all(Array.from({ length: 16 }, () => store.recordSuccessfulRead({ ...EVIDENCE })));
+    expect(again).toEqual(Array.from({ length: 16 }, () => undefined));
+    await has(store, EVIDENCE, true, "evidence recorded many times");
+  });
+
+  test("keeps several pieces of evidence per turn", async ({ store }) => {
+    const digests = ["a", "b", "c"].map(evidenceDigest);
+    for (const digest of digests) await store.recordSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: digest });
+    for (const digest of digests) await has(store, { turnKey: TURN_KEY, evidenceDigest: digest }, true, `evidence ${digest}`);
+  });
+
+  test("detaches what it stores: changing the caller's evidence afterwards changes nothing", async ({ store }) => {
+    const input = { ...EVIDENCE };
+    await store.recordSuccessfulRead(input);
+    input.evidenceDigest = evidenceDigest("changed");
+    await has(store, EVIDENCE, true, "the evidence as recorded");
+    await has(store, input, false, "the caller's changed object");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guardrail verdicts and approvals: the same insert-if-absent rule, keyed by all four key fields
+
+interface KeyedRecords<R extends VerdictKey> {
+  readonly what: string;
+  readonly record: (store: GuardrailStore, record: R) => Promise<R>;
+  readonly get: (store: GuardrailStore, key: VerdictKey) => Promise<R | undefined>;
+  /** The test's main record, for `key`. */
+  readonly first: (key?: VerdictKey) => R;
+  /** A different record for the same key. */
+  readonly second: (key?: VerdictKey) => R;
+  /** Distinct records for `VERDICT_KEY`, one per `index`. */
+  readonly numbered: (index: number) => R;
+  /** Every shape a record may take, each with `key`. */
+  readonly shapes: (key: VerdictKey) => readonly (readonly [string, R])[];
+  /** Changes nested data in place, to prove nothing is shared. */
+  readonly scribble: (record: R) => void;
+}
+
+function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: KeyedRecords<R>): void {
+  const { what, record, get, first, second } = records;
+  const keyOf = (value: R): VerdictKey => ({
+    turnKey: value.turnKey,
+    toolCallId: value.toolCallId,
+    guardrail: value.guardrail,
+    argsDigest: value.argsDigest,
+  });
+
+  test(`answers undefined for a key without a ${what}`, async ({ store }) => {
+    expect(await get(store, VERDICT_KEY)).toBeUndefined();
+  });
+
+  test(`stores the first ${what} and returns it exactly as given`, async ({ store }) => {
+    expect(await record(store, first())).toEqual(first());
+    expect(await get(store, VERDICT_KEY)).toEqual(first());
+  });
+
+  for (const [label, shape] of records.shapes(VERDICT_KEY)) {
+    test(`round-trips a ${what} with ${label}`, async ({ store }) => {
+      expect(await record(store, shape)).toEqual(shape);
+      expect(await get(store, keyOf(shape))).toEqual(shape);
+    });
+  }
+
+  test(`keeps the first ${what} for a key immutable and returns it to later records`, async ({ store }) => {
+    await record(store, first());
+    expect(await record(store, second())).toEqual(first());
+    expect(await get(store, VERDICT_KEY)).toEqual(first());
+  });
+
+  for (const [label, key] of VERDICT_KEY_VARIANTS) {
+    test(`keys a ${what} by all four fields: ${label} is a different ${what}`, async ({ store }) => {
+      await record(store, first());
+      expect(await get(store, key)).toBeUndefined();
+      expect(await record(store, second(key))).toEqual(second(key));
+      expect(await get(store, key)).toEqual(second(key));
+      expect(await get(store, VERDICT_KEY)).toEqual(first());
+    });
+  }
+
+  test(`gives 16 concurrent first ${what}s for one key one winner, returned to each`, async ({ store }) => {
+    const candidates = Array.from({ length: 16 }, (_, index) => records.numbered(index));
+    const winners = await Promise.all(candidates.map((candidate) => record(store, candidate)));
+    const stored = await get(store, VERDICT_KEY);
+    expect(candidates).toContainEqual(stored);
+    for (const winner of winners) expect(winner).toEqual(stored);
+  });
+
+  test(`detaches what it returns: changing a returned ${what} changes nothing stored`, async ({ store }) => {
+    records.scribble(await record(store, first()));
+    const read = await get(store, VERDICT_KEY);
+    if (read !== undefined) records.scribble(read);
+    records.scribble(await record(store, second()));
+    expect(await get(store, VERDICT_KEY)).toEqual(first());
+  });
+
+  test(`detaches what it stores: changing the caller's ${what} afterwards changes nothing`, async ({ store }) => {
+    const input = first();
+    await record(store, input);
+    records.scribble(input);
+    expect(await get(store, VERDICT_KEY)).toEqual(first());
+  });
+}
+
+export function verdictsSuite(test: StoreTest): void {
+  keyedRecordsSuite<VerdictRecord>(test, {
+    what: "verdict",
+    record: async (store, value) => conform(VerdictRecordSchema, await store.recordVerdict(value), "recordVerdict's answer"),
+    get: async (store, key) => {
+      const found = await store.getVerdict(key);
+      return found === undefined ? undefined : conform(VerdictRecordSchema, found, "getVerdict's answer");
+    },
+    first: (key) => verdictRecord(key, DENY),
+    second: (key) => verdictRecord(key, ALLOW, "2031-02-04T00:00:00.000Z"),
+    numbered: (index) => verdictRecord(VERDICT_KEY, { ...DENY, reason: `candidate ${String(index)}` }),
+    shapes: (key) => [
+      ["a denial with every optional field", verdictRecord(key, DENY)],
+      ["an allow and no detections", verdictRecord(key, ALLOW)],
+      ["an observation", verdictRecord(key, { action: "observe", outcome: "complete", detections: [{ rule: "r", detected: true }] })],
+      ["an approval request", verdictRecord(key, { action: "approve", outcome: "complete", detections: [], reason: "Large edit." })],
+      ["a partial outcome", verdictRecord(key, { action: "deny", outcome: "partial", detections: [] })],
+    ],
+    scribble: (value) => {
+      value.verdict.action = "allow";
+      value.verdict.reason = "changed";
+      const detection = value.verdict.detections[0];
+      if (detection !== undefined) {
+        detection.detected = !detection.detected;
+        detection.extra = "changed";
+      }
+      value.verdict.detections.push({ rule: "added", detected: true });
+      if (value.verdict.details !== undefined) value.verdict.details.fields = ["changed"];
+      value.recordedAt = "2000-01-01T00:00:00.000Z";
+    },
+  });
+}
+
+export function approvalsSuite(test: StoreTest): void {
+  keyedRecordsSuite<ApprovalRecord>(test, {
+    what: "approval",
+    record: async (store, value) =>
+      conform(ApprovalRecordSchema, await store.recordApproval(value), "recordApproval's answer"),
+    get: async (store, key) => {
+      const found = await store.getApproval(key);
+      return found === undefined ? undefined : conform(ApprovalRecordSchema, found, "getApproval's answer");
+    },
+    first: (key) => approvalRecord(key),
+    second: (key) => approvalRecord(key, { decision: "reject", message: "Not this title." }, "2031-02-04T00:00:00.000Z"),
+    numbered: (index) => approvalRecord(VERDICT_KEY, { decision: "reject", message: `candidate ${String(index)}` }),
+    shapes: (key) => [
+      ["an approval", approvalRecord(key, { decision: "approve" })],
+      ["a rejection with a message", approvalRecord(key, { decision: "reject", message: "No." })],
+      ["a rejection without a message", approvalRecord(key, { decision: "reject" })],
+      ["an edit with nested arguments", approvalRecord(key)],
+    ],
+    scribble: (value) => {
+      if (value.decision.decision === "edit") {
+        value.decision.args.title = "changed";
+        const tags = value.decision.args.tags;
+        if (Array.isArray(tags)) tags.push("changed");
+      }
+      (value.decision as { decision: string }).decision = "approve";
+      value.decidedAt = "2000-01-01T00:00:00.000Z";
+    },
+  });
+}

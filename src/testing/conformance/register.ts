@@ -1,0 +1,52 @@
+/**
+ * Registers the conformance suites with vitest. Loaded by `validateGuardrailStore` on first use,
+ * so importing `arkah-agent-guardrails/testing` (for `ScriptedModel`, say) never loads vitest.
+ */
+import { afterAll, beforeAll, describe } from "vitest";
+import type { GuardrailStore } from "../../contracts.js";
+import { CONFORMANCE_SUITES, type ConformanceSuite } from "./suites.js";
+import { auditSuite } from "./audit.js";
+import { claimsSuite, settlementSuite } from "./claims.js";
+import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
+import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
+import { approvalsSuite, readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
+import { validationSuite } from "./validation.js";
+
+const SUITES: Record<ConformanceSuite, { readonly title: string; readonly register: (test: StoreTest) => void }> = {
+  receipts: { title: "receipts: admission receipts are insert-if-absent and immutable", register: receiptsSuite },
+  reads: { title: "reads: read evidence is exact-match and idempotent", register: readsSuite },
+  claims: { title: "claims: one atomic mutation slot per turn", register: claimsSuite },
+  settlement: { title: "settlement: compare-and-set from pending by the claim token", register: settlementSuite },
+  verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent", register: verdictsSuite },
+  approvals: { title: "approvals: approval decisions are insert-if-absent", register: approvalsSuite },
+  audit: { title: "audit: an append-only trail in append order", register: auditSuite },
+  reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite },
+  scope: { title: "scope: an unknown mutation blocks its scope's other turns", register: scopeSuite },
+  retention: { title: "retention: prune keeps a tombstone per turn", register: retentionSuite },
+  validation: { title: "validation: malformed input is rejected and changes nothing", register: validationSuite },
+};
+
+export function registerSuites<S extends GuardrailStore>(
+  initializer: GuardrailStoreTestInitializer<S>,
+  selected: readonly ConformanceSuite[],
+): void {
+  const test = storeTest(initializer);
+
+  describe(`GuardrailStore conformance: ${initializer.storeName}`, () => {
+    if (initializer.beforeAll !== undefined) {
+      beforeAll(async () => {
+        await initializer.beforeAll?.();
+      }, initializer.beforeAllTimeout);
+    }
+    if (initializer.afterAll !== undefined) {
+      afterAll(async () => {
+        await initializer.afterAll?.();
+      });
+    }
+    for (const name of selected) {
+      describe(SUITES[name].title, () => {
+        SUITES[name].register(test);
+      });
+    }
+  });
+}

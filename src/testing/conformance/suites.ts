@@ -1,0 +1,16 @@
+/** The suites, in the order they run; pass some of them to `validateGuardrailStore` to run only those. */
+export const CONFORMANCE_SUITES = [
+  "receipts",
+  "reads",
+  "claims",
+  "settlement",
+  "verdicts",
+  "approvals",
+  "audit",
+  "reconciliation",
+  "scope",
+  "retention",
+  "validation",
+] as const;
+
+export type ConformanceSuite = (typeof CONFORMANCE_SUITES)[number];

@@ -1,0 +1,443 @@
+/**
+ * Every method rejects malformed input (wrong types, missing or extra keys, bad digests, null)
+ * with a rejected promise of `StoreContractError`, and changes nothing.
+ */
+import { expect } from "vitest";
+import { z } from "zod";
+import {
+  AdmissionReceiptSchema,
+  ApprovalRecordSchema,
+  AuditEventSchema,
+  AuditQuerySchema,
+  ClaimOptionsSchema,
+  DigestSchema,
+  MutationIdentitySchema,
+  MutationSettlementSchema,
+  PruneOptionsSchema,
+  ReadEvidenceSchema,
+  ReconciliationSchema,
+  VerdictKeySchema,
+  VerdictRecordSchema,
+  type GuardrailStore,
+  type VerdictKey,
+} from "../../contracts.js";
+import { turnKey } from "../../keys.js";
+import {
+  acquire,
+  approvalRecord,
+  auditEvent,
+  complete,
+  DENY,
+  evidenceDigest,
+  expectContractError,
+  identity,
+  leaveUnknown,
+  OPERATOR_RESULT,
+  receipt,
+  RESULT,
+  STRANGER,
+  TURN,
+  TURN_KEY,
+  turn,
+  VERDICT_KEY,
+  verdictRecord,
+} from "./fixtures.js";
+import type { ManualClock, StoreTest } from "./harness.js";
+
+/** Lets a test pass a value the types forbid, as an untyped caller could. */
+const untyped = (value: unknown): never => value as never;
+
+/** A copy of `record` without `key`. */
+function without(record: object, key: string): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(record).filter(([name]) => name !== key));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A store with something in every table, and a way to see all of it without changing it
+
+/** A turn whose slots and keys nothing uses: where an invalid write would land if accepted. */
+const FREE = turn("free", "doc-free");
+const FREE_KEY = turnKey(FREE);
+const FREE_VERDICT_KEY: VerdictKey = { ...VERDICT_KEY, turnKey: FREE_KEY };
+const DONE = turn("done", "doc-done");
+/** A turn in the scope of `STRANGER`, whose mutation is unknown. */
+const BLOCKED = turn("blocked", STRANGER.scopeId);
+
+const SEEDED_EVIDENCE = { turnKey: TURN_KEY, evidenceDigest: evidenceDigest("seeded") };
+const FREE_EVIDENCE = { turnKey: FREE_KEY, evidenceDigest: evidenceDigest("free") };
+
+interface Seeded {
+  /** The token of `TURN`'s pending claim. */
+  readonly token: string;
+}
+
+async function seed(store: GuardrailStore, clock: ManualClock): Promise<Seeded> {
+  await store.putReceiptIfAbsent(receipt(TURN));
+  await store.recordSuccessfulRead(SEEDED_EVIDENCE);
+  await store.recordVerdict(verdictRecord(VERDICT_KEY, DENY));
+  await store.recordApproval(approvalRecord(VERDICT_KEY));
+  await store.appendAudit(auditEvent());
+  await complete(store, identity(DONE));
+  await leaveUnknown(store, identity(STRANGER));
+  const token = await acquire(store, identity(TURN));
+  // A valid prune now would remove DONE: an invalid one that slipped through would show.
+  clock.advance(24 * 60 * 60 * 1000);
+  return { token };
+}
+
+/** Everything a store holds for the seeded and the free keys, read without changing anything. */
+async function observe(store: GuardrailStore) {
+  return {
+    receipts: [await store.getReceipt(TURN_KEY), await store.getReceipt(FREE_KEY)],
+    reads: [await store.hasSuccessfulRead(SEEDED_EVIDENCE), await store.hasSuccessfulRead(FREE_EVIDENCE)],
+    verdicts: [await store.getVerdict(VERDICT_KEY), await store.getVerdict(FREE_VERDICT_KEY)],
+    approvals: [await store.getApproval(VERDICT_KEY), await store.getApproval(FREE_VERDICT_KEY)],
+    audit: await store.readAudit(),
+    unresolved: await store.listUnresolved(),
+    // Claims that find an existing claim, or are refused, change nothing.
+    claims: [
+      await store.claimMutation(identity(TURN)),
+      await store.claimMutation(identity(STRANGER)),
+      await store.claimMutation(identity(DONE)),
+      await store.claimMutation(identity(BLOCKED)),
+    ],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The malformed inputs
+
+interface Case {
+  readonly method: string;
+  readonly label: string;
+  /** The schema the argument must fail: a check on this catalog itself. */
+  readonly schema: z.ZodType;
+  readonly value: unknown;
+  readonly call: (store: GuardrailStore, seeded: Seeded, value: unknown) => Promise<unknown>;
+}
+
+function cases(
+  method: string,
+  schema: z.ZodType,
+  values: readonly (readonly [string, unknown])[],
+  call: Case["call"],
+): Case[] {
+  return values.map(([label, value]) => ({ method, label, schema, value, call }));
+}
+
+const NOT_OBJECTS: readonly (readonly [string, unknown])[] = [
+  ["null", null],
+  ["undefined", undefined],
+  ["a string", "value"],
+  ["a number", 42],
+  ["an array", []],
+];
+
+const BAD_DIGESTS: readonly (readonly [string, unknown])[] = [
+  ["an empty string", ""],
+  ["a short hex string", "abc"],
+  ["upper-case hex", TURN_KEY.toUpperCase()],
+  ["65 hex characters", `${TURN_KEY}0`],
+  ["63 hex characters", TURN_KEY.slice(1)],
+  ["a leading space", ` ${TURN_KEY.slice(1)}`],
+  ["64 non-hex characters", "g".repeat(64)],
+  ["a number", 42],
+  ["null", null],
+  ["undefined", undefined],
+  ["an object", {}],
+  ["an array holding the digest", [TURN_KEY]],
+];
+
+const BAD_TIMESTAMPS: readonly (readonly [string, unknown])[] = [
+  ["a word", "yesterday"],
+  ["no offset", "2031-02-03T04:05:06"],
+  ["a date only", "2031-02-03"],
+  ["a space separator", "2031-02-03 04:05:06Z"],
+  ["a Date object", new Date(0)],
+  ["epoch milliseconds", 0],
+];
+
+const badTimestamps = (field: string, base: object) =>
+  BAD_TIMESTAMPS.map(([label, value]) => [`${field} as ${label}`, { ...base, [field]: value }] as const);
+
+function validationCases(): Case[] {
+  const freeReceipt = receipt(FREE);
+  const freeIdentity = identity(FREE);
+  const freeVerdict = verdictRecord(FREE_VERDICT_KEY, DENY);
+  const freeApproval = approvalRecord(FREE_VERDICT_KEY);
+  const settlement = (token: string) => ({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
+  const reconciliation = { turnKey: turnKey(STRANGER), resolution: "completed", result: OPERATOR_RESULT, operatorRef: "INC-1" };
+  const event = auditEvent();
+
+  return [
+    ...cases("getReceipt", DigestSchema, BAD_DIGESTS, (store, _seeded, value) => store.getReceipt(untyped(value))),
+
+    ...cases(
+      "putReceiptIfAbsent",
+      AdmissionReceiptSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { ...freeReceipt, turnKey: "nope" }],
+        ["an empty scopeId", { ...freeReceipt, scopeId: "" }],
+        ["an empty turnId", { ...freeReceipt, turnId: "" }],
+        ["an empty policyVersion", { ...freeReceipt, policyVersion: "" }],
+        ["a bad moderation digest", { ...freeReceipt, moderationDigest: "x".repeat(64) }],
+        ["allowed as a string", { ...freeReceipt, allowed: "true" }],
+        ["allowed as a number", { ...freeReceipt, allowed: 1 }],
+        ["allowed as null", { ...freeReceipt, allowed: null }],
+        ...badTimestamps("decidedAt", freeReceipt),
+        ["no allowed", without(freeReceipt, "allowed")],
+        ["no turn key", without(freeReceipt, "turnKey")],
+        ["an extra key", { ...freeReceipt, trusted: true }],
+      ],
+      (store, _seeded, value) => store.putReceiptIfAbsent(untyped(value)),
+    ),
+
+    ...(["recordSuccessfulRead", "hasSuccessfulRead"] as const).flatMap((method) =>
+      cases(
+        method,
+        ReadEvidenceSchema,
+        [
+          ...NOT_OBJECTS,
+          ["a bad turn key", { ...FREE_EVIDENCE, turnKey: "x" }],
+          ["an upper-case evidence digest", { ...FREE_EVIDENCE, evidenceDigest: FREE_EVIDENCE.evidenceDigest.toUpperCase() }],
+          ["a numeric evidence digest", { ...FREE_EVIDENCE, evidenceDigest: 7 }],
+          ["no evidence digest", without(FREE_EVIDENCE, "evidenceDigest")],
+          ["an extra key", { ...FREE_EVIDENCE, ok: true }],
+          // A bad value for evidence that exists: a lenient store might answer true.
+          ["seeded evidence with an extra key", { ...SEEDED_EVIDENCE, ok: true }],
+        ],
+        (store, _seeded, value) => store[method](untyped(value)),
+      ),
+    ),
+
+    ...cases(
+      "claimMutation",
+      MutationIdentitySchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { ...freeIdentity, turnKey: "t" }],
+        ["an empty scopeId", { ...freeIdentity, scopeId: "" }],
+        ["a numeric scopeId", { ...freeIdentity, scopeId: 1 }],
+        ["an empty toolCallId", { ...freeIdentity, toolCallId: "" }],
+        ["an empty toolName", { ...freeIdentity, toolName: "" }],
+        ["a bad argsDigest", { ...freeIdentity, argsDigest: "{}" }],
+        ["a numeric mutationKey", { ...freeIdentity, mutationKey: 7 }],
+        ["no mutationKey", without(freeIdentity, "mutationKey")],
+        ["an extra key", { ...freeIdentity, token: "mine" }],
+        ["an existing claim's identity with an extra key", { ...identity(TURN), force: true }],
+      ],
+      (store, _seeded, value) => store.claimMutation(untyped(value)),
+    ),
+
+    ...(
+      [
+        ["a free turn", FREE],
+        ["a turn with a pending claim", TURN],
+      ] as const
+    ).flatMap(([which, of]) =>
+      cases(
+        "claimMutation",
+        ClaimOptionsSchema,
+        (
+          [
+            ["options as null", null],
+            ["options as a string", "fast"],
+            ["options as an array", []],
+            ["requireResolvedScope as a string", { requireResolvedScope: "no" }],
+            ["requireResolvedScope as 0", { requireResolvedScope: 0 }],
+            ["requireResolvedScope as null", { requireResolvedScope: null }],
+            ["an extra option", { requireResolvedScope: false, force: true }],
+          ] as const
+        ).map(([label, value]) => [`${label} (${which})`, value] as const),
+        (store, _seeded, value) => store.claimMutation(identity(of), untyped(value)),
+      ),
+    ),
+
+    ...cases(
+      "settleMutation",
+      MutationSettlementSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { ...settlement("TOKEN"), turnKey: "t" }],
+        ["an empty token", { ...settlement("TOKEN"), token: "" }],
+        ["a numeric token", { ...settlement("TOKEN"), token: 1 }],
+        ["no token", without(settlement("TOKEN"), "token")],
+        ["an unknown outcome", { ...settlement("TOKEN"), outcome: "failed" }],
+        ["complete without a result", without(settlement("TOKEN"), "result")],
+        ["unknown with a result", { ...settlement("TOKEN"), outcome: "unknown" }],
+        ["a result with a bad status", { ...settlement("TOKEN"), result: { content: "x", status: "ok" } }],
+        ["a result without content", { ...settlement("TOKEN"), result: { status: "success" } }],
+        ["non-text content", { ...settlement("TOKEN"), result: { content: ["x"], status: "success" } }],
+        ["a result with an extra key", { ...settlement("TOKEN"), result: { ...RESULT, raw: 1 } }],
+        ["an extra key", { ...settlement("TOKEN"), force: true }],
+      ],
+      // The real token of the pending claim: only the malformation may stop the settlement.
+      (store, seeded, value) =>
+        store.settleMutation(
+          untyped(
+            typeof value === "object" && value !== null && !Array.isArray(value) && "token" in value && value.token === "TOKEN"
+              ? { ...value, token: seeded.token }
+              : value,
+          ),
+        ),
+    ),
+
+    ...cases(
+      "recordVerdict",
+      VerdictRecordSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { ...freeVerdict, turnKey: "t" }],
+        ["an empty toolCallId", { ...freeVerdict, toolCallId: "" }],
+        ["an empty guardrail", { ...freeVerdict, guardrail: "" }],
+        ["a bad argsDigest", { ...freeVerdict, argsDigest: "x" }],
+        ["no verdict", without(freeVerdict, "verdict")],
+        ["an unknown action", { ...freeVerdict, verdict: { ...DENY, action: "block" } }],
+        ["an unknown outcome", { ...freeVerdict, verdict: { ...DENY, outcome: "timeout" } }],
+        ["detections as an object", { ...freeVerdict, verdict: { ...DENY, detections: {} } }],
+        ["a detection without a rule", { ...freeVerdict, verdict: { ...DENY, detections: [{ detected: true }] } }],
+        ["a detection with a string detected", { ...freeVerdict, verdict: { ...DENY, detections: [{ rule: "r", detected: "yes" }] } }],
+        ["a detection holding NaN", { ...freeVerdict, verdict: { ...DENY, detections: [{ rule: "r", detected: true, n: Number.NaN }] } }],
+        ["a detection holding a function", { ...freeVerdict, verdict: { ...DENY, detections: [{ rule: "r", detected: true, f: () => 1 }] } }],
+        ["a code that is not snake_case", { ...freeVerdict, verdict: { ...DENY, code: "Bad-Code" } }],
+        ["a numeric reason", { ...freeVerdict, verdict: { ...DENY, reason: 7 } }],
+        ["details as an array", { ...freeVerdict, verdict: { ...DENY, details: [] } }],
+        ["details holding undefined", { ...freeVerdict, verdict: { ...DENY, details: { a: undefined } } }],
+        ["an extra key in the verdict", { ...freeVerdict, verdict: { ...DENY, trusted: true } }],
+        ...badTimestamps("recordedAt", freeVerdict),
+        ["an extra key", { ...freeVerdict, trusted: true }],
+      ],
+      (store, _seeded, value) => store.recordVerdict(untyped(value)),
+    ),
+
+    ...(["getVerdict", "getApproval"] as const).flatMap((method) =>
+      cases(
+        method,
+        VerdictKeySchema,
+        [
+          ...NOT_OBJECTS,
+          ["a bad turn key", { ...VERDICT_KEY, turnKey: "t" }],
+          ["an empty guardrail", { ...VERDICT_KEY, guardrail: "" }],
+          ["an empty toolCallId", { ...VERDICT_KEY, toolCallId: "" }],
+          ["a bad argsDigest", { ...VERDICT_KEY, argsDigest: VERDICT_KEY.argsDigest.toUpperCase() }],
+          ["no guardrail", without(VERDICT_KEY, "guardrail")],
+          ["an extra key (a whole record)", verdictRecord(VERDICT_KEY, DENY)],
+        ],
+        (store, _seeded, value) => store[method](untyped(value)),
+      ),
+    ),
+
+    ...cases(
+      "recordApproval",
+      ApprovalRecordSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { ...freeApproval, turnKey: "t" }],
+        ["an empty guardrail", { ...freeApproval, guardrail: "" }],
+        ["no decision", without(freeApproval, "decision")],
+        ["an unknown decision", { ...freeApproval, decision: { decision: "maybe" } }],
+        ["a numeric rejection message", { ...freeApproval, decision: { decision: "reject", message: 1 } }],
+        ["edited arguments as an array", { ...freeApproval, decision: { decision: "edit", args: [] } }],
+        ["edited arguments holding NaN", { ...freeApproval, decision: { decision: "edit", args: { n: Number.NaN } } }],
+        ["edit without arguments", { ...freeApproval, decision: { decision: "edit" } }],
+        ["an approval with an extra key", { ...freeApproval, decision: { decision: "approve", args: {} } }],
+        ...badTimestamps("decidedAt", freeApproval),
+        ["an extra key", { ...freeApproval, trusted: true }],
+      ],
+      (store, _seeded, value) => store.recordApproval(untyped(value)),
+    ),
+
+    ...cases(
+      "appendAudit",
+      AuditEventSchema,
+      [
+        ...NOT_OBJECTS,
+        ...badTimestamps("at", event),
+        ["no time", without(event, "at")],
+        ["an unknown decision", { ...event, decision: "deleted" }],
+        ["an unknown kind", { ...event, kind: "write" }],
+        ["a bad turn key", { ...event, turnKey: "t" }],
+        ["no scopeId", without(event, "scopeId")],
+        ["an empty scopeId", { ...event, scopeId: "" }],
+        ["an empty toolCallId", { ...event, toolCallId: "" }],
+        ["a bad argsDigest", { ...event, argsDigest: "x" }],
+        ["a bad mutationKey", { ...event, mutationKey: "x" }],
+        ["an empty operatorRef", { ...event, operatorRef: "" }],
+        ["a caller-chosen seq", { ...event, seq: 1 }],
+        ["args holding undefined", { ...event, args: { a: undefined } }],
+        ["args holding NaN", { ...event, args: [Number.NaN] }],
+        ["args holding a function", { ...event, args: { fn: () => 1 } }],
+        ["a non-text result", { ...event, result: { ok: true } }],
+        ["an extra key", { ...event, trusted: true }],
+      ],
+      (store, _seeded, value) => store.appendAudit(untyped(value)),
+    ),
+
+    ...cases(
+      "readAudit",
+      AuditQuerySchema,
+      [
+        ["null", null],
+        ["a string", "all"],
+        ["an array", []],
+        ["limit 0", { limit: 0 }],
+        ["limit above 10000", { limit: 10_001 }],
+        ["a fractional limit", { limit: 1.5 }],
+        ["a string limit", { limit: "10" }],
+        ["a negative afterSeq", { afterSeq: -1 }],
+        ["a string afterSeq", { afterSeq: "1" }],
+        ...BAD_TIMESTAMPS.map(([label, value]) => [`since as ${label}`, { since: value }] as const),
+        ["an extra key", { limit: 1, order: "desc" }],
+      ],
+      (store, _seeded, value) => store.readAudit(untyped(value)),
+    ),
+
+    ...cases(
+      "reconcileMutation",
+      ReconciliationSchema,
+      [
+        ...NOT_OBJECTS,
+        ["no operatorRef", without(reconciliation, "operatorRef")],
+        ["an empty operatorRef", { ...reconciliation, operatorRef: "" }],
+        ["a numeric operatorRef", { ...reconciliation, operatorRef: 7 }],
+        ["completed without a result", without(reconciliation, "result")],
+        ["no-effect with a result", { ...reconciliation, resolution: "no-effect" }],
+        ["no-effect without operatorRef", { turnKey: turnKey(STRANGER), resolution: "no-effect" }],
+        ["an unknown resolution", { ...reconciliation, resolution: "done" }],
+        ["a bad turn key", { ...reconciliation, turnKey: "t" }],
+        ["a result with a bad status", { ...reconciliation, result: { content: "x", status: "ok" } }],
+        ["a result with an extra key", { ...reconciliation, result: { ...OPERATOR_RESULT, raw: 1 } }],
+        ["an extra key", { ...reconciliation, force: true }],
+      ],
+      (store, _seeded, value) => store.reconcileMutation(untyped(value)),
+    ),
+
+    ...cases(
+      "prune",
+      PruneOptionsSchema,
+      [
+        ...NOT_OBJECTS,
+        ["no olderThan", {}],
+        ...BAD_TIMESTAMPS.map(([label, value]) => [`olderThan as ${label}`, { olderThan: value }] as const),
+        ["an extra key", { olderThan: "2099-01-01T00:00:00.000Z", dryRun: false }],
+      ],
+      (store, _seeded, value) => store.prune(untyped(value)),
+    ),
+  ];
+}
+
+export function validationSuite(test: StoreTest): void {
+  for (const entry of validationCases()) {
+    test(`${entry.method} rejects ${entry.label}, changing nothing`, async ({ store, clock }) => {
+      expect(entry.schema.safeParse(entry.value).success, "the case itself: the contract's schema rejects it").toBe(false);
+      const seeded = await seed(store, clock);
+      const before = await observe(store);
+      await expectContractError(() => entry.call(store, seeded, entry.value), `${entry.method} with ${entry.label}`);
+      expect(await observe(store)).toEqual(before);
+      // The free turn's slot is still free, and the pending claim still settles with its token.
+      await acquire(store, identity(FREE));
+      expect(await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: "complete", result: RESULT })).toBe(true);
+    });
+  }
+}
