@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe } from "vitest";
 import type { GuardrailStore } from "../../contracts.js";
-import { CONFORMANCE_SUITES, type ConformanceSuite } from "./suites.js";
+import type { ConformanceSuite } from "./suites.js";
 import { auditSuite } from "./audit.js";
 import { claimsSuite, settlementSuite } from "./claims.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
