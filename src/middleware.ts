@@ -198,13 +198,21 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       const { turn } = admitted;
       const record = (draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">) =>
         audit.record({ turnKey: turn.turnKey, scopeId: turn.input.scopeId, toolName: toolCall.name, ...draft });
-      const refuse = async (code: RefusalCode, details?: Readonly<Record<string, JsonValue>>) => {
+      // The argument digest binds verdicts, approvals, claims and audit events to these arguments.
+      const argsDigest = digestOrUndefined(toolCall.args);
+      const refuse = async (
+        code: RefusalCode,
+        details?: Readonly<Record<string, JsonValue>>,
+        extra?: Pick<AuditDraft, "guardrail">,
+      ) => {
         const kind = kindOf(toolCall.name);
         await record({
           decision: code === "read_batch_deferred" ? "deferred" : "refused",
           code,
           ...(toolCall.id === undefined || toolCall.id === "" ? {} : { toolCallId: toolCall.id }),
           ...(kind === undefined ? {} : { kind }),
+          ...(argsDigest === undefined ? {} : { argsDigest }),
+          ...extra,
         });
         return refusal(toolCall, code, details);
       };
@@ -224,7 +232,6 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       if (!(await isAuthorized(authorize, call, turn.input, logger))) return refuse("unauthorized");
 
       // 5: guardrails, in order, before anything runs or is claimed; approvals pause here.
-      const argsDigest = digestOrUndefined(call.args);
       if (argsDigest === undefined) return refuse("invalid_arguments", { tool: call.name });
       const env: GuardrailEnvironment = {
         guardrails,
@@ -244,7 +251,11 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         return denialMessage(call, evaluation.deny);
       }
       if ("rejected" in evaluation) {
-        return refuse("approval_rejected", evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected });
+        return refuse(
+          "approval_rejected",
+          evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected },
+          { guardrail: evaluation.guardrail },
+        );
       }
       const approved = evaluation.pass;
       const effective =

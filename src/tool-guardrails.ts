@@ -85,15 +85,23 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
       if (id === undefined || id === "") return refusal(toolCall, "duplicate_call_id");
       const turn = callTurn(runtime.context, runtime.configurable, request.state.messages);
       const call = { id, name: toolCall.name, args: toolCall.args };
-      if (!(await isAuthorized(call))) {
-        await audit.record({ decision: "refused", code: "unauthorized", turnKey: turn.turnKey, scopeId: turn.scopeId, toolCallId: id, toolName: call.name });
-        return refusal(call, "unauthorized");
-      }
       let argsDigest: string;
       try {
         argsDigest = digest(call.args);
       } catch {
         return refusal(call, "invalid_arguments", { tool: call.name });
+      }
+      if (!(await isAuthorized(call))) {
+        await audit.record({
+          decision: "refused",
+          code: "unauthorized",
+          turnKey: turn.turnKey,
+          scopeId: turn.scopeId,
+          toolCallId: id,
+          toolName: call.name,
+          argsDigest,
+        });
+        return refusal(call, "unauthorized");
       }
       const env: GuardrailEnvironment = {
         guardrails,

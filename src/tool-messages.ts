@@ -23,7 +23,8 @@ export function refusalMessage(
   details?: Readonly<Record<string, JsonValue | undefined>>,
 ): ToolMessage {
   return new ToolMessage({
-    content: JSON.stringify({ guardrail: code, message, ...details }),
+    // Details first: they may add fields, never replace the code or the message.
+    content: JSON.stringify({ ...details, guardrail: code, message }),
     tool_call_id: call.id ?? "",
     name: call.name,
     status: "error",

@@ -61,20 +61,25 @@ export interface EditChecks {
 
 /** Runs the guardrails that apply to `call`, in order, with approvals. */
 export async function evaluateGuardrails(env: GuardrailEnvironment, call: CheckedCall, edits: EditChecks): Promise<Evaluation> {
+  // Approvals are gathered and asked once, after every guardrail ran: a call a later guardrail
+  // denies is never put to a person, and one interrupt per call keeps each resume value with
+  // its own request (LangGraph matches resume values to interrupts by their order in a task).
+  const approvals: { readonly guardrail: string; readonly reason: string | undefined }[] = [];
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
     const { verdict, fresh } = await verdictOf(env, guardrail, call);
     if (verdict.action === "allow") continue;
     if (fresh) await auditVerdict(env, guardrail.name, call, verdict);
-    if (verdict.action === "observe") continue;
     if (verdict.action === "deny") return { deny: verdict, guardrail: guardrail.name };
-
-    const decision = await approvalDecision(env, guardrail.name, call, verdict.reason);
-    if (decision.decision === "approve") continue;
-    if (decision.decision === "reject") return { rejected: decision.message, guardrail: guardrail.name };
-    return { pass: await checkEdit(env, call, decision.args, edits) };
+    if (verdict.action === "approve") approvals.push({ guardrail: guardrail.name, reason: verdict.reason });
   }
-  return { pass: call };
+  if (approvals.length === 0) return { pass: call };
+
+  const approvedBy = approvals.map((approval) => approval.guardrail).join(",");
+  const decision = await approvalDecision(env, approvals, call);
+  if (decision.decision === "approve") return { pass: call };
+  if (decision.decision === "reject") return { rejected: decision.message, guardrail: approvedBy };
+  return { pass: await checkEdit(env, call, decision.args, edits) };
 }
 
 /**
@@ -155,7 +160,7 @@ async function runCheck(env: GuardrailEnvironment, guardrail: Guardrail, call: C
     placement: "tool-args",
     toolCall: { id: call.id, name: call.name, args: structuredClone(call.args) },
     tool: { name: call.name, kind: call.kind, schema: call.schema },
-    turn: env.turn,
+    turn: Object.freeze({ ...env.turn }),
     signal,
   };
   zodSchemas.set(context, call.zodSchema);
@@ -206,22 +211,24 @@ function failedCheck(what: string): GuardrailVerdict {
  */
 async function approvalDecision(
   env: GuardrailEnvironment,
-  guardrail: string,
+  approvals: readonly { readonly guardrail: string; readonly reason: string | undefined }[],
   call: CheckedCall,
-  reason: string | undefined,
 ): Promise<ApprovalDecision> {
+  const guardrails = approvals.map((approval) => approval.guardrail);
+  const guardrail = guardrails.join(",");
   const key: VerdictKey = { turnKey: env.turn.turnKey, toolCallId: call.id, guardrail, argsDigest: call.argsDigest };
   const recorded = await env.store?.getApproval(key);
   if (recorded !== undefined) return recorded.decision;
 
+  const reasons = approvals.flatMap((approval) => (approval.reason === undefined ? [] : [approval.reason]));
   const request: ApprovalRequest = {
     type: "arkah.approval",
-    guardrail,
+    guardrails,
     toolCallId: call.id,
     tool: call.name,
     args: call.args,
     argsDigest: call.argsDigest,
-    reason,
+    reason: reasons.length === 0 ? undefined : reasons.join(" "),
   };
   const answer: unknown = interrupt(request);
   const parsed = ApprovalDecisionSchema.safeParse(answer);

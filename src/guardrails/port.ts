@@ -40,14 +40,18 @@ export interface Guardrail {
   check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict>;
 }
 
-/** The interrupt payload of an approval request: what the person is asked to decide. */
+/**
+ * The interrupt payload of an approval request: what the person is asked to decide. One per
+ * call, however many guardrails asked for approval (all of them are named).
+ */
 export interface ApprovalRequest {
   readonly type: "arkah.approval";
-  readonly guardrail: string;
+  readonly guardrails: readonly string[];
   readonly toolCallId: string;
   readonly tool: string;
   readonly args: Readonly<Record<string, JsonValue>>;
   readonly argsDigest: string;
+  /** The approving guardrails' reasons, joined. */
   readonly reason: string | undefined;
 }
 

@@ -99,7 +99,9 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
   const validators = new WeakMap<object, ValidatorLike>();
   const loadValidatorFor = async (schema: JsonSchema & object): Promise<ValidatorLike> => {
     const Validator = await loadValidator();
-    const validator = new Validator(schema, declaredDraft(schema, draft), false);
+    // The validator gets its own copy: it annotates the schema it compiles, and the declared
+    // schema guardrails see is frozen.
+    const validator = new Validator(structuredClone(schema), declaredDraft(schema, draft), false);
     validators.set(schema, validator);
     return validator;
   };
@@ -237,8 +239,19 @@ export function declaredSchema(tool: ClientTool | ServerTool | undefined): JsonS
       converted = declared as JsonSchema;
     }
   }
-  declaredSchemas.set(tool, converted);
-  return converted;
+  // A frozen copy: guardrails get it as a copy, and neither the tool's own schema object nor
+  // LangChain's cached one (sent to the model) can be changed through it.
+  const copy = converted === undefined || typeof converted === "boolean" ? converted : deepFreeze(structuredClone(converted));
+  declaredSchemas.set(tool, copy);
+  return copy;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 /** The tool's zod schema, if it has one. */

@@ -1,0 +1,565 @@
+/**
+ * Approvals through the real `createAgent` loop with a `MemorySaver` checkpointer: an `approve`
+ * verdict (and `requireApproval`) pauses the call with a LangGraph interrupt before any claim;
+ * the resume value is validated and recorded bound to the call id and the argument digest; on
+ * resume the whole wrap chain re-runs and the recorded decision is used, so the person is never
+ * asked twice and an approval is never reused for other arguments or another call. `reject`
+ * consumes no slot; `edit` goes through the guardrails and `authorize` again; it composes with
+ * LangChain's `humanInTheLoopMiddleware` in either order without its reject bug.
+ *
+ * Side effects are counted by the tools (`service.writes`); detectors count their own runs.
+ */
+import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { Command, MemorySaver } from "@langchain/langgraph";
+import { createAgent, humanInTheLoopMiddleware, type AgentMiddleware } from "langchain";
+import { describe, expect, it } from "vitest";
+import {
+  ApprovalError,
+  ConfigurationError,
+  createDocumentGuardrails,
+  digest,
+  InMemoryGuardrailStore,
+  requireApproval,
+  turnKey,
+  type ApprovalRequest,
+  type Authorize,
+  type Guardrail,
+  type GuardrailContext,
+  type GuardrailVerdict,
+  type TurnInput,
+} from "arkah-agent-guardrails";
+import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
+import {
+  admit,
+  DocumentService,
+  documentTools,
+  outcomeOf,
+  read,
+  remember,
+  rename,
+  search,
+  TOOL_POLICIES,
+  turnInput,
+  USER_MESSAGE,
+} from "../support/fixtures.js";
+
+// ---------------------------------------------------------------------------------------------
+// Local helpers
+
+const ALLOW: GuardrailVerdict = { action: "allow", outcome: "complete", detections: [] };
+
+/** Wraps a guardrail so its detector counts its own invocations. */
+function counted(guardrail: Guardrail) {
+  const contexts: GuardrailContext[] = [];
+  const wrapped: Guardrail = {
+    ...guardrail,
+    check: (context) => {
+      contexts.push(context);
+      return guardrail.check(context);
+    },
+  };
+  return {
+    guardrail: wrapped,
+    contexts,
+    runs: (callId?: string) => contexts.filter((context) => callId === undefined || context.toolCall.id === callId).length,
+  };
+}
+
+function policy(name: string, verdict: (context: GuardrailContext) => GuardrailVerdict, tools?: string[]) {
+  return counted({ name, placements: ["tool-args"], ...(tools === undefined ? {} : { tools }), check: verdict });
+}
+
+interface Turn {
+  store: InMemoryGuardrailStore;
+  service: DocumentService;
+  input: TurnInput;
+}
+
+async function admittedTurn(): Promise<Turn> {
+  const turn = { store: new InMemoryGuardrailStore(), service: new DocumentService(), input: turnInput() };
+  await admit(turn.store, turn.input);
+  return turn;
+}
+
+interface AgentOptions {
+  script: readonly ScriptStep[];
+  guardrails: readonly Guardrail[];
+  authorize?: Authorize;
+  /** Other middleware, placed before (outer) or after (inner) the document guardrails. */
+  before?: readonly AgentMiddleware[];
+  after?: readonly AgentMiddleware[];
+  version?: "v1" | "v2";
+  threadId?: string;
+}
+
+/** A real agent over the turn's store and service, with a checkpointer and a thread. */
+function approvalAgent(turn: Turn, options: AgentOptions) {
+  const model = new ScriptedModel(options.script);
+  const guardrails = createDocumentGuardrails({
+    input: turn.input,
+    store: turn.store,
+    userMessageLabel: "user",
+    authorize: options.authorize ?? (() => true),
+    tools: TOOL_POLICIES,
+    guardrails: options.guardrails,
+    logger: { warn: () => undefined },
+  });
+  const agent = createAgent({
+    model,
+    tools: documentTools(turn.service).all,
+    middleware: [...(options.before ?? []), guardrails, ...(options.after ?? [])],
+    checkpointer: new MemorySaver(),
+    ...(options.version === undefined ? {} : { version: options.version }),
+  });
+  const config = { configurable: { thread_id: options.threadId ?? "approvals" } };
+  return {
+    model,
+    start: () => agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, config),
+    resume: (value: unknown) => agent.invoke(new Command({ resume: value }), config),
+  };
+}
+
+type RunResult = Awaited<ReturnType<ReturnType<typeof approvalAgent>["start"]>>;
+
+/** The pending interrupt values of a paused run. */
+function pending(result: RunResult): unknown[] {
+  return (result.__interrupt__ ?? []).map((entry) => entry.value);
+}
+
+function approvalRequests(result: RunResult): ApprovalRequest[] {
+  return pending(result).filter(
+    (value): value is ApprovalRequest => typeof value === "object" && value !== null && (value as { type?: unknown }).type === "arkah.approval",
+  );
+}
+
+function body(content: string): Record<string, unknown> {
+  return JSON.parse(content) as Record<string, unknown>;
+}
+
+/** Every tool call of every AIMessage has exactly one ToolMessage answering it. */
+function expectEveryCallAnswered(messages: readonly BaseMessage[]) {
+  const answered = messages.filter(ToolMessage.isInstance).map((message) => message.tool_call_id);
+  const called = messages.filter(AIMessage.isInstance).flatMap((message) => (message.tool_calls ?? []).map((call) => call.id));
+  expect(called.length).toBeGreaterThan(0);
+  for (const id of called) expect(answered.filter((candidate) => candidate === id)).toHaveLength(1);
+}
+
+/** A script step that records whether every tool call was answered when the model was called. */
+function checkingStep(seen: { unanswered: string[][] }, then: { content: string } | { toolCalls: ReturnType<typeof rename>[] }): ScriptStep {
+  return (messages) => {
+    const answered = new Set(messages.filter(ToolMessage.isInstance).map((message) => message.tool_call_id));
+    seen.unanswered.push(
+      messages
+        .filter(AIMessage.isInstance)
+        .flatMap((message) => (message.tool_calls ?? []).map((call) => call.id ?? ""))
+        .filter((id) => !answered.has(id)),
+    );
+    return then;
+  };
+}
+
+/**
+ * Answers every pending approval request, each by its own interrupt id, with `decide(request)`,
+ * until the run no longer pauses. Works whether requests come one at a time or together.
+ */
+async function answerEach(
+  run: ReturnType<typeof approvalAgent>,
+  first: RunResult,
+  decide: (request: ApprovalRequest) => unknown,
+): Promise<{ result: RunResult; asked: ApprovalRequest[] }> {
+  let result = first;
+  const asked: ApprovalRequest[] = [];
+  for (let round = 0; round < 6 && (result.__interrupt__?.length ?? 0) > 0; round++) {
+    const answers: Record<string, unknown> = {};
+    for (const entry of result.__interrupt__ ?? []) {
+      const request = entry.value as ApprovalRequest;
+      asked.push(request);
+      answers[entry.id ?? ""] = decide(request);
+    }
+    result = await run.resume(answers);
+  }
+  expect(result.__interrupt__ ?? []).toEqual([]);
+  return { result, asked };
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected the run to fail");
+}
+
+const RENAME_ARGS = rename("w1").args;
+
+// ---------------------------------------------------------------------------------------------
+
+describe("an approve verdict pauses the call with an interrupt before any claim", () => {
+  it("the payload names the tool, its arguments, their digest and the reason; nothing ran or was claimed", async () => {
+    const turn = await admittedTurn();
+    const approval = counted(
+      requireApproval({ tools: ["rename_document"], describe: (call) => `Rename the document to ${JSON.stringify(call.args.title)}?` }),
+    );
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [approval.guardrail],
+    });
+    const paused = await run.start();
+
+    expect(approvalRequests(paused)).toEqual([
+      {
+        type: "arkah.approval",
+        guardrails: ["approval"],
+        toolCallId: "w1",
+        tool: "rename_document",
+        args: RENAME_ARGS,
+        argsDigest: digest(RENAME_ARGS),
+        reason: 'Rename the document to "Field notes"?',
+      },
+    ]);
+    expect(turn.service.writes).toBe(0);
+    expect(await turn.store.listUnresolved()).toEqual([]);
+    // Only the rename asked: the read ran without approval.
+    expect(turn.service.reads).toBe(1);
+    expect(approval.contexts.map((context) => context.toolCall.id)).toEqual(["w1"]);
+  });
+
+  it("approve: the call runs once; on resume no detector runs again and the person is not asked again", async () => {
+    const turn = await admittedTurn();
+    const before = policy("before", () => ALLOW, ["rename_document"]);
+    const approval = counted(requireApproval({ tools: ["rename_document"] }));
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [before.guardrail, approval.guardrail],
+    });
+    await run.start();
+    const resumed = await run.resume({ decision: "approve" });
+
+    expect(resumed.__interrupt__).toBeUndefined();
+    expect(outcomeOf(resumed.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes","revision":1}' });
+    expect(turn.service.writes).toBe(1);
+    expect(before.runs("w1")).toBe(1);
+    expect(approval.runs("w1")).toBe(1);
+    const key = { turnKey: turnKey(turn.input), toolCallId: "w1", guardrail: "approval", argsDigest: digest(RENAME_ARGS) };
+    expect((await turn.store.getApproval(key))?.decision).toEqual({ decision: "approve" });
+  });
+
+  it("a transport retry of the approved call is not asked again: the recorded decision is used", async () => {
+    const turn = await admittedTurn();
+    const approval = counted(requireApproval({ tools: ["rename_document"] }));
+    const script = (readId: string) => [{ toolCalls: [read(readId)] }, { toolCalls: [rename("w1")] }, { content: "done" }];
+    const first = approvalAgent(turn, { script: script("r1"), guardrails: [approval.guardrail], threadId: "first" });
+    await first.start();
+    await first.resume({ decision: "approve" });
+    expect(turn.service.writes).toBe(1);
+
+    // Another thread, same turn, same call: no interrupt, the completed mutation replays.
+    const retry = approvalAgent(turn, { script: script("r2"), guardrails: [approval.guardrail], threadId: "retry" });
+    const replayed = await retry.start();
+    expect(pending(replayed)).toEqual([]);
+    expect(outcomeOf(replayed.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes","revision":1}' });
+    expect(turn.service.writes).toBe(1);
+    expect(approval.runs("w1")).toBe(1);
+  });
+});
+
+describe("an approval is never reused for other arguments or another call", () => {
+  it("the same call id with other arguments is asked again, under the new digest", async () => {
+    const turn = await admittedTurn();
+    const approval = requireApproval({ tools: ["rename_document"] });
+    const first = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1", "Field notes")] }, { content: "done" }],
+      guardrails: [approval],
+      threadId: "first",
+    });
+    await first.start();
+    await first.resume({ decision: "approve" });
+
+    const changed = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r2")] }, { toolCalls: [rename("w1", "Other title", 1)] }, { content: "done" }],
+      guardrails: [approval],
+      threadId: "changed",
+    });
+    const paused = await changed.start();
+    const otherArgs = rename("w1", "Other title", 1).args;
+    expect(approvalRequests(paused)).toMatchObject([{ toolCallId: "w1", args: otherArgs, argsDigest: digest(otherArgs) }]);
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it("another call with the same arguments is asked again", async () => {
+    const turn = await admittedTurn();
+    const approval = counted(requireApproval({ tools: ["remember"] }));
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [remember("m1")] }, { toolCalls: [remember("m2")] }, { content: "done" }],
+      guardrails: [approval.guardrail],
+    });
+    const first = await run.start();
+    expect(approvalRequests(first).map((request) => request.toolCallId)).toEqual(["m1"]);
+    const second = await run.resume({ decision: "approve" });
+    expect(approvalRequests(second).map((request) => request.toolCallId)).toEqual(["m2"]);
+    const done = await run.resume({ decision: "reject" });
+    expect(outcomeOf(done.messages, "m1")).toMatchObject({ status: "success", content: "Preference saved" });
+    expect(outcomeOf(done.messages, "m2")).toMatchObject({ status: "error", code: "approval_rejected" });
+  });
+
+  it("two approving guardrails on one call ask once, naming both, and a reject stands", async () => {
+    const turn = await admittedTurn();
+    const manager = counted(requireApproval({ tools: ["rename_document"], name: "manager", describe: () => "Manager sign-off." }));
+    const legal = counted(requireApproval({ tools: ["rename_document"], name: "legal", describe: () => "Legal sign-off." }));
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [manager.guardrail, legal.guardrail],
+    });
+    const { result, asked } = await answerEach(run, await run.start(), () => ({
+      decision: "reject",
+      message: "Legal says no.",
+    }));
+
+    // One request for the call: a resume value can only ever answer the request it was given for.
+    expect(asked.map((request) => [request.guardrails, request.toolCallId, request.reason])).toEqual([
+      [["manager", "legal"], "w1", "Manager sign-off. Legal sign-off."],
+    ]);
+    expect(outcomeOf(result.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
+    expect(turn.service.writes).toBe(0);
+    const key = { turnKey: turnKey(turn.input), toolCallId: "w1", argsDigest: digest(RENAME_ARGS) };
+    expect((await turn.store.getApproval({ ...key, guardrail: "manager,legal" }))?.decision).toEqual({
+      decision: "reject",
+      message: "Legal says no.",
+    });
+  });
+
+  it("the approval of one call in a step is not reused for its sibling", async () => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [remember("m1"), search("s1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["remember", "search_sources"] })],
+    });
+    const { result, asked } = await answerEach(run, await run.start(), (request) =>
+      request.toolCallId === "m1" ? { decision: "approve" } : { decision: "reject", message: "not this one" },
+    );
+
+    expect(asked.map((request) => request.toolCallId).sort()).toEqual(["m1", "s1"]);
+    expect(outcomeOf(result.messages, "m1")).toMatchObject({ status: "success", content: "Preference saved" });
+    expect(outcomeOf(result.messages, "s1")).toMatchObject({ status: "error", code: "approval_rejected" });
+  });
+});
+
+describe("reject", () => {
+  it("answers approval_rejected with the reviewer's message and consumes no slot", async () => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1", "FIELD NOTES")] }, { toolCalls: [rename("w2")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+    });
+    await run.start();
+    const second = await run.resume({ decision: "reject", message: "No capitals, please." });
+    expect(approvalRequests(second).map((request) => request.toolCallId)).toEqual(["w2"]);
+    const done = await run.resume({ decision: "approve" });
+
+    const rejected = outcomeOf(done.messages, "w1");
+    expect(rejected.status).toBe("error");
+    expect(body(rejected.content)).toMatchObject({ guardrail: "approval_rejected", reviewerMessage: "No capitals, please." });
+    expect(outcomeOf(done.messages, "w2")).toMatchObject({ status: "success", content: '{"title":"Field notes","revision":1}' });
+    expect(turn.service.writes).toBe(1);
+    expect(turn.service.title).toBe("Field notes");
+  });
+
+  it.each(["v1", "v2"] as const)(
+    "(%s) a rejected call does not drop or leave unanswered the other calls of its step",
+    async (version) => {
+      const turn = await admittedTurn();
+      const seen = { unanswered: [] as string[][] };
+      const run = approvalAgent(turn, {
+        script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1"), remember("m1")] }, checkingStep(seen, { content: "done" })],
+        guardrails: [requireApproval({ tools: ["rename_document"] })],
+        version,
+      });
+      const paused = await run.start();
+      expect(approvalRequests(paused).map((request) => request.toolCallId)).toEqual(["w1"]);
+      const done = await run.resume({ decision: "reject" });
+
+      expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
+      expect(outcomeOf(done.messages, "m1")).toMatchObject({ status: "success", content: "Preference saved" });
+      expectEveryCallAnswered(done.messages);
+      expect(seen.unanswered).toEqual([[]]);
+      expect(run.model.calls).toBe(3);
+      expect(turn.service.writes).toBe(0);
+    },
+  );
+});
+
+describe("edit", () => {
+  it("edited arguments are checked again and run; the claim is made for them", async () => {
+    const turn = await admittedTurn();
+    const titles = policy("titles", () => ALLOW, ["rename_document"]);
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1", "Feild notes")] }, { content: "done" }],
+      guardrails: [titles.guardrail, requireApproval({ tools: ["rename_document"] })],
+    });
+    await run.start();
+    const edited = { title: "Field notes (edited)", expectedRevision: 0 };
+    const done = await run.resume({ decision: "edit", args: edited });
+
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({
+      status: "success",
+      content: '{"title":"Field notes (edited)","revision":1}',
+    });
+    expect(turn.service.writes).toBe(1);
+    expect(turn.service.title).toBe("Field notes (edited)");
+    // The policy saw the model's arguments once and the person's once.
+    expect(titles.contexts.map((context) => context.toolCall.args)).toEqual([rename("w1", "Feild notes").args, edited]);
+    const executed = (await turn.store.readAudit()).find((event) => event.decision === "executed" && event.toolCallId === "w1");
+    expect(executed?.argsDigest).toBe(digest(edited));
+  });
+
+  it("edited arguments that fail the tool's schema fail the run with ApprovalError edit_rejected", async () => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+    });
+    await run.start();
+    const error = await failureOf(run.resume({ decision: "edit", args: { title: "" } }));
+
+    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
+    expect(turn.service.writes).toBe(0);
+    expect(await turn.store.listUnresolved()).toEqual([]);
+  });
+
+  it("edited arguments that a policy guardrail denies fail the run with edit_rejected", async () => {
+    const turn = await admittedTurn();
+    const secrets = policy(
+      "no-secrets",
+      (context) =>
+        String((context.toolCall.args as { title?: unknown }).title).includes("secret")
+          ? { action: "deny", outcome: "complete", code: "secret_title", detections: [{ rule: "secret", detected: true }] }
+          : ALLOW,
+      ["rename_document"],
+    );
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] }), secrets.guardrail],
+    });
+    await run.start();
+    // Every guardrail runs before a person is asked: a call a later one denies is never put to them.
+    expect(secrets.runs()).toBe(1);
+    const error = await failureOf(run.resume({ decision: "edit", args: { title: "the secret plan", expectedRevision: 0 } }));
+
+    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
+    expect(secrets.contexts.map((context) => (context.toolCall.args as { title: string }).title)).toEqual([
+      "Field notes",
+      "the secret plan",
+    ]);
+    expect(turn.service.writes).toBe(0);
+  });
+
+  it("edited arguments that authorize refuses fail the run with edit_rejected", async () => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+      authorize: (call) => (call.args as { title?: unknown }).title !== "Forbidden",
+    });
+    await run.start();
+    const error = await failureOf(run.resume({ decision: "edit", args: { title: "Forbidden", expectedRevision: 0 } }));
+
+    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
+    expect(turn.service.writes).toBe(0);
+    expect(turn.service.title).toBe("Untitled");
+  });
+});
+
+describe("an invalid resume value", () => {
+  it.each<[string, unknown]>([
+    ["an unknown decision", { decision: "maybe" }],
+    ["a bare string", "yes"],
+    ["an approve with extra keys", { decision: "approve", args: { title: "x" } }],
+    ["an edit without args", { decision: "edit" }],
+  ])("%s fails the run with ApprovalError invalid_decision and records nothing", async (_name, value) => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+    });
+    await run.start();
+    const error = await failureOf(run.resume(value));
+
+    expect(ApprovalError.find(error)?.code).toBe("invalid_decision");
+    expect(turn.service.writes).toBe(0);
+    const key = { turnKey: turnKey(turn.input), toolCallId: "w1", guardrail: "approval", argsDigest: digest(RENAME_ARGS) };
+    expect(await turn.store.getApproval(key)).toBeUndefined();
+  });
+
+  it("requireApproval with no tools is a ConfigurationError", () => {
+    expect(() => requireApproval({ tools: [] })).toThrow(ConfigurationError);
+  });
+});
+
+describe("composition with humanInTheLoopMiddleware, in either array order", () => {
+  const ORDERS = ["guardrails first", "HITL first"] as const;
+  const place = (order: (typeof ORDERS)[number], hitl: AgentMiddleware) =>
+    order === "HITL first" ? { before: [hitl] } : { after: [hitl] };
+
+  it.each(ORDERS)("(%s) HITL asks first, then our approval; one write", async (order) => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+      ...place(order, humanInTheLoopMiddleware({ interruptOn: { rename_document: true } })),
+    });
+    const hitlPaused = await run.start();
+    expect(pending(hitlPaused)).toMatchObject([{ actionRequests: [{ name: "rename_document", args: RENAME_ARGS }] }]);
+    expect(turn.service.writes).toBe(0);
+
+    const oursPaused = await run.resume({ decisions: [{ type: "approve" }] });
+    expect(approvalRequests(oursPaused)).toMatchObject([{ toolCallId: "w1", argsDigest: digest(RENAME_ARGS) }]);
+    expect(turn.service.writes).toBe(0);
+
+    const done = await run.resume({ decision: "approve" });
+    expect(outcomeOf(done.messages, "w1").status).toBe("success");
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it.each(ORDERS)("(%s) our approval is asked about the arguments HITL's reviewer edited", async (order) => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+      ...place(order, humanInTheLoopMiddleware({ interruptOn: { rename_document: true } })),
+    });
+    await run.start();
+    const editedArgs = { title: "Reviewed title", expectedRevision: 0 };
+    const oursPaused = await run.resume({
+      decisions: [{ type: "edit", editedAction: { name: "rename_document", args: editedArgs } }],
+    });
+    expect(approvalRequests(oursPaused)).toMatchObject([{ toolCallId: "w1", args: editedArgs, argsDigest: digest(editedArgs) }]);
+    await run.resume({ decision: "approve" });
+    expect(turn.service.writes).toBe(1);
+    expect(turn.service.title).toBe("Reviewed title");
+  });
+
+  it.each(ORDERS)(
+    "(%s) HITL approves one call, we reject its sibling: every call of the step is answered and the loop goes on",
+    async (order) => {
+      const turn = await admittedTurn();
+      const seen = { unanswered: [] as string[][] };
+      const run = approvalAgent(turn, {
+        script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1"), remember("m1")] }, checkingStep(seen, { content: "done" })],
+        guardrails: [requireApproval({ tools: ["rename_document"] })],
+        ...place(order, humanInTheLoopMiddleware({ interruptOn: { remember: true } })),
+      });
+      const hitlPaused = await run.start();
+      expect(pending(hitlPaused)).toMatchObject([{ actionRequests: [{ name: "remember" }] }]);
+      const oursPaused = await run.resume({ decisions: [{ type: "approve" }] });
+      expect(approvalRequests(oursPaused).map((request) => request.toolCallId)).toEqual(["w1"]);
+      const done = await run.resume({ decision: "reject", message: "Not today." });
+
+      expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
+      expect(outcomeOf(done.messages, "m1")).toMatchObject({ status: "success", content: "Preference saved" });
+      expectEveryCallAnswered(done.messages);
+      expect(seen.unanswered).toEqual([[]]);
+      expect(turn.service.writes).toBe(0);
+    },
+  );
+});

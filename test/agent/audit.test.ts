@@ -1,0 +1,367 @@
+/**
+ * The audit trail through the real `createAgent` loop: the `audit` option's sink receives one
+ * structured event per decision (executed, replayed, refused with its code, deferred, verdicts,
+ * approvals), each with the turn key, scope, call id, tool, kind, argument digest and time; the
+ * in-memory store keeps the same events in an append-only log read with `store.readAudit()`.
+ * Argument values and tool results stay out of events unless `audit: { includeValues: true }`.
+ */
+import { HumanMessage } from "@langchain/core/messages";
+import { Command, MemorySaver } from "@langchain/langgraph";
+import { createAgent } from "langchain";
+import { describe, expect, it } from "vitest";
+import {
+  AuditEventSchema,
+  createDocumentGuardrails,
+  digest,
+  InMemoryGuardrailStore,
+  requireApproval,
+  turnKey,
+  type AuditEvent,
+  type AuditOptions,
+  type Authorize,
+  type Guardrail,
+  type GuardrailVerdict,
+  type StoredAuditEvent,
+  type TurnInput,
+} from "arkah-agent-guardrails";
+import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
+import {
+  admit,
+  DocumentService,
+  documentTools,
+  guardedAgent,
+  invokeTurn,
+  outcomeOf,
+  read,
+  remember,
+  rename,
+  search,
+  TOOL_POLICIES,
+  turnInput,
+  USER_MESSAGE,
+} from "../support/fixtures.js";
+
+// ---------------------------------------------------------------------------------------------
+// Local helpers
+
+const SNAPSHOT = '{"title":"Untitled","revision":0}';
+const RENAMED = '{"title":"Field notes","revision":1}';
+
+const OBSERVE: GuardrailVerdict = {
+  action: "observe",
+  outcome: "complete",
+  code: "long_title",
+  detections: [{ rule: "length", detected: true }],
+};
+
+function guardrail(name: string, verdict: GuardrailVerdict, tools: string[]): Guardrail {
+  return { name, placements: ["tool-args"], tools, check: () => verdict };
+}
+
+const MEMORY_POLICY = guardrail(
+  "memory-policy",
+  { action: "deny", outcome: "complete", code: "no_memory", detections: [{ rule: "memory", detected: true }] },
+  ["remember"],
+);
+const TITLE_WATCH = guardrail("title-watch", OBSERVE, ["rename_document"]);
+
+interface Turn {
+  store: InMemoryGuardrailStore;
+  service: DocumentService;
+  input: TurnInput;
+  sunk: AuditEvent[];
+}
+
+async function admittedTurn(): Promise<Turn> {
+  const turn = { store: new InMemoryGuardrailStore(), service: new DocumentService(), input: turnInput(), sunk: [] };
+  await admit(turn.store, turn.input);
+  return turn;
+}
+
+/** One invocation of the turn, its events collected by a sink. */
+async function invoke(
+  turn: Turn,
+  script: readonly ScriptStep[],
+  options: { guardrails?: readonly Guardrail[]; audit?: Omit<AuditOptions, "sink">; authorize?: Authorize } = {},
+) {
+  const { agent } = guardedAgent({
+    store: turn.store,
+    service: turn.service,
+    input: turn.input,
+    script,
+    guardrails: {
+      guardrails: options.guardrails ?? [],
+      ...(options.authorize === undefined ? {} : { authorize: options.authorize }),
+      audit: {
+        ...options.audit,
+        sink: (event) => {
+          turn.sunk.push(event);
+        },
+      },
+    },
+  });
+  return invokeTurn(agent, turn.input);
+}
+
+/** The turn's first invocation: every kind of decision but approvals. */
+const FULL_SCRIPT: ScriptStep[] = [
+  { toolCalls: [read("r1")] },
+  // A mutation sharing its step with a source read is deferred.
+  { toolCalls: [rename("w1"), search("s1")] },
+  { toolCalls: [remember("m1")] },
+  { toolCalls: [rename("w2")] },
+  { content: "done" },
+];
+/** A transport retry of the turn: the completed mutation replays. */
+const RETRY_SCRIPT: ScriptStep[] = [{ toolCalls: [read("r2")] }, { toolCalls: [rename("w2")] }, { content: "done" }];
+
+function withoutSeq(events: readonly StoredAuditEvent[]): AuditEvent[] {
+  return events.map(({ seq: _seq, ...event }) => event);
+}
+
+function eventsOf(events: readonly AuditEvent[], toolCallId: string) {
+  return events.filter((event) => event.toolCallId === toolCallId);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe("one structured event per decision", () => {
+  it("the sink receives exactly what the store's append-only log holds, in order, numbered from 1", async () => {
+    const turn = await admittedTurn();
+    await invoke(turn, FULL_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    await invoke(turn, RETRY_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+
+    const stored = await turn.store.readAudit();
+    expect(stored.length).toBeGreaterThan(0);
+    expect(stored.map((event) => event.seq)).toEqual(stored.map((_, index) => index + 1));
+    expect(withoutSeq(stored)).toEqual(turn.sunk);
+    // Paging reads the same log.
+    expect(await turn.store.readAudit({ afterSeq: 2, limit: 2 })).toEqual(stored.slice(2, 4));
+  });
+
+  it("executed, deferred, verdict + refused with code, verdict + executed mutation, then replayed on retry", async () => {
+    const turn = await admittedTurn();
+    await invoke(turn, FULL_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    const events = turn.sunk;
+
+    expect(eventsOf(events, "r1")).toMatchObject([{ decision: "executed", toolName: "read_document", kind: "document-read" }]);
+    expect(eventsOf(events, "s1")).toMatchObject([{ decision: "executed", toolName: "search_sources", kind: "source-read" }]);
+    // Guardrails (step 5) run before the step rules (step 7): w1's observe verdict, then its deferral.
+    expect(eventsOf(events, "w1")).toMatchObject([
+      { decision: "verdict", guardrail: "title-watch", action: "observe" },
+      { decision: "deferred", code: "read_batch_deferred", toolName: "rename_document", kind: "mutation" },
+    ]);
+    expect(eventsOf(events, "m1")).toMatchObject([
+      { decision: "verdict", guardrail: "memory-policy", action: "deny", code: "no_memory", kind: "auxiliary" },
+      { decision: "refused", guardrail: "memory-policy", code: "no_memory", kind: "auxiliary" },
+    ]);
+    const w2 = eventsOf(events, "w2");
+    expect(w2).toMatchObject([
+      { decision: "verdict", guardrail: "title-watch", action: "observe", code: "long_title" },
+      { decision: "executed", kind: "mutation" },
+    ]);
+    expect(w2[1]?.mutationKey).toMatch(/^[0-9a-f]{64}$/);
+    expect(turn.service.writes).toBe(1);
+
+    turn.sunk.length = 0;
+    await invoke(turn, RETRY_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    const replayed = eventsOf(turn.sunk, "w2").filter((event) => event.decision !== "verdict");
+    expect(replayed).toMatchObject([{ decision: "replayed", kind: "mutation", mutationKey: w2[1]?.mutationKey }]);
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it("every event carries the turn key, scope, call id, tool, kind and an ISO time, and fits the event schema", async () => {
+    const turn = await admittedTurn();
+    const before = Date.now();
+    await invoke(turn, FULL_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    const kinds: Record<string, string> = {
+      read_document: "document-read",
+      search_sources: "source-read",
+      rename_document: "mutation",
+      remember: "auxiliary",
+    };
+    for (const event of turn.sunk) {
+      expect(AuditEventSchema.safeParse(event).success).toBe(true);
+      expect(event.turnKey).toBe(turnKey(turn.input));
+      expect(event.scopeId).toBe("doc-1");
+      expect(event.toolCallId).toMatch(/^[rwsm][12]$/);
+      expect(event.kind).toBe(kinds[event.toolName ?? ""]);
+      expect(Date.parse(event.at)).toBeGreaterThanOrEqual(before - 1000);
+      expect(new Date(event.at).toISOString()).toBe(event.at);
+    }
+  });
+
+  it("events of executed and guarded calls carry the digest of the call's arguments", async () => {
+    const turn = await admittedTurn();
+    await invoke(turn, FULL_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    const args: Record<string, unknown> = {
+      r1: read("r1").args,
+      s1: search("s1").args,
+      m1: remember("m1").args,
+      w2: rename("w2").args,
+    };
+    for (const [id, callArgs] of Object.entries(args)) {
+      const events = eventsOf(turn.sunk, id);
+      expect(events.length).toBeGreaterThan(0);
+      for (const event of events) expect(event.argsDigest).toBe(digest(callArgs));
+    }
+  });
+
+  it("refusals by the pipeline carry the argument digest too (deferred, single_mutation, read_required, unauthorized)", async () => {
+    const turn = await admittedTurn();
+    await invoke(
+      turn,
+      [
+        { toolCalls: [rename("w0")] }, // no read yet: read_required
+        { toolCalls: [read("r1")] },
+        { toolCalls: [rename("w1"), search("s1")] }, // read_batch_deferred
+        { toolCalls: [rename("w2"), rename("w3", "Other")] }, // w3: single_mutation
+        { toolCalls: [remember("m1")] }, // unauthorized
+        { content: "done" },
+      ],
+      { authorize: (call) => call.name !== "remember" },
+    );
+    const expected: Record<string, [string, unknown]> = {
+      w0: ["read_required", rename("w0").args],
+      w1: ["read_batch_deferred", rename("w1").args],
+      w3: ["single_mutation", rename("w3", "Other").args],
+      m1: ["unauthorized", remember("m1").args],
+    };
+    for (const [id, [code, callArgs]] of Object.entries(expected)) {
+      const [event] = eventsOf(turn.sunk, id);
+      expect(event).toMatchObject({ code, toolCallId: id });
+      expect(event?.argsDigest, `${id} (${code})`).toBe(digest(callArgs));
+    }
+  });
+});
+
+describe("values stay out of events unless the host opts in", () => {
+  it("by default no event holds argument values or tool results", async () => {
+    const turn = await admittedTurn();
+    await invoke(turn, FULL_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    await invoke(turn, RETRY_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH] });
+    const stored = await turn.store.readAudit();
+    for (const event of [...turn.sunk, ...stored]) {
+      expect(event).not.toHaveProperty("args");
+      expect(event).not.toHaveProperty("result");
+    }
+    const text = JSON.stringify([turn.sunk, stored]);
+    for (const value of ["Field notes", "Untitled", "titles", "short", "Preference saved", "style guide"]) {
+      expect(text).not.toContain(value);
+    }
+  });
+
+  it("with includeValues: executed and replayed events hold the arguments and results, verdicts the arguments", async () => {
+    const turn = await admittedTurn();
+    await invoke(turn, FULL_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH], audit: { includeValues: true } });
+    await invoke(turn, RETRY_SCRIPT, { guardrails: [MEMORY_POLICY, TITLE_WATCH], audit: { includeValues: true } });
+    const events = turn.sunk;
+
+    expect(eventsOf(events, "r1")).toMatchObject([{ decision: "executed", args: {}, result: SNAPSHOT }]);
+    expect(eventsOf(events, "m1")[0]).toMatchObject({ decision: "verdict", args: remember("m1").args });
+    const w2 = eventsOf(events, "w2");
+    expect(w2.find((event) => event.decision === "executed")).toMatchObject({ args: rename("w2").args, result: RENAMED });
+    expect(w2.find((event) => event.decision === "replayed")).toMatchObject({ result: RENAMED });
+    // The store keeps what the sink saw.
+    expect(withoutSeq(await turn.store.readAudit())).toEqual(events);
+  });
+});
+
+describe("a failing sink", () => {
+  it("is logged and never fatal: the run and the store's log are unaffected", async () => {
+    const turn = await admittedTurn();
+    const warnings: string[] = [];
+    const { agent } = guardedAgent({
+      store: turn.store,
+      service: turn.service,
+      input: turn.input,
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: {
+        audit: {
+          sink: () => {
+            throw new Error("log shipper down");
+          },
+        },
+        logger: {
+          warn: (message) => {
+            warnings.push(message);
+          },
+        },
+      },
+    });
+    const messages = await invokeTurn(agent, turn.input);
+    expect(outcomeOf(messages, "w1")).toMatchObject({ status: "success", content: RENAMED });
+    expect(turn.service.writes).toBe(1);
+    expect(warnings.filter((message) => message === "audit sink failed")).toHaveLength(2);
+    expect((await turn.store.readAudit()).map((event) => event.decision)).toEqual(["executed", "executed"]);
+  });
+});
+
+describe("approval decisions are audited", () => {
+  async function approvalRun(turn: Turn, audit: Omit<AuditOptions, "sink"> = {}) {
+    const agent = createAgent({
+      model: new ScriptedModel([
+        { toolCalls: [read("r1")] },
+        { toolCalls: [rename("w1", "FIELD NOTES")] },
+        { toolCalls: [rename("w2")] },
+        { content: "done" },
+      ]),
+      tools: documentTools(turn.service).all,
+      middleware: [
+        createDocumentGuardrails({
+          input: turn.input,
+          store: turn.store,
+          userMessageLabel: "user",
+          authorize: () => true,
+          tools: TOOL_POLICIES,
+          guardrails: [requireApproval({ tools: ["rename_document"] })],
+          audit: {
+            ...audit,
+            sink: (event) => {
+              turn.sunk.push(event);
+            },
+          },
+          logger: { warn: () => undefined },
+        }),
+      ],
+      checkpointer: new MemorySaver(),
+    });
+    const config = { configurable: { thread_id: "audit-approvals" } };
+    await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, config);
+    await agent.invoke(new Command({ resume: { decision: "reject", message: "no capitals" } }), config);
+    return agent.invoke(new Command({ resume: { decision: "edit", args: { title: "Edited", expectedRevision: 0 } } }), config);
+  }
+
+  it("a reject is an approval event and a refusal with code approval_rejected; an edit is an approval event", async () => {
+    const turn = await admittedTurn();
+    await approvalRun(turn);
+    expect(turn.service.title).toBe("Edited");
+
+    const w1 = eventsOf(turn.sunk, "w1").filter((event) => event.decision !== "verdict");
+    expect(w1).toMatchObject([
+      { decision: "approval", guardrail: "approval", action: "reject", argsDigest: digest(rename("w1", "FIELD NOTES").args) },
+      { decision: "refused", code: "approval_rejected" },
+    ]);
+    const w2 = eventsOf(turn.sunk, "w2").filter((event) => event.decision !== "verdict");
+    expect(w2).toMatchObject([
+      { decision: "approval", guardrail: "approval", action: "edit", argsDigest: digest(rename("w2").args) },
+      { decision: "executed", argsDigest: digest({ title: "Edited", expectedRevision: 0 }) },
+    ]);
+    for (const event of turn.sunk) expect(event).not.toHaveProperty("args");
+  });
+
+  it("with includeValues, an edit's approval event holds the person's arguments", async () => {
+    const turn = await admittedTurn();
+    await approvalRun(turn, { includeValues: true });
+    const approval = eventsOf(turn.sunk, "w2").find((event) => event.decision === "approval");
+    expect(approval?.args).toEqual({ title: "Edited", expectedRevision: 0 });
+  });
+
+  it("a resumed call does not repeat the verdict events of verdicts it read back from the store", async () => {
+    const turn = await admittedTurn();
+    await approvalRun(turn);
+    // One approval verdict per call was decided; each resume re-ran the call's wrap chain.
+    const verdicts = turn.sunk.filter((event) => event.decision === "verdict");
+    expect(verdicts.map((event) => event.toolCallId)).toEqual(["w1", "w2"]);
+  });
+});
