@@ -1,0 +1,781 @@
+/**
+ * A `GuardrailStore` on one SQLite file (better-sqlite3, an optional peer dependency: only this
+ * module imports it). Durable, and safe for several processes sharing the file on one host.
+ *
+ * - Journal: WAL, so readers never block the writer and one writer commits at a time.
+ * - `synchronous = FULL` by default: every commit (a claim above all) is on disk before the
+ *   method resolves, so a claim survives an OS crash or power loss and a side effect that ran
+ *   after it can never be run again. `"normal"` keeps the database consistent but may lose the
+ *   last commits on an OS crash or power loss (not on a process crash): a lost claim would let a
+ *   retry run the write a second time. Choose it only where the writes themselves are idempotent.
+ * - Every read-then-write operation is ONE `BEGIN IMMEDIATE` transaction: it takes the write lock
+ *   before it reads, so two processes can never interleave between the check and the write. A
+ *   writer that finds the lock held waits up to `busyTimeoutMs`, then fails (a rejection).
+ * - Versioned migrations run at open, in one transaction; a file written by a newer version of
+ *   the package is refused, never guessed at.
+ * - Every row read back is parsed with the exported zod schemas: a corrupted row (a hand edit,
+ *   a bad disk) is a `StoreContractError`: fail closed.
+ *
+ * Semantics are exactly those of `InMemoryGuardrailStore`; the conformance suite in
+ * `arkah-agent-guardrails/testing` is the definition. better-sqlite3 is synchronous: each method
+ * runs to completion without yielding, and is `async` only so that every error is a rejection.
+ * Waiting for another process's lock blocks this process's event loop for at most
+ * `busyTimeoutMs`.
+ */
+import { randomUUID } from "node:crypto";
+import { accessSync, constants, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import Database from "better-sqlite3";
+import { z } from "zod";
+import {
+  AdmissionReceiptSchema,
+  ApprovalRecordSchema,
+  AuditEventSchema,
+  AuditQuerySchema,
+  MutationIdentitySchema,
+  MutationResultSchema,
+  PruneOptionsSchema,
+  ReconciliationSchema,
+  StoredAuditEventSchema,
+  UnresolvedMutationSchema,
+  VerdictKeySchema,
+  VerdictRecordSchema,
+  type AdmissionReceipt,
+  type ApprovalRecord,
+  type AuditEvent,
+  type AuditQuery,
+  type ClaimOptions,
+  type ClaimResult,
+  type GuardrailStore,
+  type MutationIdentity,
+  type MutationSettlement,
+  type PruneOptions,
+  type PruneResult,
+  type ReadEvidence,
+  type Reconciliation,
+  type ReconcileResult,
+  type StoredAuditEvent,
+  type UnresolvedMutation,
+  type VerdictKey,
+  type VerdictRecord,
+} from "../contracts.js";
+import { ConfigurationError, StoreContractError } from "../errors.js";
+import {
+  parseDigest,
+  parseEvidence,
+  parseIdentity,
+  parseSettlement,
+  parseStoreValue,
+  requiresResolvedScope,
+} from "./validate.js";
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+export interface SqliteGuardrailStoreOptions {
+  /** The database file, created if missing (its directory must exist). `":memory:"` for tests. */
+  readonly path: string;
+  /** Clock for claim, settlement and reconciliation times. Default: the system clock. */
+  readonly now?: () => Date;
+  /** How long a write waits for another connection's lock before failing. Default 5000 ms. */
+  readonly busyTimeoutMs?: number;
+  /**
+   * `"full"` (default): every commit is synced to disk before the method resolves.
+   * `"normal"`: faster; a commit survives a process crash but may be lost on an OS crash or power
+   * loss, and a lost claim lets a retry run its write again. See the module comment.
+   */
+  readonly synchronous?: "full" | "normal";
+}
+
+const OptionsSchema = z.strictObject({
+  path: z.string().min(1, "path must name a database file (or be \":memory:\")"),
+  now: z.custom<() => Date>((value) => typeof value === "function", "now must be a function returning a Date").optional(),
+  busyTimeoutMs: z.int().min(0).max(2_147_483_647).optional(),
+  synchronous: z.enum(["full", "normal"]).optional(),
+});
+
+const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
+
+// ---------------------------------------------------------------------------------------------
+// Schema
+
+/** The newest schema version this module knows. */
+export const SQLITE_SCHEMA_VERSION = 1;
+
+/**
+ * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
+ * next one. Text columns holding caller-supplied strings (ids, results) store a string, or, for a
+ * string that is not well-formed UTF-16 (a lone surrogate), its UTF-16LE bytes as a BLOB (see
+ * `encodeText`), so every string round-trips exactly and two distinct strings never collide.
+ */
+const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
+  {
+    version: 1,
+    sql: `
+      -- Admission receipts: the first one per turn wins and is never changed.
+      CREATE TABLE receipts (
+        turn_key          TEXT PRIMARY KEY,
+        scope_id          TEXT NOT NULL,
+        turn_id           TEXT NOT NULL,
+        policy_version    TEXT NOT NULL,
+        moderation_digest TEXT NOT NULL,
+        allowed           INTEGER NOT NULL,
+        decided_at        TEXT NOT NULL
+      );
+
+      -- Read evidence: (turn, digest) pairs.
+      CREATE TABLE read_evidence (
+        turn_key        TEXT NOT NULL,
+        evidence_digest TEXT NOT NULL,
+        PRIMARY KEY (turn_key, evidence_digest)
+      ) WITHOUT ROWID;
+
+      -- Mutation claims: one row per turn. 'pruned' is a tombstone (the slot is used, the result
+      -- gone). Row order (rowid) is claim order, the tie-break of listUnresolved.
+      CREATE TABLE claims (
+        turn_key       TEXT PRIMARY KEY,
+        scope_id       TEXT NOT NULL,
+        tool_call_id   TEXT NOT NULL,
+        tool_name      TEXT NOT NULL,
+        args_digest    TEXT NOT NULL,
+        mutation_key   TEXT NOT NULL,
+        token          TEXT NOT NULL,
+        state          TEXT NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
+        result_content TEXT,
+        result_status  TEXT,
+        claimed_at     TEXT NOT NULL,
+        claimed_at_ms  INTEGER NOT NULL,
+        settled_at     TEXT,
+        settled_at_ms  INTEGER
+      );
+      -- The scope rule: is any claim in this scope 'unknown'?
+      CREATE INDEX claims_unknown_by_scope ON claims (scope_id) WHERE state = 'unknown';
+      -- listUnresolved, oldest first.
+      CREATE INDEX claims_unresolved_by_time ON claims (claimed_at_ms) WHERE state IN ('pending', 'unknown');
+      -- prune.
+      CREATE INDEX claims_complete_by_settled ON claims (settled_at_ms) WHERE state = 'complete';
+
+      -- Guardrail verdicts and approval decisions: the first per key wins. record is JSON.
+      CREATE TABLE verdicts (
+        turn_key     TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        guardrail    TEXT NOT NULL,
+        args_digest  TEXT NOT NULL,
+        record       TEXT NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
+      ) WITHOUT ROWID;
+      CREATE TABLE approvals (
+        turn_key     TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        guardrail    TEXT NOT NULL,
+        args_digest  TEXT NOT NULL,
+        record       TEXT NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
+      ) WITHOUT ROWID;
+
+      -- The audit trail, append-only. event is the JSON AuditEvent; at_ms is Date.parse(event.at)
+      -- (NULL if unparseable), for readAudit's since filter.
+      CREATE TABLE audit_events (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms    INTEGER,
+        turn_key TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        event    TEXT NOT NULL
+      );
+    `,
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Values in and out of SQLite
+
+type SqlText = string | Buffer;
+type Row = Record<string, unknown>;
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * SQLite text is UTF-8, and better-sqlite3 replaces a lone surrogate with U+FFFD, which would
+ * change the string and could make two ids equal. Such a string is stored as its UTF-16LE bytes
+ * (a BLOB never equals a TEXT value, so distinct strings stay distinct).
+ */
+function encodeText(value: string): SqlText {
+  return LONE_SURROGATE.test(value) ? Buffer.from(value, "utf16le") : value;
+}
+
+function decodeText(value: unknown): unknown {
+  return Buffer.isBuffer(value) ? value.toString("utf16le") : value;
+}
+
+/** Date.parse, as the in-memory store compares times; NULL in SQL when unparseable. */
+function epochMs(timestamp: string): number | null {
+  const ms = Date.parse(timestamp);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+function corrupt(what: string, detail: string, cause?: unknown): StoreContractError {
+  return new StoreContractError(
+    `corrupt ${what} in the SQLite guardrail store: ${detail}`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** Parses a row read back; a row that does not parse is a corrupt record (fail closed). */
+function parseRow<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw corrupt(what, z.prettifyError(parsed.error));
+  return parsed.data;
+}
+
+function parseJson(text: unknown, what: string): unknown {
+  if (typeof text !== "string") throw corrupt(what, "the JSON column is not text");
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw corrupt(what, "the JSON column does not parse", error);
+  }
+}
+
+/** 1/0 as stored; anything else is passed through for the schema to reject. */
+function decodeBoolean(value: unknown): unknown {
+  return value === 1 ? true : value === 0 ? false : value;
+}
+
+const ClaimStateSchema = z.enum(["pending", "complete", "unknown", "pruned"]);
+
+/** A claim row, as read back. */
+const StoredClaimSchema = z
+  .strictObject({
+    identity: MutationIdentitySchema,
+    token: z.string().min(1),
+    state: ClaimStateSchema,
+    result: MutationResultSchema.optional(),
+    claimedAt: z.iso.datetime({ offset: true }),
+  })
+  .refine(
+    (claim) => (claim.state === "complete") === (claim.result !== undefined),
+    "a complete claim has a result, and no other claim does",
+  );
+type StoredClaim = z.infer<typeof StoredClaimSchema>;
+
+function claimFromRow(row: Row): StoredClaim {
+  const content = decodeText(row.result_content);
+  const status = row.result_status;
+  return parseRow(
+    StoredClaimSchema,
+    {
+      identity: {
+        turnKey: row.turn_key,
+        scopeId: decodeText(row.scope_id),
+        toolCallId: decodeText(row.tool_call_id),
+        toolName: decodeText(row.tool_name),
+        argsDigest: row.args_digest,
+        mutationKey: row.mutation_key,
+      },
+      token: decodeText(row.token),
+      state: row.state,
+      result: content === null && status === null ? undefined : { content, status },
+      claimedAt: row.claimed_at,
+    },
+    `claim for turn ${String(row.turn_key)}`,
+  );
+}
+
+function receiptFromRow(row: Row): AdmissionReceipt {
+  return parseRow(
+    AdmissionReceiptSchema,
+    {
+      turnKey: row.turn_key,
+      scopeId: decodeText(row.scope_id),
+      turnId: decodeText(row.turn_id),
+      policyVersion: decodeText(row.policy_version),
+      moderationDigest: row.moderation_digest,
+      allowed: decodeBoolean(row.allowed),
+      decidedAt: row.decided_at,
+    },
+    `admission receipt for turn ${String(row.turn_key)}`,
+  );
+}
+
+/** A verdict or approval record: its JSON, parsed, and bound to the key it is stored under. */
+function keyedRecordFromRow<T extends VerdictKey>(schema: z.ZodType<T>, row: Row, key: VerdictKey, what: string): T {
+  const record = parseRow(schema, parseJson(row.record, what), what);
+  if (
+    record.turnKey !== key.turnKey ||
+    record.toolCallId !== key.toolCallId ||
+    record.guardrail !== key.guardrail ||
+    record.argsDigest !== key.argsDigest
+  ) {
+    throw corrupt(what, "the record's key is not the key it is stored under");
+  }
+  return record;
+}
+
+function keyParams(key: VerdictKey): [string, SqlText, SqlText, string] {
+  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.guardrail), key.argsDigest];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening
+
+const OWN_ERROR = Symbol("arkah.sqlite.own");
+
+/** Why `path` cannot be opened, in words, when the file system can tell. */
+function diagnosePath(path: string): string | undefined {
+  const absolute = resolve(path);
+  const dir = dirname(absolute);
+  const stat = (target: string) => {
+    try {
+      return statSync(target);
+    } catch (error) {
+      return error as NodeJS.ErrnoException;
+    }
+  };
+  const dirStat = stat(dir);
+  if (dirStat instanceof Error) {
+    return dirStat.code === "ENOENT"
+      ? `its directory ${JSON.stringify(dir)} does not exist; create it first`
+      : `its directory ${JSON.stringify(dir)} cannot be read (${dirStat.code ?? dirStat.message})`;
+  }
+  if (!dirStat.isDirectory()) return `${JSON.stringify(dir)} is not a directory`;
+  const fileStat = stat(absolute);
+  if (!(fileStat instanceof Error) && fileStat.isDirectory()) return "it is a directory, not a database file";
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    return `its directory ${JSON.stringify(dir)} is not writable (SQLite needs to create the file and its -wal and -shm files there)`;
+  }
+  if (!(fileStat instanceof Error)) {
+    try {
+      accessSync(absolute, constants.R_OK | constants.W_OK);
+    } catch {
+      return "the file is not readable and writable by this process";
+    }
+  }
+  return undefined;
+}
+
+function openError(path: string, cause: unknown): Error {
+  const reason =
+    (path === ":memory:" ? undefined : diagnosePath(path)) ?? (cause instanceof Error ? cause.message : String(cause));
+  return new Error(`cannot open the SQLite guardrail store at ${JSON.stringify(path)}: ${reason}`, { cause });
+}
+
+function ownError(message: string): Error {
+  const error = new Error(message);
+  Object.defineProperty(error, OWN_ERROR, { value: true });
+  return error;
+}
+
+/** Applies the migrations the file lacks, in one immediate transaction (one process at a time). */
+function migrate(db: Database.Database, path: string): void {
+  db.transaction(() => {
+    db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");
+    // version is the rowid: an integer, or NULL (max of nothing) in a fresh file.
+    const version: unknown = db.prepare("SELECT max(version) FROM schema_migrations").pluck().get() ?? 0;
+    if (typeof version !== "number" || version < 0) {
+      throw ownError(
+        `the SQLite guardrail store at ${JSON.stringify(path)} has an unreadable schema_migrations table (max version ${JSON.stringify(version)})`,
+      );
+    }
+    if (version > SQLITE_SCHEMA_VERSION) {
+      throw ownError(
+        `the SQLite guardrail store at ${JSON.stringify(path)} has schema version ${String(version)}, written by a newer ` +
+          `arkah-agent-guardrails; this version supports up to ${String(SQLITE_SCHEMA_VERSION)}. Upgrade the package; ` +
+          `never downgrade a store in use`,
+      );
+    }
+    const record = db.prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)");
+    for (const migration of MIGRATIONS) {
+      if (migration.version <= version) continue;
+      db.exec(migration.sql);
+      record.run(migration.version, new Date().toISOString());
+    }
+  }).immediate();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store
+
+type Statement = Database.Statement<unknown[], Row>;
+
+export class SqliteGuardrailStore implements GuardrailStore {
+  readonly #db: Database.Database;
+  readonly #now: () => Date;
+  readonly #sql: Statements;
+  readonly #tx: ReturnType<typeof prepareTransactions>;
+
+  private constructor(db: Database.Database, now: () => Date) {
+    this.#db = db;
+    this.#now = now;
+    this.#sql = prepareStatements(db);
+    this.#tx = prepareTransactions(db, this.#sql, () => this.#timestamp());
+  }
+
+  /**
+   * Opens (creating if needed) the store at `options.path`, applying pending migrations. Throws
+   * `ConfigurationError` for invalid options, and an `Error` naming the path and the cause when the
+   * file cannot be opened or was written by a newer version.
+   */
+  static open(options: SqliteGuardrailStoreOptions): SqliteGuardrailStore {
+    const parsed = OptionsSchema.safeParse(options);
+    if (!parsed.success) {
+      throw new ConfigurationError(`invalid SqliteGuardrailStore options: ${z.prettifyError(parsed.error)}`);
+    }
+    const { path, now = () => new Date(), busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_MS, synchronous = "full" } = parsed.data;
+    let db: Database.Database;
+    try {
+      db = new Database(path, { timeout: busyTimeoutMs });
+    } catch (error) {
+      throw openError(path, error);
+    }
+    try {
+      const mode: unknown = db.pragma("journal_mode = WAL", { simple: true });
+      if (mode !== "wal" && !(path === ":memory:" && mode === "memory")) {
+        throw ownError(
+          `the SQLite guardrail store at ${JSON.stringify(path)} cannot use WAL mode (journal_mode is ${String(mode)}); ` +
+            "put it on a local file system",
+        );
+      }
+      db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
+      migrate(db, path);
+      return new SqliteGuardrailStore(db, now);
+    } catch (error) {
+      db.close();
+      if (typeof error === "object" && error !== null && OWN_ERROR in error) throw error;
+      throw openError(path, error);
+    }
+  }
+
+  /** Closes the connection. Calls after this reject. Idempotent. */
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+
+  #timestamp(): string {
+    return this.#now().toISOString();
+  }
+
+  // -- admission ------------------------------------------------------------------------------
+
+  async getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
+    const row = this.#sql.getReceipt.get(parseDigest(turnKey, "turn key"));
+    return row === undefined ? undefined : receiptFromRow(row);
+  }
+
+  async putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
+    const candidate = parseStoreValue(AdmissionReceiptSchema, receipt, "admission receipt");
+    return this.#tx.putReceipt.immediate(candidate);
+  }
+
+  // -- read evidence --------------------------------------------------------------------------
+
+  async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
+    const { turnKey, evidenceDigest } = parseEvidence(evidence);
+    this.#sql.insertRead.run(turnKey, evidenceDigest);
+  }
+
+  async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
+    const { turnKey, evidenceDigest } = parseEvidence(evidence);
+    return this.#sql.hasRead.get(turnKey, evidenceDigest) !== undefined;
+  }
+
+  // -- mutation claims ------------------------------------------------------------------------
+
+  async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+    const parsed = parseIdentity(identity);
+    return this.#tx.claim.immediate(parsed, requiresResolvedScope(options));
+  }
+
+  async settleMutation(settlement: MutationSettlement): Promise<boolean> {
+    return this.#tx.settle.immediate(parseSettlement(settlement));
+  }
+
+  // -- verdicts and approvals -----------------------------------------------------------------
+
+  async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
+    const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
+    return this.#tx.putVerdict.immediate(candidate);
+  }
+
+  async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
+    const parsed = parseStoreValue(VerdictKeySchema, key, "verdict key");
+    const row = this.#sql.getVerdict.get(...keyParams(parsed));
+    return row === undefined ? undefined : keyedRecordFromRow(VerdictRecordSchema, row, parsed, "verdict record");
+  }
+
+  async recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
+    const candidate = parseStoreValue(ApprovalRecordSchema, record, "approval record");
+    return this.#tx.putApproval.immediate(candidate);
+  }
+
+  async getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
+    const parsed = parseStoreValue(VerdictKeySchema, key, "approval key");
+    const row = this.#sql.getApproval.get(...keyParams(parsed));
+    return row === undefined ? undefined : keyedRecordFromRow(ApprovalRecordSchema, row, parsed, "approval record");
+  }
+
+  // -- audit trail ----------------------------------------------------------------------------
+
+  async appendAudit(event: AuditEvent): Promise<void> {
+    appendEvent(this.#sql, parseStoreValue(AuditEventSchema, event, "audit event"));
+  }
+
+
+  async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
+    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const from = since === undefined ? null : epochMs(since);
+    const rows = from === null ? this.#sql.readAudit.all(afterSeq, limit) : this.#sql.readAuditSince.all(afterSeq, from, limit);
+    return rows.map((row) => {
+      const what = `audit event ${String(row.seq)}`;
+      const event = parseJson(row.event, what);
+      if (typeof event !== "object" || event === null || Array.isArray(event)) throw corrupt(what, "not a JSON object");
+      return parseRow(StoredAuditEventSchema, { ...event, seq: row.seq }, what);
+    });
+  }
+
+  // -- reconciliation and retention -----------------------------------------------------------
+
+  async listUnresolved(): Promise<UnresolvedMutation[]> {
+    return this.#sql.listUnresolved.all().map((row) => {
+      const claim = claimFromRow(row);
+      return parseRow(
+        UnresolvedMutationSchema,
+        { ...claim.identity, state: claim.state, claimedAt: claim.claimedAt },
+        `claim for turn ${claim.identity.turnKey}`,
+      );
+    });
+  }
+
+  async reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
+    const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
+    return this.#tx.reconcile.immediate(parsed);
+  }
+
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    const cutoff = epochMs(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
+    // An unparseable cutoff compares false with every time, as in the in-memory store: nothing goes.
+    if (cutoff === null) return { turns: 0 };
+    return this.#tx.prune.immediate(cutoff);
+  }
+}
+
+/**
+ * The read-then-write operations, each one transaction; callers run them with `.immediate()`
+ * (`BEGIN IMMEDIATE`: the write lock is taken before the first read).
+ */
+function prepareTransactions(db: Database.Database, sql: Statements, timestamp: () => string) {
+  const putReceipt = db.transaction((receipt: AdmissionReceipt): AdmissionReceipt => {
+    const inserted = sql.insertReceipt.run(
+      receipt.turnKey,
+      encodeText(receipt.scopeId),
+      encodeText(receipt.turnId),
+      encodeText(receipt.policyVersion),
+      receipt.moderationDigest,
+      receipt.allowed ? 1 : 0,
+      receipt.decidedAt,
+    );
+    if (inserted.changes === 1) return receipt;
+    const row = sql.getReceipt.get(receipt.turnKey);
+    if (row === undefined) throw corrupt("admission receipt", `turn ${receipt.turnKey} neither inserted nor found`);
+    return receiptFromRow(row);
+  });
+
+  const claim = db.transaction((identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult => {
+    const row = sql.getClaim.get(identity.turnKey);
+    if (row !== undefined) {
+      const existing = claimFromRow(row);
+      if (existing.state === "pruned" || existing.identity.mutationKey !== identity.mutationKey) {
+        return { status: "conflict" };
+      }
+      if (existing.state === "complete" && existing.result !== undefined) {
+        return { status: "replay", result: existing.result };
+      }
+      return { status: existing.state === "unknown" ? "unknown" : "pending" };
+    }
+    const scopeId = encodeText(identity.scopeId);
+    if (requireResolvedScope && sql.scopeHasUnknown.get(scopeId) !== undefined) {
+      return { status: "scope_unresolved" };
+    }
+    const token = randomUUID();
+    const claimedAt = timestamp();
+    sql.insertClaim.run(
+      identity.turnKey,
+      scopeId,
+      encodeText(identity.toolCallId),
+      encodeText(identity.toolName),
+      identity.argsDigest,
+      identity.mutationKey,
+      token,
+      claimedAt,
+      epochMs(claimedAt),
+    );
+    return { status: "acquired", token };
+  });
+
+  const settle = db.transaction((settlement: MutationSettlement): boolean => {
+    const token = encodeText(settlement.token);
+    const row = sql.getClaimToken.get(settlement.turnKey);
+    if (row?.state !== "pending" || !sameText(row.token, token)) return false;
+    const settledAt = timestamp();
+    const applied =
+      settlement.outcome === "complete"
+        ? sql.settleComplete.run(
+            encodeText(settlement.result.content),
+            settlement.result.status,
+            settledAt,
+            epochMs(settledAt),
+            settlement.turnKey,
+            token,
+          )
+        : sql.settleUnknown.run(settledAt, epochMs(settledAt), settlement.turnKey, token);
+    return applied.changes === 1;
+  });
+
+  /** Insert-if-absent of a verdict or approval; returns whichever record won. */
+  const putKeyed = <T extends VerdictKey>(insert: Statement, select: Statement, schema: z.ZodType<T>, what: string) =>
+    db.transaction((record: T): T => {
+      const params = keyParams(record);
+      const inserted = insert.run(...params, JSON.stringify(record));
+      if (inserted.changes === 1) return structuredClone(record);
+      const row = select.get(...params);
+      if (row === undefined) throw corrupt(what, "neither inserted nor found");
+      return keyedRecordFromRow(schema, row, record, what);
+    });
+
+  const reconcile = db.transaction((reconciliation: Reconciliation): ReconcileResult => {
+    const row = sql.getClaim.get(reconciliation.turnKey);
+    if (row === undefined) return { reconciled: false, reason: "not_found" };
+    const existing = claimFromRow(row);
+    if (existing.state !== "pending" && existing.state !== "unknown") {
+      return { reconciled: false, reason: "not_unresolved" };
+    }
+    const at = timestamp();
+    if (reconciliation.resolution === "completed") {
+      sql.reconcileComplete.run(
+        encodeText(reconciliation.result.content),
+        reconciliation.result.status,
+        at,
+        epochMs(at),
+        reconciliation.turnKey,
+      );
+    } else {
+      sql.deleteClaim.run(reconciliation.turnKey);
+    }
+    const { identity } = existing;
+    appendEvent(sql, {
+      at,
+      decision: "reconciled",
+      turnKey: identity.turnKey,
+      scopeId: identity.scopeId,
+      toolCallId: identity.toolCallId,
+      toolName: identity.toolName,
+      kind: "mutation",
+      argsDigest: identity.argsDigest,
+      mutationKey: identity.mutationKey,
+      action: reconciliation.resolution,
+      operatorRef: reconciliation.operatorRef,
+    });
+    return { reconciled: true, state: existing.state };
+  });
+
+  const prune = db.transaction((cutoff: number): PruneResult => {
+    sql.pruneReads.run(cutoff);
+    sql.pruneVerdicts.run(cutoff);
+    sql.pruneApprovals.run(cutoff);
+    return { turns: sql.pruneClaims.run(cutoff).changes };
+  });
+
+  return {
+    putReceipt,
+    claim,
+    settle,
+    putVerdict: putKeyed(sql.insertVerdict, sql.getVerdict, VerdictRecordSchema, "verdict record"),
+    putApproval: putKeyed(sql.insertApproval, sql.getApproval, ApprovalRecordSchema, "approval record"),
+    reconcile,
+    prune,
+  };
+}
+
+function appendEvent(sql: Statements, event: AuditEvent): void {
+  sql.appendAudit.run(epochMs(event.at), event.turnKey, event.decision, JSON.stringify(event));
+}
+
+function sameText(stored: unknown, expected: SqlText): boolean {
+  if (typeof stored === "string" || typeof expected === "string") return stored === expected;
+  return Buffer.isBuffer(stored) && stored.equals(expected);
+}
+
+const CLAIM_COLUMNS =
+  "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, result_content, result_status, claimed_at";
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+/** Every statement, prepared once per connection. */
+function prepareStatements(db: Database.Database) {
+  const prepare = (source: string): Statement => db.prepare<unknown[], Row>(source);
+  const keyed = (table: "verdicts" | "approvals") => ({
+    insert: prepare(
+      `INSERT OR IGNORE INTO ${table} (turn_key, tool_call_id, guardrail, args_digest, record) VALUES (?, ?, ?, ?, ?)`,
+    ),
+    select: prepare(
+      `SELECT record FROM ${table} WHERE turn_key = ? AND tool_call_id = ? AND guardrail = ? AND args_digest = ?`,
+    ),
+    prune: prepare(
+      `DELETE FROM ${table} WHERE turn_key IN (SELECT turn_key FROM claims WHERE state = 'complete' AND settled_at_ms < ?)`,
+    ),
+  });
+  const verdicts = keyed("verdicts");
+  const approvals = keyed("approvals");
+  return {
+    getReceipt: prepare(
+      "SELECT turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at FROM receipts WHERE turn_key = ?",
+    ),
+    insertReceipt: prepare(
+      "INSERT OR IGNORE INTO receipts (turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ),
+    insertRead: prepare("INSERT OR IGNORE INTO read_evidence (turn_key, evidence_digest) VALUES (?, ?)"),
+    hasRead: prepare("SELECT 1 FROM read_evidence WHERE turn_key = ? AND evidence_digest = ?"),
+    getClaim: prepare(`SELECT ${CLAIM_COLUMNS} FROM claims WHERE turn_key = ?`),
+    getClaimToken: prepare("SELECT token, state FROM claims WHERE turn_key = ?"),
+    scopeHasUnknown: prepare("SELECT 1 FROM claims WHERE scope_id = ? AND state = 'unknown' LIMIT 1"),
+    insertClaim: prepare(
+      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_at_ms) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+    ),
+    settleComplete: prepare(
+      "UPDATE claims SET state = 'complete', result_content = ?, result_status = ?, settled_at = ?, settled_at_ms = ? " +
+        "WHERE turn_key = ? AND token = ? AND state = 'pending'",
+    ),
+    settleUnknown: prepare(
+      "UPDATE claims SET state = 'unknown', settled_at = ?, settled_at_ms = ? WHERE turn_key = ? AND token = ? AND state = 'pending'",
+    ),
+    reconcileComplete: prepare(
+      "UPDATE claims SET state = 'complete', result_content = ?, result_status = ?, settled_at = ?, settled_at_ms = ? " +
+        "WHERE turn_key = ? AND state IN ('pending', 'unknown')",
+    ),
+    deleteClaim: prepare("DELETE FROM claims WHERE turn_key = ? AND state IN ('pending', 'unknown')"),
+    listUnresolved: prepare(
+      `SELECT ${CLAIM_COLUMNS} FROM claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
+    ),
+    insertVerdict: verdicts.insert,
+    getVerdict: verdicts.select,
+    insertApproval: approvals.insert,
+    getApproval: approvals.select,
+    appendAudit: prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (?, ?, ?, ?)"),
+    readAudit: prepare("SELECT seq, event FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?"),
+    readAuditSince: prepare(
+      "SELECT seq, event FROM audit_events WHERE seq > ? AND (at_ms IS NULL OR at_ms >= ?) ORDER BY seq LIMIT ?",
+    ),
+    pruneReads: prepare(
+      "DELETE FROM read_evidence WHERE turn_key IN (SELECT turn_key FROM claims WHERE state = 'complete' AND settled_at_ms < ?)",
+    ),
+    pruneVerdicts: verdicts.prune,
+    pruneApprovals: approvals.prune,
+    pruneClaims: prepare(
+      "UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL " +
+        "WHERE state = 'complete' AND settled_at_ms < ?",
+    ),
+  };
+}

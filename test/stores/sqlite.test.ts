@@ -1,0 +1,661 @@
+/**
+ * What only the SQLite adapter has: opening (options, paths, pragmas, migrations), durability
+ * across reopening, locking, corrupted rows, exact strings, and a differential run against the
+ * in-memory reference store. The contract itself is checked by sqlite.conformance.test.ts.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  ConfigurationError,
+  digest,
+  InMemoryGuardrailStore,
+  mutationKey,
+  StoreContractError,
+  turnKey,
+  type AdmissionReceipt,
+  type ApprovalRecord,
+  type AuditEvent,
+  type GuardrailStore,
+  type MutationIdentity,
+  type MutationResult,
+  type TurnRef,
+  type VerdictKey,
+  type VerdictRecord,
+} from "arkah-agent-guardrails";
+import { SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0).reverse()) cleanup();
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "arkah-sqlite-"));
+  cleanups.push(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+function tempPath(): string {
+  return join(tempDir(), "guardrails.sqlite");
+}
+
+function open(path: string, options: { now?: () => Date; busyTimeoutMs?: number } = {}): SqliteGuardrailStore {
+  const store = SqliteGuardrailStore.open({ path, ...options });
+  cleanups.push(() => {
+    store.close();
+  });
+  return store;
+}
+
+/** A second, raw connection to the same file: what an operator's hand edit (or a bad disk) does. */
+function raw(path: string): Database.Database {
+  const db = new Database(path);
+  cleanups.push(() => {
+    db.close();
+  });
+  return db;
+}
+
+const TURN: TurnRef = { scopeId: "doc-1", turnId: "turn-1" };
+const TURN_KEY = turnKey(TURN);
+const RESULT: MutationResult = { content: '{"title":"Field notes"}', status: "success" };
+
+function identity(turn: TurnRef = TURN, callId = "w1", args: Record<string, unknown> = { title: "Field notes" }): MutationIdentity {
+  const call = { id: callId, name: "rename_document", args };
+  return {
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(args),
+    mutationKey: mutationKey(turn, call),
+  };
+}
+
+function receipt(overrides: Partial<AdmissionReceipt> = {}): AdmissionReceipt {
+  return {
+    turnKey: TURN_KEY,
+    scopeId: TURN.scopeId,
+    turnId: TURN.turnId,
+    policyVersion: "v1",
+    moderationDigest: digest({ segments: "user" }),
+    allowed: true,
+    decidedAt: "2031-02-03T04:05:06.789+01:00",
+    ...overrides,
+  };
+}
+
+const VERDICT_KEY: VerdictKey = { turnKey: TURN_KEY, toolCallId: "w1", guardrail: "pii", argsDigest: digest({ title: "x" }) };
+
+function verdict(key: VerdictKey = VERDICT_KEY): VerdictRecord {
+  return {
+    ...key,
+    verdict: {
+      action: "deny",
+      outcome: "complete",
+      detections: [{ rule: "email", detected: true, spans: [{ start: 0, end: 4 }], score: 0.5, note: null }],
+      reason: "no emails",
+      code: "pii_found",
+      details: { fields: ["title"], nested: { ok: false } },
+    },
+    recordedAt: "2031-02-03T04:05:06.789Z",
+  };
+}
+
+function approval(key: VerdictKey = VERDICT_KEY): ApprovalRecord {
+  return { ...key, decision: { decision: "edit", args: { title: "Safe", tags: ["a", 1, null] } }, decidedAt: "2031-02-03T04:05:07Z" };
+}
+
+function auditEvent(overrides: Partial<AuditEvent> = {}): AuditEvent {
+  return {
+    at: "2031-02-03T04:05:06.789Z",
+    decision: "executed",
+    turnKey: TURN_KEY,
+    scopeId: TURN.scopeId,
+    toolCallId: "w1",
+    toolName: "rename_document",
+    kind: "mutation",
+    args: { title: "Field notes", n: [1, 2.5, true, null] },
+    result: "ok",
+    ...overrides,
+  };
+}
+
+async function acquire(store: GuardrailStore, id: MutationIdentity = identity()): Promise<string> {
+  const claim = await store.claimMutation(id);
+  if (claim.status !== "acquired") throw new Error(`expected acquired, got ${claim.status}`);
+  return claim.token;
+}
+
+async function contractError(promise: Promise<unknown>): Promise<StoreContractError> {
+  const error = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
+  return error as StoreContractError;
+}
+
+function openError(path: string): Error {
+  try {
+    SqliteGuardrailStore.open({ path }).close();
+  } catch (error) {
+    expect(error).toBeInstanceOf(Error);
+    return error as Error;
+  }
+  throw new Error(`expected opening ${path} to fail`);
+}
+
+const untyped = (value: unknown): never => value as never;
+
+// ---------------------------------------------------------------------------------------------
+
+describe("SqliteGuardrailStore.open: options and paths", () => {
+  it.each<[string, unknown]>([
+    ["no options", undefined],
+    ["an empty path", { path: "" }],
+    ["a non-string path", { path: 42 }],
+    ["a negative busy timeout", { path: ":memory:", busyTimeoutMs: -1 }],
+    ["a fractional busy timeout", { path: ":memory:", busyTimeoutMs: 1.5 }],
+    ["an unknown synchronous mode", { path: ":memory:", synchronous: "off" }],
+    ["a clock that is not a function", { path: ":memory:", now: "2031-01-01" }],
+    ["an unknown option", { path: ":memory:", readonly: true }],
+  ])("rejects %s with a ConfigurationError", (_label, options) => {
+    let caught: unknown;
+    try {
+      SqliteGuardrailStore.open(untyped(options));
+    } catch (error) {
+      caught = error;
+    }
+    expect(ConfigurationError.isInstance(caught), String(caught)).toBe(true);
+    expect(String(caught)).toMatch(/invalid SqliteGuardrailStore options/);
+  });
+
+  it("opens :memory: and a new file with synchronous normal", async () => {
+    const memory = open(":memory:");
+    expect((await memory.claimMutation(identity())).status).toBe("acquired");
+    const file = SqliteGuardrailStore.open({ path: tempPath(), synchronous: "normal", busyTimeoutMs: 0 });
+    cleanups.push(() => {
+      file.close();
+    });
+    expect((await file.claimMutation(identity())).status).toBe("acquired");
+  });
+
+  it("names the path and says the directory is missing", () => {
+    const path = join(tempDir(), "missing", "guardrails.sqlite");
+    const error = openError(path);
+    expect(error.message).toContain(JSON.stringify(path));
+    expect(error.message).toMatch(/directory .*missing.* does not exist/);
+    expect(error.cause).toBeInstanceOf(Error);
+  });
+
+  it("names the path and says the parent is not a directory", () => {
+    const file = join(tempDir(), "plain-file");
+    writeFileSync(file, "not a directory");
+    const path = join(file, "guardrails.sqlite");
+    const error = openError(path);
+    expect(error.message).toContain(JSON.stringify(path));
+    expect(error.message).toMatch(/is not a directory/);
+    expect(error.cause).toBeDefined();
+  });
+
+  it("names the path and says it is a directory", () => {
+    const path = join(tempDir(), "a-directory");
+    mkdirSync(path);
+    const error = openError(path);
+    expect(error.message).toContain(JSON.stringify(path));
+    expect(error.message).toMatch(/is a directory/);
+  });
+
+  it("names the path and passes SQLite's reason for a file that is not a database", () => {
+    const path = join(tempDir(), "garbage.sqlite");
+    writeFileSync(path, "this is not a database, just some text that is long enough to be read as a header ".repeat(20));
+    const error = openError(path);
+    expect(error.message).toContain(JSON.stringify(path));
+    expect(error.message).toMatch(/not a database/);
+    expect((error.cause as { code?: string }).code).toBe("SQLITE_NOTADB");
+  });
+});
+
+describe("SqliteGuardrailStore: pragmas and migrations", () => {
+  it("puts the file in WAL mode and records schema version 1 once", () => {
+    const path = tempPath();
+    open(path).close();
+    open(path).close();
+    const db = raw(path);
+    expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1]);
+    expect(SQLITE_SCHEMA_VERSION).toBe(1);
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+    expect(tables).toEqual(
+      expect.arrayContaining(["approvals", "audit_events", "claims", "read_evidence", "receipts", "schema_migrations", "verdicts"]),
+    );
+  });
+
+  it("refuses a file written by a newer version, naming both versions, and leaves it untouched", async () => {
+    const path = tempPath();
+    const store = open(path);
+    await store.putReceiptIfAbsent(receipt());
+    store.close();
+    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (2, '2040-01-01T00:00:00Z')").run();
+
+    const error = openError(path);
+    expect(error.message).toContain(JSON.stringify(path));
+    expect(error.message).toMatch(/schema version 2/);
+    expect(error.message).toMatch(/supports up to 1/);
+    expect(raw(path).prepare("SELECT count(*) FROM receipts").pluck().get()).toBe(1);
+  });
+
+  it("refuses another application's database without changing it", () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.exec("CREATE TABLE claims (anything TEXT)");
+    const error = openError(path);
+    expect(error.message).toContain(JSON.stringify(path));
+    expect(error.message).toMatch(/claims already exists/);
+    // The migration ran in one transaction: nothing of it is left behind.
+    expect(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all()).toEqual(["claims"]);
+  });
+
+  it("waits for another connection's write lock, and rejects once busyTimeoutMs is spent, changing nothing", async () => {
+    const path = tempPath();
+    const store = open(path, { busyTimeoutMs: 0 });
+    await store.putReceiptIfAbsent(receipt());
+    const db = raw(path);
+    db.exec("BEGIN IMMEDIATE");
+    const error: unknown = await store.claimMutation(identity()).catch((reason: unknown) => reason);
+    expect((error as { code?: string }).code).toBe("SQLITE_BUSY");
+    // WAL: readers are not blocked by the writer.
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt());
+    db.exec("ROLLBACK");
+    expect((await store.claimMutation(identity())).status).toBe("acquired");
+  });
+
+  it("rejects every call after close; close is idempotent", async () => {
+    const store = SqliteGuardrailStore.open({ path: tempPath() });
+    store.close();
+    store.close();
+    await expect(store.getReceipt(TURN_KEY)).rejects.toThrow(/not open/);
+    await expect(store.claimMutation(identity())).rejects.toThrow(/not open/);
+  });
+});
+
+describe("SqliteGuardrailStore: durability and sharing", () => {
+  it("keeps every record across close and reopen, and continues the audit numbering", async () => {
+    const path = tempPath();
+    const first = open(path);
+    await first.putReceiptIfAbsent(receipt());
+    await first.recordSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: digest("read") });
+    const token = await acquire(first);
+    await first.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
+    const pendingTurn = { scopeId: "doc-1", turnId: "turn-2" };
+    await acquire(first, identity(pendingTurn));
+    await first.recordVerdict(verdict());
+    await first.recordApproval(approval());
+    await first.appendAudit(auditEvent());
+    first.close();
+
+    const second = open(path);
+    expect(await second.getReceipt(TURN_KEY)).toEqual(receipt());
+    expect(await second.hasSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: digest("read") })).toBe(true);
+    expect(await second.claimMutation(identity())).toEqual({ status: "replay", result: RESULT });
+    expect(await second.claimMutation(identity(pendingTurn))).toEqual({ status: "pending" });
+    expect(await second.getVerdict(VERDICT_KEY)).toEqual(verdict());
+    expect(await second.getApproval(VERDICT_KEY)).toEqual(approval());
+    await second.appendAudit(auditEvent({ decision: "replayed" }));
+    expect(await second.readAudit()).toEqual([
+      { ...auditEvent(), seq: 1 },
+      { ...auditEvent({ decision: "replayed" }), seq: 2 },
+    ]);
+    expect(await second.listUnresolved()).toEqual([
+      expect.objectContaining({ turnKey: turnKey(pendingTurn), state: "pending" }),
+    ]);
+  });
+
+  it("two connections to one file see one ledger: one claim wins, the other's settle is refused", async () => {
+    const path = tempPath();
+    const a = open(path);
+    const b = open(path);
+    const [first, second] = await Promise.all([a.claimMutation(identity()), b.claimMutation(identity())]);
+    expect([first.status, second.status].sort()).toEqual(["acquired", "pending"]);
+    const token = first.status === "acquired" ? first.token : second.status === "acquired" ? second.token : "";
+    expect(await b.settleMutation({ turnKey: TURN_KEY, token: `${token}-forged`, outcome: "complete", result: RESULT })).toBe(false);
+    expect(await b.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+    expect(await a.claimMutation(identity())).toEqual({ status: "replay", result: RESULT });
+  });
+
+  it("guards a real createAgent turn; a second connection (a restarted worker) replays it", async () => {
+    const path = tempPath();
+    const input = turnInput();
+    const service = new DocumentService();
+    const script = [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }];
+
+    const first = open(path);
+    await admit(first, input);
+    const run1 = guardedAgent({ script, store: first, input, service });
+    const written = outcomeOf(await invokeTurn(run1.agent, input), "w1");
+    expect(written).toMatchObject({ status: "success", code: undefined });
+    expect(service.writes).toBe(1);
+    first.close();
+
+    const second = open(path);
+    const run2 = guardedAgent({ script, store: second, input, service });
+    const replayed = outcomeOf(await invokeTurn(run2.agent, input), "w1");
+    expect(replayed).toEqual(written);
+    expect(service.writes).toBe(1);
+  });
+});
+
+describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractError", () => {
+  async function withClaim(state: "pending" | "complete") {
+    const path = tempPath();
+    const store = open(path);
+    const token = await acquire(store);
+    if (state === "complete") await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
+    return { store, db: raw(path) };
+  }
+
+  it.each<[string, "pending" | "complete", string]>([
+    ["a mutation key that is not a digest", "pending", "UPDATE claims SET mutation_key = 'zz'"],
+    ["an empty scope id", "pending", "UPDATE claims SET scope_id = ''"],
+    ["an empty tool call id", "pending", "UPDATE claims SET tool_call_id = ''"],
+    ["an empty token", "pending", "UPDATE claims SET token = ''"],
+    ["a pending claim with a result", "pending", "UPDATE claims SET result_content = 'x', result_status = 'success'"],
+    ["a result status the contract does not know", "complete", "UPDATE claims SET result_status = 'weird'"],
+    ["a complete claim without its result", "complete", "UPDATE claims SET result_content = NULL, result_status = NULL"],
+    ["a claim time that is not a timestamp", "pending", "UPDATE claims SET claimed_at = 'yesterday'"],
+  ])("a claim with %s: claimMutation rejects and nothing is acquired", async (_label, state, edit) => {
+    const { store, db } = await withClaim(state);
+    db.exec(edit);
+    const error = await contractError(store.claimMutation(identity()));
+    expect(error.message).toMatch(/corrupt claim/);
+    await contractError(store.claimMutation(identity(TURN, "other-call")));
+    await contractError(store.reconcileMutation({ turnKey: TURN_KEY, resolution: "no-effect", operatorRef: "INC-9" }));
+    expect(db.prepare("SELECT count(*) FROM claims").pluck().get()).toBe(1);
+    expect(db.prepare("SELECT count(*) FROM audit_events").pluck().get()).toBe(0);
+  });
+
+  it("listUnresolved rejects a corrupt unresolved claim instead of skipping it", async () => {
+    const { store, db } = await withClaim("pending");
+    db.exec("UPDATE claims SET args_digest = 'ABC'");
+    await contractError(store.listUnresolved());
+  });
+
+  it.each([
+    ["allowed is not 0 or 1", "UPDATE receipts SET allowed = 2"],
+    ["a bad moderation digest", "UPDATE receipts SET moderation_digest = 'x'"],
+    ["a bad decision time", "UPDATE receipts SET decided_at = 'now'"],
+  ])("a receipt where %s: getReceipt and putReceiptIfAbsent reject", async (_label, edit) => {
+    const path = tempPath();
+    const store = open(path);
+    await store.putReceiptIfAbsent(receipt());
+    raw(path).exec(edit);
+    await contractError(store.getReceipt(TURN_KEY));
+    await contractError(store.putReceiptIfAbsent(receipt({ policyVersion: "v2" })));
+  });
+
+  it.each([
+    ["JSON that does not parse", `UPDATE {table} SET record = '{"turnKey":'`],
+    ["JSON that is not a record", `UPDATE {table} SET record = '[1,2,3]'`],
+    ["a record stored under another key", `UPDATE {table} SET record = json_set(record, '$.toolCallId', 'w2')`],
+    ["a record with an unknown field", `UPDATE {table} SET record = json_set(record, '$.extra', 1)`],
+  ])("verdicts and approvals with %s are rejected on read and on insert", async (_label, edit) => {
+    const path = tempPath();
+    const store = open(path);
+    await store.recordVerdict(verdict());
+    await store.recordApproval(approval());
+    const db = raw(path);
+    db.exec(edit.replace("{table}", "verdicts"));
+    db.exec(edit.replace("{table}", "approvals"));
+    await contractError(store.getVerdict(VERDICT_KEY));
+    await contractError(store.recordVerdict(verdict()));
+    await contractError(store.getApproval(VERDICT_KEY));
+    await contractError(store.recordApproval(approval()));
+  });
+
+  it.each([
+    ["JSON that does not parse", "UPDATE audit_events SET event = '{'"],
+    ["JSON that is not an object", "UPDATE audit_events SET event = '[]'"],
+    ["an event missing its decision", "UPDATE audit_events SET event = json_remove(event, '$.decision')"],
+    ["a non-text event", "UPDATE audit_events SET event = 12"],
+  ])("an audit event with %s makes readAudit reject", async (_label, edit) => {
+    const path = tempPath();
+    const store = open(path);
+    await store.appendAudit(auditEvent());
+    raw(path).exec(edit);
+    const error = await contractError(store.readAudit());
+    expect(error.message).toMatch(/audit event 1/);
+  });
+});
+
+describe("SqliteGuardrailStore: strings round-trip exactly", () => {
+  // SQLite text is UTF-8: a lone UTF-16 surrogate cannot be stored as text without changing it.
+  const A = "doc-\ud800";
+  const B = "doc-\udc00";
+
+  /** `digest` refuses lone surrogates, so the turn key is derived from an escaped scope id. */
+  const claimIn = (scopeId: string, turnId: string): MutationIdentity => ({
+    ...identity({ scopeId: JSON.stringify(scopeId), turnId }),
+    scopeId,
+  });
+
+  it("keeps scopes that differ only in a lone surrogate apart", async () => {
+    const store = open(tempPath());
+    const first = claimIn(A, "t1");
+    const token = await acquire(store, first);
+    await store.settleMutation({ turnKey: first.turnKey, token, outcome: "unknown" });
+    expect((await store.claimMutation(claimIn(B, "t2"))).status).toBe("acquired");
+    expect((await store.claimMutation(claimIn(A, "t3"))).status).toBe("scope_unresolved");
+    const unresolved = await store.listUnresolved();
+    expect(unresolved.map((entry) => entry.scopeId)).toEqual([A, B]);
+  });
+
+  it("replays a result with lone surrogates and NUL characters exactly", async () => {
+    const store = open(tempPath());
+    const result: MutationResult = { content: "a\ud800b\u0000c\udfff😀", status: "error" };
+    const token = await acquire(store);
+    await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result });
+    expect(await store.claimMutation(identity())).toEqual({ status: "replay", result });
+  });
+
+  it("keeps verdict keys that differ only in a lone surrogate apart, and settles only with the exact token", async () => {
+    const store = open(tempPath());
+    const keyA = { ...VERDICT_KEY, guardrail: A };
+    const keyB = { ...VERDICT_KEY, guardrail: B };
+    await store.recordVerdict(verdict(keyA));
+    expect(await store.getVerdict(keyB)).toBeUndefined();
+    expect(await store.recordVerdict(verdict(keyB))).toEqual(verdict(keyB));
+    expect(await store.getVerdict(keyA)).toEqual(verdict(keyA));
+    const token = await acquire(store);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: `${token}\ud800`, outcome: "unknown" })).toBe(false);
+    expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Differential: the same random operations against the in-memory reference and SQLite.
+
+/** mulberry32: a small seeded PRNG, so a failing sequence is reproducible from its seed. */
+function prng(seed: number) {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = <T>(values: readonly T[]): T => values[Math.floor(next() * values.length)] as T;
+  return { next, pick };
+}
+
+type Outcome = { ok: unknown } | { error: string };
+
+/** The answer with the store's own tokens replaced, so the two stores can be compared. */
+function normalize(value: unknown): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  if ("status" in value && value.status === "acquired") return { status: "acquired", token: "<token>" };
+  return value;
+}
+
+async function outcome(run: () => Promise<unknown>): Promise<Outcome> {
+  try {
+    return { ok: normalize(await run()) };
+  } catch (error) {
+    return { error: StoreContractError.isInstance(error) ? "StoreContractError" : String(error) };
+  }
+}
+
+describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () => {
+  const SEEDS = Array.from({ length: 24 }, (_, index) => index + 1);
+  const OPERATIONS = 250;
+
+  it.each(SEEDS)("random sequence, seed %i", async (seed) => {
+    const { next, pick } = prng(seed);
+    let ms = Date.UTC(2031, 1, 3, 4, 5, 6, 789);
+    const now = () => new Date(ms);
+    const iso = (offsetMs = 0) => new Date(ms + offsetMs).toISOString();
+    // The same instant written with an offset: `since` and `olderThan` compare instants, not text.
+    const withOffset = (offsetMs = 0) => {
+      const shifted = new Date(ms + offsetMs + 3_600_000).toISOString().replace("Z", "+01:00");
+      return shifted;
+    };
+    const memory = new InMemoryGuardrailStore({ now });
+    const sqlite = open(seed % 4 === 0 ? tempPath() : ":memory:", { now });
+    const stores = [memory, sqlite] as const;
+    const tokens = [new Map<string, string>(), new Map<string, string>()] as const;
+
+    const turns: TurnRef[] = ["doc-1", "doc-2"].flatMap((scopeId) => ["t1", "t2", "t3"].map((turnId) => ({ scopeId, turnId })));
+    const calls = [
+      ["w1", { title: "A" }],
+      ["w2", { title: "B" }],
+    ] as const;
+    const results: MutationResult[] = [RESULT, { content: "failed", status: "error" }, { content: "", status: "success" }];
+    const decisions = ["executed", "replayed", "refused", "verdict", "reconciled"] as const;
+    const key = (): VerdictKey => ({
+      turnKey: turnKey(pick(turns)),
+      toolCallId: pick(["w1", "w2"]),
+      guardrail: pick(["pii", "policy"]),
+      argsDigest: digest(pick(["a", "b"])),
+    });
+
+    const log: string[] = [];
+    for (let step = 0; step < OPERATIONS; step++) {
+      const turn = pick(turns);
+      const tk = turnKey(turn);
+      const [callId, args] = pick(calls);
+      const roll = next();
+      let name: string;
+      let op: (store: GuardrailStore, index: 0 | 1) => Promise<unknown>;
+      if (roll < 0.08) {
+        const advance = pick([0, 0, 1, 999, 60_000, 86_400_000]);
+        ms += advance;
+        log.push(`clock +${String(advance)}`);
+        continue;
+      } else if (roll < 0.14) {
+        const candidate = receipt({
+          turnKey: tk,
+          scopeId: turn.scopeId,
+          turnId: turn.turnId,
+          allowed: next() < 0.5,
+          policyVersion: pick(["v1", "v2"]),
+          decidedAt: pick([iso(), withOffset()]),
+        });
+        name = `putReceiptIfAbsent ${turn.turnId}@${turn.scopeId}`;
+        op = (store) => store.putReceiptIfAbsent(candidate);
+      } else if (roll < 0.17) {
+        name = "getReceipt";
+        op = (store) => store.getReceipt(tk);
+      } else if (roll < 0.22) {
+        const evidence = { turnKey: tk, evidenceDigest: digest(pick(["r1", "r2"])) };
+        const record = next() < 0.5;
+        name = record ? "recordSuccessfulRead" : "hasSuccessfulRead";
+        op = (store) => (record ? store.recordSuccessfulRead(evidence) : store.hasSuccessfulRead(evidence));
+      } else if (roll < 0.42) {
+        const options = pick([undefined, {}, { requireResolvedScope: true }, { requireResolvedScope: false }]);
+        name = `claimMutation ${turn.turnId}@${turn.scopeId} ${callId} ${JSON.stringify(options)}`;
+        op = async (store, index) => {
+          const claim = await store.claimMutation(identity(turn, callId, args), options);
+          if (claim.status === "acquired") tokens[index].set(tk, claim.token);
+          return claim;
+        };
+      } else if (roll < 0.6) {
+        const forged = next() < 0.2;
+        const result = next() < 0.7 ? pick(results) : undefined;
+        name = `settleMutation ${turn.turnId}@${turn.scopeId} ${forged ? "forged" : "own"} ${result === undefined ? "unknown" : "complete"}`;
+        op = (store, index) => {
+          const token = forged ? "forged-token" : (tokens[index].get(tk) ?? "no-token");
+          return store.settleMutation(
+            result === undefined
+              ? { turnKey: tk, token, outcome: "unknown" }
+              : { turnKey: tk, token, outcome: "complete", result },
+          );
+        };
+      } else if (roll < 0.66) {
+        const k = key();
+        const write = next() < 0.5;
+        const record = next() < 0.5 ? verdict(k) : { ...verdict(k), verdict: { action: "observe" as const, outcome: "partial" as const, detections: [] } };
+        name = write ? "recordVerdict" : "getVerdict";
+        op = (store) => (write ? store.recordVerdict(record) : store.getVerdict(k));
+      } else if (roll < 0.7) {
+        const k = key();
+        const write = next() < 0.5;
+        const record: ApprovalRecord = next() < 0.5 ? approval(k) : { ...k, decision: { decision: "reject", message: "no" }, decidedAt: iso() };
+        name = write ? "recordApproval" : "getApproval";
+        op = (store) => (write ? store.recordApproval(record) : store.getApproval(k));
+      } else if (roll < 0.77) {
+        const event = auditEvent({ at: pick([iso(), withOffset(-1), iso(-60_000)]), decision: pick(decisions), turnKey: tk, scopeId: turn.scopeId });
+        name = "appendAudit";
+        op = (store) => store.appendAudit(event);
+      } else if (roll < 0.83) {
+        const query = pick([
+          undefined,
+          {},
+          { since: iso(-1) },
+          { since: withOffset(0) },
+          { afterSeq: Math.floor(next() * 10) },
+          { limit: 1 + Math.floor(next() * 5) },
+          { since: iso(-120_000), afterSeq: 2, limit: 3 },
+        ]);
+        name = `readAudit ${JSON.stringify(query)}`;
+        op = (store) => store.readAudit(query);
+      } else if (roll < 0.88) {
+        name = "listUnresolved";
+        op = (store) => store.listUnresolved();
+      } else if (roll < 0.95) {
+        const result = next() < 0.5 ? pick(results) : undefined;
+        name = `reconcileMutation ${turn.turnId}@${turn.scopeId} ${result === undefined ? "no-effect" : "completed"}`;
+        op = (store) =>
+          store.reconcileMutation(
+            result === undefined
+              ? { turnKey: tk, resolution: "no-effect", operatorRef: "INC-2" }
+              : { turnKey: tk, resolution: "completed", result, operatorRef: "INC-1" },
+          );
+      } else {
+        const olderThan = pick([iso(), iso(-60_000), iso(1), withOffset(-86_400_000), iso(86_400_000)]);
+        name = `prune ${olderThan}`;
+        op = (store) => store.prune({ olderThan });
+      }
+      const expected = await outcome(() => op(stores[0], 0));
+      const actual = await outcome(() => op(stores[1], 1));
+      log.push(name);
+      if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+        // toEqual first, for a readable diff; the log says how the stores got here.
+        expect({ step, actual, history: log.slice(-30) }).toEqual({ step, actual: expected, history: log.slice(-30) });
+      }
+      expect(actual).toEqual(expected);
+    }
+    // And the final states agree in full.
+    expect(await sqlite.listUnresolved()).toEqual(await memory.listUnresolved());
+    expect(await sqlite.readAudit()).toEqual(await memory.readAudit());
+  });
+});
