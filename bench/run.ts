@@ -1,7 +1,7 @@
 /**
  * `pnpm bench`: runs every benchmark, prints the table and writes docs/benchmarks.md.
  *
- *   pnpm bench              full run (about 2-3 minutes on 2 cores)
+ *   pnpm bench              full run (about 5 minutes on 2 cores; PostgreSQL rows need ARKAH_PG_URL)
  *   pnpm bench --quick      a few rounds of each, to check the benchmarks run (does not write docs)
  *   pnpm bench --no-write   full run, print only
  *
@@ -15,6 +15,8 @@ import { benchDigest } from "./digest.js";
 import { benchSchemaGuardrail, benchSchemaShareOfLoop } from "./guardrails.js";
 import { formatNs, formatRate, log, type Interleaved, type ResultRow } from "./harness.js";
 import { benchHistory, type HistoryRow } from "./history.js";
+import { benchPostgres } from "./postgres.js";
+import { benchSqliteClaimSettle, benchSqliteTurn } from "./sqlite.js";
 import { benchStore } from "./store.js";
 
 const argv = new Set(process.argv.slice(2));
@@ -64,7 +66,7 @@ async function main() {
   const rows: ResultRow[] = [];
   const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
 
-  stage(`1/7 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
+  stage(`1/10 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
   const loop = await benchGuardedLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -80,13 +82,13 @@ async function main() {
     ),
   );
 
-  stage("2/7 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
+  stage("2/10 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
   const schema = await benchSchemaGuardrail(
     quick ? { checks: 200, rounds: 3, warmup: 1 } : { checks: 2_000, rounds: 60, minRounds: 15, budgetMs: 8_000, warmup: 5 },
   );
   rows.push(ratioRow("schema guardrail check (vs cfworker validate, cached)", schema, "/check", 1.2));
 
-  stage(`3/7 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
+  stage(`3/10 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
   const share = await benchSchemaShareOfLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -101,7 +103,7 @@ async function main() {
     note: `adds ${regression.toFixed(3)} to the guarded loop's ratio (${ratioText(loop.ratio / share.ratio)} → ${ratioText(loop.ratio)}); ${paired(share)}`,
   });
 
-  stage("4/7 read-then-write turn with admitTurn");
+  stage("4/10 read-then-write turn with admitTurn");
   const turn = await benchReadWriteTurn(
     quick
       ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
@@ -117,7 +119,7 @@ async function main() {
     ),
   );
 
-  stage("5/7 digest vs sha256(JSON.stringify(x))");
+  stage("5/10 digest vs sha256(JSON.stringify(x))");
   const digestRows = await benchDigest(quick ? { rounds: 3, batchMs: 5 } : {});
   for (const row of digestRows) {
     rows.push({
@@ -130,7 +132,7 @@ async function main() {
     });
   }
 
-  stage("6/7 in-memory claim+settle pairs");
+  stage("6/10 in-memory claim+settle pairs");
   const store = await benchStore(
     quick
       ? { pairs: 500, rounds: 5, warmup: 5 }
@@ -147,13 +149,42 @@ async function main() {
     note: `time ratio (subject/baseline); ${paired(store)}`,
   });
 
-  stage(`7/7 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
+  stage(`7/10 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
   const history = await benchHistory(
     quick
       ? { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 2, warmup: 1 }
       : { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 100, minRounds: 10, budgetMs: 13_000, warmup: 3 },
   );
   rows.push(...historyRows(history));
+
+  stage("8/10 SQLite claim+settle pairs vs the same statements through better-sqlite3");
+  const sqlitePairs = await benchSqliteClaimSettle(
+    quick ? { pairs: 50, rounds: 3, warmup: 1 } : { pairs: 200, rounds: 60, minRounds: 10, budgetMs: 15_000, warmup: 3 },
+  );
+  rows.push({
+    benchmark: "sqlite claim+settle (vs the same two statements through better-sqlite3, synchronous=NORMAL)",
+    baseline: `${formatRate(sqlitePairs.baselinePairsPerSecond)} (${formatNs(sqlitePairs.baseline)}/pair)`,
+    subject: `${formatRate(sqlitePairs.subjectPairsPerSecond)} (${formatNs(sqlitePairs.subject)}/pair)`,
+    ratio: ratioText(sqlitePairs.rateRatio),
+    cpuRatio: ratioText(1 / sqlitePairs.cpu.ratio),
+    target: "≥ 0.70x pairs/s",
+    pass: sqlitePairs.rateRatio >= 0.7,
+    note: `throughput ratio (subject/baseline pairs/s); ${paired(sqlitePairs)}`,
+  });
+
+  stage("9/10 guarded turn on SQLite vs the same turn on the in-memory store");
+  const sqliteTurn = await benchSqliteTurn(
+    quick ? { turnsPerSample: 3, rounds: 2, warmup: 1 } : { turnsPerSample: 10, rounds: 40, minRounds: 8, budgetMs: 20_000, warmup: 2 },
+  );
+  rows.push({
+    ...ratioRow("guarded turn: SQLite (synchronous=FULL) vs in-memory store", sqliteTurn, "/turn", Number.POSITIVE_INFINITY),
+    target: "(reported)",
+    pass: true,
+    note: `admitTurn ${formatNs(sqliteTurn.admitNs.memory)} → ${formatNs(sqliteTurn.admitNs.sqlite)}; four commits a turn (receipt, read, claim, settle), each an fsync under FULL; ${paired(sqliteTurn)}`,
+  });
+
+  stage("10/10 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends");
+  rows.push(...(await benchPostgres({ quick })));
 
   const seconds = (performance.now() - started) / 1000;
   stage(`done in ${seconds.toFixed(0)} s; load average ${loadBefore} before, ${loadAverage()} after`);
@@ -313,6 +344,9 @@ never pass for a speed-up.
 | read-then-write turn (bench/agent.ts) | the same turns, no middleware | one server-wide middleware, the turn passed per invoke with \`turnContext\`; each turn: \`admitTurn\` (fresh turn id, moderation stub \`true\`), read, write, answer; time per turn | ≤ 1.15 |
 | digest (bench/digest.ts) | \`sha256(JSON.stringify(x))\` | \`digest(x)\` (RFC 8785 canonical JSON + SHA-256) on small tool arguments, a 10,000-key object, a 1 MiB string | ≤ 1.30 each |
 | claim+settle (bench/store.ts) | a bare async \`Map\`: claim checks and sets a record with a \`randomUUID()\` token, settle compares and updates | \`InMemoryGuardrailStore.claimMutation\` + \`settleMutation\`, a distinct turn key per pair, identities built beforehand | time ratio ≤ 1.50 |
+| SQLite claim+settle (bench/sqlite.ts) | the same two statements (INSERT the claim, compare-and-set UPDATE) issued directly through better-sqlite3, same pragmas (WAL, \`synchronous=NORMAL\`, so the figure is the store's own cost rather than the disk's) | \`SqliteGuardrailStore.claimMutation\` + \`settleMutation\`, one transaction each, every value validated | ≥ 0.70 of the raw pairs/s |
+| SQLite turn (bench/sqlite.ts) | the read-then-write turn on the in-memory store | the same turn on \`SqliteGuardrailStore\` as shipped (\`synchronous=FULL\`: four fsyncs a turn) | reported |
+| PostgreSQL (bench/postgres.ts, needs \`ARKAH_PG_URL\`) | the same claim and settle statements issued directly through \`pg\`; then 1, 2, 4 and 8 workers on distinct turns, with all workers on one turn alongside | \`PostgresGuardrailStore\` | ≥ 0.70 of the raw pairs/s; concurrency reported (pairs/s, p50, p99) |
 | history flatness (bench/history.ts) | the same loop, no middleware | guarded loop of ${String(HISTORY_STEPS)} read steps whose input already holds ${HISTORY_SIZES.map((size) => size.toLocaleString("en-US")).join(", ")} earlier messages (alternating Human/AI text) | the guard's share per call does not grow with the history: at the largest history it is at most ${FLAT_RATIO.toFixed(1)}x the share at none, or at most ${formatNs(FLAT_ABSOLUTE_NS)} more, or more only within noise (under two standard errors of the difference) |
 
 The history share is the median of the per-round differences guarded − unguarded, with a robust
@@ -326,7 +360,8 @@ the same at every history size). It answers the same question (does the guard's 
 history?) without the framework's noise. "guard adds X ± SE" in the notes is the median of the
 per-round differences with its standard error.
 
-Reproduce with \`pnpm bench\` (about 2-3 minutes on 2 cores; it rewrites this file).
+Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file). The PostgreSQL rows need
+\`ARKAH_PG_URL\`: \`bash .ci/run --postgres-only\` starts a throwaway cluster and prints one.
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
 \`pnpm bench --no-write\` prints without writing. On a shared or busy machine (see the load
 average below; it should be well under the number of cores) the wall-clock samples are noisy:

@@ -1,0 +1,805 @@
+/**
+ * The operator CLI (`arkah-guardrails`): the commands in-process against a real SQLite file store,
+ * `main` for flags, messages and exit codes, a few runs of the real entry point as a child
+ * process, and the full round trip through a real `createAgent` loop: a write whose outcome is
+ * lost, `inspect` showing it, `reconcile` resolving it, and the retry that follows. The round trip
+ * also runs against PostgreSQL when ARKAH_PG_URL is set (required under CI=true).
+ *
+ * No mocks: the stores are real files and a real server, the agent is LangChain's, and the CLI
+ * reads the same store the agent wrote through its own connection, as an operator's would.
+ */
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import {
+  digest,
+  mutationKey,
+  turnKey,
+  type GuardrailStore,
+  type MutationIdentity,
+  type MutationSettlement,
+  type TurnRef,
+} from "arkah-agent-guardrails";
+import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
+import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { audit, CliError, EXIT, formatAge, inspect, printable, reconcile } from "../../src/cli/commands.js";
+import { main } from "../../src/cli/main.js";
+import { redactSecrets } from "../../src/cli/open-store.js";
+import {
+  admit,
+  DocumentService,
+  ForwardingStore,
+  guardedAgent,
+  invokeTurn,
+  outcomeOf,
+  read,
+  rename,
+  turnInput,
+  type ToolHooks,
+} from "../support/fixtures.js";
+import { adminPool, dropSchema, freshSchema, PG_URL, requirePostgresUnderCi } from "../support/postgres.js";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const T0 = Date.parse("2026-11-29T18:00:00.000Z");
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "arkah-cli-test-"));
+  dirs.push(dir);
+  return dir;
+}
+
+/** A clock the test moves by hand. */
+function manualClock(start = T0) {
+  let now = start;
+  return {
+    now: () => new Date(now),
+    advance(seconds: number) {
+      now += seconds * 1000;
+    },
+  };
+}
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `main` in-process, capturing what it writes. */
+async function cli(argv: readonly string[], options: { now?: () => Date; env?: Record<string, string> } = {}): Promise<Run> {
+  let stdout = "";
+  let stderr = "";
+  const code = await main(argv, {
+    out: (text) => {
+      stdout += text;
+    },
+    err: (text) => {
+      stderr += text;
+    },
+    env: options.env ?? {},
+    ...(options.now === undefined ? {} : { now: options.now }),
+  });
+  return { code, stdout, stderr };
+}
+
+/** The real entry point, as the bin runs it, in a child process. */
+function spawnCli(argv: readonly string[], env: Record<string, string> = {}): Run {
+  const { ARKAH_DEBUG: _debug, ...inherited } = process.env;
+  const child = spawnSync(process.execPath, ["--import", "tsx", "src/cli/index.ts", ...argv], {
+    cwd: ROOT,
+    encoding: "utf8",
+    env: { ...inherited, ...env },
+  });
+  if (child.error !== undefined) throw child.error;
+  return { code: child.status ?? -1, stdout: child.stdout, stderr: child.stderr };
+}
+
+/** A sink that collects output, for the command functions. */
+function sink() {
+  const lines = { out: "", err: "" };
+  return {
+    lines,
+    out: (text: string) => {
+      lines.out += text;
+    },
+    err: (text: string) => {
+      lines.err += text;
+    },
+  };
+}
+
+function identity(turn: TurnRef, callId: string, toolName = "rename_document", args: unknown = { title: "x" }): MutationIdentity {
+  return {
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: callId,
+    toolName,
+    argsDigest: digest(args),
+    mutationKey: mutationKey(turn, { id: callId, name: toolName, args }),
+  };
+}
+
+/** Claims a mutation slot as a worker would, and settles it `unknown` if asked (else it stays pending). */
+async function claim(store: GuardrailStore, turn: TurnRef, callId: string, settle?: "unknown"): Promise<MutationIdentity> {
+  const id = identity(turn, callId);
+  const claimed = await store.claimMutation(id);
+  if (claimed.status !== "acquired") throw new Error(`expected to acquire, got ${claimed.status}`);
+  if (settle === "unknown") await store.settleMutation({ turnKey: id.turnKey, token: claimed.token, outcome: "unknown" });
+  return id;
+}
+
+/** A SQLite store file in a fresh directory. */
+function sqliteFile(now?: () => Date) {
+  const path = join(tempDir(), "guardrails.sqlite");
+  const store = SqliteGuardrailStore.open({ path, ...(now === undefined ? {} : { now }) });
+  return { path, store, flags: ["--sqlite", path] };
+}
+
+const stackLine = /^\s+at /m;
+
+// ---------------------------------------------------------------------------------------------
+// Commands, in-process, against a real SQLite file
+
+describe("inspect", () => {
+  it("says so when nothing is unresolved, as text and as JSON", async () => {
+    const { store } = sqliteFile();
+    const text = sink();
+    expect(await inspect(store, {}, text)).toBe(EXIT.ok);
+    expect(text.lines.out).toBe("no unresolved mutations\n");
+    const json = sink();
+    await inspect(store, { json: true }, json);
+    expect(JSON.parse(json.lines.out)).toEqual([]);
+    store.close();
+  });
+
+  it("lists pending and unknown mutations oldest first, with age, scope, turn key, tool, call id, state and mutationKey", async () => {
+    const clock = manualClock();
+    const { store } = sqliteFile(clock.now);
+    const older = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    clock.advance(60);
+    const newer = await claim(store, { scopeId: "doc-2", turnId: "t-2" }, "call-2");
+    clock.advance(132); // the older claim is now 3m12s old, the newer 2m12s
+
+    const text = sink();
+    expect(await inspect(store, { now: clock.now }, text)).toBe(EXIT.ok);
+    const lines = text.lines.out.split("\n");
+    expect(lines[0]).toBe("2 unresolved mutations (1 unknown, 1 pending), oldest first:");
+    expect(lines[2]?.split(/\s{2,}/)).toEqual(["AGE", "STATE", "SCOPE", "TOOL", "CALL ID", "TURN KEY", "MUTATION KEY"]);
+    expect(lines[3]?.split(/\s+/)).toEqual(["3m12s", "unknown", "doc-1", "rename_document", "call-1", older.turnKey, older.mutationKey]);
+    expect(lines[4]?.split(/\s+/)).toEqual(["2m12s", "pending", "doc-2", "rename_document", "call-2", newer.turnKey, newer.mutationKey]);
+
+    const json = sink();
+    await inspect(store, { json: true, now: clock.now }, json);
+    expect(JSON.parse(json.lines.out)).toEqual([
+      {
+        turnKey: older.turnKey,
+        scopeId: "doc-1",
+        toolName: "rename_document",
+        toolCallId: "call-1",
+        state: "unknown",
+        claimedAt: "2026-11-29T18:00:00.000Z",
+        ageSeconds: 192,
+        mutationKey: older.mutationKey,
+        argsDigest: older.argsDigest,
+      },
+      {
+        turnKey: newer.turnKey,
+        scopeId: "doc-2",
+        toolName: "rename_document",
+        toolCallId: "call-2",
+        state: "pending",
+        claimedAt: "2026-11-29T18:01:00.000Z",
+        ageSeconds: 132,
+        mutationKey: newer.mutationKey,
+        argsDigest: newer.argsDigest,
+      },
+    ]);
+    store.close();
+  });
+
+  it("escapes control characters in model-chosen ids instead of writing them to the terminal", async () => {
+    const { store } = sqliteFile();
+    const hostile = "call\u001b[2J\nx\u009b31m";
+    await claim(store, { scopeId: "doc-1", turnId: "t-1" }, hostile);
+    const text = sink();
+    await inspect(store, {}, text);
+    expect(text.lines.out).toContain("call\\u001b[2J\\u000ax\\u009b31m");
+    expect(text.lines.out.includes("\u001b") || text.lines.out.includes("\u009b")).toBe(false);
+    const json = sink();
+    await inspect(store, { json: true }, json);
+    expect(json.lines.out.includes("\u001b") || json.lines.out.includes("\u009b")).toBe(false);
+    expect((JSON.parse(json.lines.out) as { toolCallId: string }[])[0]?.toolCallId).toBe(hostile);
+    store.close();
+  });
+
+  it("formats ages as s, m+s, h+m and d+h, never negative", () => {
+    expect([0, 59, 60, 192, 3599, 3600, 7500, 86_399, 86_400, 273_600, -5].map(formatAge)).toEqual([
+      "0s",
+      "59s",
+      "1m00s",
+      "3m12s",
+      "59m59s",
+      "1h00m",
+      "2h05m",
+      "23h59m",
+      "1d00h",
+      "3d04h",
+      "0s",
+    ]);
+    expect(printable("a\u0007b\u2028")).toBe("a\\u0007b\\u2028");
+  });
+});
+
+describe("reconcile", () => {
+  it("completed: stores the operator's result, which the same call then replays; a second reconciliation is wrong state", async () => {
+    const { store } = sqliteFile();
+    const turn = { scopeId: "doc-1", turnId: "t-1" };
+    const id = await claim(store, turn, "call-1", "unknown");
+    const out = sink();
+    const result = { content: '{"title":"x","revision":1}', status: "success" } as const;
+    const code = await reconcile(store, { turnKey: id.turnKey, resolution: "completed", result, operatorRef: "INC-7" }, out);
+    expect(code).toBe(EXIT.ok);
+    expect(out.lines.out).toContain(`reconciled turn ${id.turnKey}`);
+    expect(out.lines.out).toContain("rename_document call-1 in scope doc-1");
+    expect(out.lines.out).toContain(`mutationKey:  ${id.mutationKey}`);
+    expect(out.lines.out).toContain("was:          unknown");
+    expect(out.lines.out).toContain("complete, with the operator's result (success, 26 characters)");
+    expect(out.lines.out).toContain("the scope doc-1 is no longer blocked");
+    expect(out.lines.out).toContain("operatorRef:  INC-7");
+    expect(await store.claimMutation(id)).toEqual({ status: "replay", result });
+
+    const again = reconcile(store, { turnKey: id.turnKey, resolution: "no-effect", operatorRef: "INC-8" }, sink());
+    await expect(again).rejects.toMatchObject({ exitCode: EXIT.wrongState });
+    await expect(again).rejects.toThrow(/not pending or unknown/);
+    store.close();
+  });
+
+  it("no-effect: removes the claim so the turn may claim again; a turn key without a claim is not found", async () => {
+    const { store } = sqliteFile();
+    const turn = { scopeId: "doc-1", turnId: "t-1" };
+    const id = await claim(store, turn, "call-1");
+    const out = sink();
+    await reconcile(store, { turnKey: id.turnKey, resolution: "no-effect", operatorRef: "INC-9" }, out);
+    expect(out.lines.out).toContain("was:          pending");
+    expect(out.lines.out).toContain("the turn's mutation slot is open again");
+    expect((await store.claimMutation(id)).status).toBe("acquired");
+
+    const missing = reconcile(store, { turnKey: "f".repeat(64), resolution: "no-effect", operatorRef: "INC-9" }, sink());
+    await expect(missing).rejects.toBeInstanceOf(CliError);
+    await expect(missing).rejects.toMatchObject({ exitCode: EXIT.notFound });
+    store.close();
+  });
+});
+
+describe("audit", () => {
+  it("pages through readAudit until exhausted, honouring since, afterSeq and limit", async () => {
+    const { store } = sqliteFile();
+    const turn = turnKey({ scopeId: "doc-1", turnId: "t-1" });
+    for (let minute = 0; minute < 7; minute++) {
+      await store.appendAudit({
+        at: new Date(T0 + minute * 60_000).toISOString(),
+        decision: "executed",
+        turnKey: turn,
+        scopeId: "doc-1",
+        toolCallId: `call-${String(minute)}`,
+      });
+    }
+    const seqs = (text: string) => text.trim().split("\n").map((line) => (JSON.parse(line) as { seq: number }).seq);
+
+    const all = sink();
+    expect(await audit(store, { pageSize: 2 }, all)).toBe(EXIT.ok);
+    expect(seqs(all.lines.out)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(JSON.parse(all.lines.out.split("\n")[0] ?? "")).toEqual({
+      at: "2026-11-29T18:00:00.000Z",
+      decision: "executed",
+      turnKey: turn,
+      scopeId: "doc-1",
+      toolCallId: "call-0",
+      seq: 1,
+    });
+
+    const since = sink();
+    await audit(store, { since: new Date(T0 + 3 * 60_000).toISOString(), pageSize: 2 }, since);
+    expect(seqs(since.lines.out)).toEqual([4, 5, 6, 7]);
+
+    const page = sink();
+    await audit(store, { afterSeq: 2, limit: 3, pageSize: 2 }, page);
+    expect(seqs(page.lines.out)).toEqual([3, 4, 5]);
+
+    const none = sink();
+    await audit(store, { afterSeq: 7 }, none);
+    expect(none.lines.out).toBe("");
+    store.close();
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// main: flags, messages, exit codes
+
+describe("main", () => {
+  it("prints help globally and per command, with the exit codes, and the version", async () => {
+    const global = await cli(["--help"]);
+    expect(global.code).toBe(0);
+    expect(global.stdout).toContain("Commands:");
+    expect(global.stdout).toMatch(/Exit codes:\n {2}0 {2}ok\n {2}1 {2}operational failure.*\n {2}2 {2}usage error.*\n {2}3 {2}not found.*\n {2}4 {2}wrong state/);
+    for (const command of ["inspect", "reconcile", "audit"]) {
+      const help = await cli([command, "-h"]);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain(`arkah-guardrails STORE ${command}`);
+      expect(help.stdout).toContain("Exit codes:");
+    }
+    const version = await cli(["--version"]);
+    expect(version).toEqual({ code: 0, stdout: "0.1.0\n", stderr: "" });
+  });
+
+  it.each([
+    [[], /missing command/],
+    [["frobnicate"], /unknown command "frobnicate"/],
+    [["inspect", "extra"], /unexpected argument "extra"/],
+    [["inspect", "--bogus"], /Unknown option '--bogus'/],
+    [["inspect", "--since", "2026-01-01"], /--since is not an option of inspect/],
+    [["--json"], /--json needs a command/],
+    [["inspect"], /give exactly one store/],
+    [["--sqlite", "a", "--postgres", "postgres://h/db", "inspect"], /give exactly one store/],
+    [["--sqlite", "a", "--sqlite", "b", "inspect"], /--sqlite given more than once/],
+    [["--sqlite", "a", "--schema", "s", "inspect"], /--schema applies to --postgres only/],
+    [["--sqlite", "--json", "inspect"], /argument is ambiguous/],
+    [["--postgres", "not a url", "inspect"], /--postgres: not a valid URL/],
+    [["--postgres", "mysql://u:pw@h/db", "inspect"], /expected a postgres:\/\/ or postgresql:\/\/ URL/],
+    [["--postgres", "postgres://h/db", "--schema", "pg_catalog", "inspect"], /--schema: "pg_catalog" is not a schema name/],
+    [["--sqlite", "a", "reconcile", "--no-effect", "--operator-ref", "R"], /--turn-key KEY is required/],
+    [["--sqlite", "a", "reconcile", "--turn-key", "ABC", "--no-effect", "--operator-ref", "R"], /64 lowercase hex characters/],
+    [["--sqlite", "a", "reconcile", "--turn-key", "A".repeat(64), "--no-effect", "--operator-ref", "R"], /64 lowercase hex/],
+    [["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--no-effect"], /--operator-ref REF is required/],
+    [["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--no-effect", "--operator-ref", " "], /--operator-ref/],
+    [["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--operator-ref", "R"], /exactly one of --completed or --no-effect/],
+    [
+      ["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--completed", "--no-effect", "--operator-ref", "R"],
+      /exactly one of --completed or --no-effect/,
+    ],
+    [["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--completed", "--operator-ref", "R"], /--completed needs --result-file/],
+    [
+      ["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--no-effect", "--result-file", "f", "--operator-ref", "R"],
+      /apply to --completed only/,
+    ],
+    [
+      ["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--completed", "--result-file", "f", "--result-status", "ok", "--operator-ref", "R"],
+      /--result-status: expected success or error/,
+    ],
+    [["--sqlite", "a", "audit", "--since", "yesterday"], /--since: expected an ISO 8601 time with a zone/],
+    [["--sqlite", "a", "audit", "--since", "2026-11-29T18:00:00"], /--since: expected an ISO 8601 time with a zone/],
+    [["--sqlite", "a", "audit", "--since", "2026-02-30"], /--since: expected an ISO 8601 time/],
+    [["--sqlite", "a", "audit", "--after-seq=-1"], /--after-seq: expected a whole number of at least 0/],
+    [["--sqlite", "a", "audit", "--limit", "0"], /--limit: expected a whole number of at least 1/],
+    [["--sqlite", "a", "audit", "--limit", "1e3"], /--limit: expected a whole number/],
+  ])("usage error (exit 2) for %j", async (argv, message) => {
+    const run = await cli(argv);
+    expect(run.code).toBe(EXIT.usage);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toMatch(/^arkah-guardrails: /);
+    expect(run.stderr).toMatch(message);
+    expect(run.stderr).toContain("--help' for usage.");
+    expect(run.stderr).not.toMatch(stackLine);
+  });
+
+  it("reports a store it cannot open with exit 1: missing directory, missing file, directory, not SQLite, not a guardrail store", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "notes.txt"), "hello, this is not a database at all");
+    writeFileSync(join(dir, "empty.sqlite"), "");
+    const foreign = join(dir, "foreign.sqlite");
+    SqliteGuardrailStore.open({ path: join(dir, "real.sqlite") }).close();
+    const Database = (await import("better-sqlite3")).default;
+    const db = new Database(foreign);
+    db.exec("CREATE TABLE other_app (id INTEGER)");
+    db.close();
+
+    const cases: [string, RegExp][] = [
+      [join(dir, "missing", "g.sqlite"), /the directory .*missing does not exist/],
+      [join(dir, "absent.sqlite"), /the file does not exist \(the CLI opens existing stores only/],
+      [dir, /it is a directory, not a SQLite database file/],
+      [join(dir, "notes.txt"), /it is not a SQLite database/],
+      [join(dir, "empty.sqlite"), /the file is empty: not an arkah-agent-guardrails store/],
+      [foreign, /a SQLite database but not an arkah-agent-guardrails store/],
+    ];
+    for (const [path, message] of cases) {
+      const run = await cli(["--sqlite", path, "inspect"]);
+      expect({ path, code: run.code }).toEqual({ path, code: EXIT.failure });
+      expect(run.stderr).toMatch(/^arkah-guardrails: cannot open the store at /);
+      expect(run.stderr).toMatch(message);
+      expect(run.stderr).not.toMatch(stackLine);
+    }
+    // Refusing a foreign database changed nothing in it.
+    const check = new Database(foreign, { readonly: true });
+    expect(check.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()).toEqual(["other_app"]);
+    check.close();
+    expect((await cli(["--sqlite", join(dir, "real.sqlite"), "inspect"])).code).toBe(EXIT.ok);
+  });
+
+  it("reports a missing or unreadable result file before touching the store", async () => {
+    const { path, store } = sqliteFile();
+    const id = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    const dir = tempDir();
+    const base = ["--sqlite", path, "reconcile", "--turn-key", id.turnKey, "--completed", "--operator-ref", "R", "--result-file"];
+    const missing = await cli([...base, join(dir, "nope.txt")]);
+    expect(missing.code).toBe(EXIT.failure);
+    expect(missing.stderr).toMatch(/--result-file: cannot read .*nope\.txt: the file does not exist/);
+    const directory = await cli([...base, dir]);
+    expect(directory.code).toBe(EXIT.failure);
+    expect(directory.stderr).toMatch(/it is a directory/);
+    writeFileSync(join(dir, "latin1.txt"), Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+    const notUtf8 = await cli([...base, join(dir, "latin1.txt")]);
+    expect(notUtf8.code).toBe(EXIT.usage);
+    expect(notUtf8.stderr).toMatch(/is not UTF-8 text/);
+    expect((await store.listUnresolved()).map((mutation) => mutation.state)).toEqual(["unknown"]);
+    store.close();
+  });
+
+  it("runs inspect, reconcile and audit against a SQLite file: not found is 3, a repeated reconciliation is 4", async () => {
+    const clock = manualClock();
+    const { path, store } = sqliteFile(clock.now);
+    const id = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    store.close();
+    clock.advance(75);
+    const flags = ["--sqlite", path];
+
+    const listed = await cli([...flags, "inspect"], { now: clock.now });
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(new RegExp(`^1m15s\\s+unknown\\s+doc-1\\s+rename_document\\s+call-1\\s+${id.turnKey}\\s+${id.mutationKey}$`, "m"));
+
+    const resultFile = join(tempDir(), "result.txt");
+    writeFileSync(resultFile, "Renamed (verified in the document service)\n");
+    const reconcileArgs = [...flags, "reconcile", "--turn-key", id.turnKey, "--completed", "--result-file", resultFile];
+    const done = await cli([...reconcileArgs, "--result-status", "error", "--operator-ref", "INC-42"], { now: clock.now });
+    expect(done.code).toBe(0);
+    expect(done.stdout).toContain("complete, with the operator's result (error, 43 characters, ending with a newline)");
+    expect(done.stderr).toBe("");
+
+    const repeated = await cli([...reconcileArgs, "--operator-ref", "INC-43"]);
+    expect(repeated.code).toBe(EXIT.wrongState);
+    expect(repeated.stderr).toMatch(/is not pending or unknown .*nothing changed/);
+
+    const unknownTurn = await cli([...flags, "reconcile", "--turn-key", "0".repeat(64), "--no-effect", "--operator-ref", "R"]);
+    expect(unknownTurn.code).toBe(EXIT.notFound);
+    expect(unknownTurn.stderr).toMatch(/has no mutation claim: nothing to reconcile/);
+
+    expect((await cli([...flags, "inspect"])).stdout).toBe("no unresolved mutations\n");
+
+    const exported = await cli([...flags, "audit", "--since", "2026-11-29"]);
+    expect(exported.code).toBe(0);
+    expect(exported.stdout.trim().split("\n").map((line) => JSON.parse(line) as unknown)).toEqual([
+      {
+        at: "2026-11-29T18:01:15.000Z",
+        decision: "reconciled",
+        turnKey: id.turnKey,
+        scopeId: "doc-1",
+        toolCallId: "call-1",
+        toolName: "rename_document",
+        kind: "mutation",
+        argsDigest: id.argsDigest,
+        mutationKey: id.mutationKey,
+        action: "completed",
+        operatorRef: "INC-42",
+        seq: 1,
+      },
+    ]);
+    expect((await cli([...flags, "audit", "--since", "2026-11-29T18:01:16Z"])).stdout).toBe("");
+    expect((await cli([...flags, "audit", "--since", "2026-11-29T19:01:15+01:00"])).stdout).toContain('"seq":1');
+
+    const reopened = SqliteGuardrailStore.open({ path });
+    expect(await reopened.claimMutation(id)).toEqual({
+      status: "replay",
+      result: { content: "Renamed (verified in the document service)\n", status: "error" },
+    });
+    reopened.close();
+  });
+
+  it("prints stack traces only with ARKAH_DEBUG=1", async () => {
+    const path = join(tempDir(), "missing", "g.sqlite");
+    const quiet = await cli(["--sqlite", path, "inspect"]);
+    expect(quiet.stderr).not.toMatch(stackLine);
+    const debug = await cli(["--sqlite", path, "inspect"], { env: { ARKAH_DEBUG: "1" } });
+    expect(debug.code).toBe(EXIT.failure);
+    expect(debug.stderr).toMatch(stackLine);
+  });
+
+  it("never prints a PostgreSQL password: unreachable server, redaction of messages", async () => {
+    // Port 1 on loopback: nothing listens there, the connection is refused at once.
+    const secret = "s3cr%40t-Pa55";
+    const run = await cli(["--postgres", `postgres://operator:${secret}@127.0.0.1:1/guardrails`, "inspect"], {
+      env: { ARKAH_DEBUG: "1" },
+    });
+    expect(run.code).toBe(EXIT.failure);
+    expect(run.stderr).toContain("cannot open the store at postgres://operator:***@127.0.0.1:1/guardrails");
+    expect(run.stderr).toContain("refused the connection");
+    expect(run.stderr).not.toContain("Pa55");
+    expect(run.stderr).not.toContain("s3cr@t");
+
+    const badUrl = await cli(["--postgres", "postgres://operator:hunter2@[bad/db", "inspect"]);
+    expect(badUrl.code).toBe(EXIT.usage);
+    expect(badUrl.stderr).not.toContain("hunter2");
+    expect(redactSecrets("see postgresql://u:pw@h/db and pw", ["postgres://u:pw@h/db"])).toBe("see postgresql://u:***@h/db and ***");
+    expect(redactSecrets("p@ss@h and p@ss", ["postgres://u:p@ss@h/db"])).toBe("***@h and ***");
+    expect(redactSecrets("failed: qwerty", ["postgres://u@h/db?password=qwerty"])).toBe("failed: ***");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The real entry point, as a child process
+
+describe("the bin (node --import tsx src/cli/index.ts)", () => {
+  // Each run starts Node and tsx: generous limits for a loaded machine (no assertion is on time).
+  const SLOW = { timeout: 120_000 };
+
+  it("exits 0 with help, 1 for a bad path, 2 for a bad key", SLOW, () => {
+    const help = spawnCli(["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Exit codes:");
+    expect(help.stderr).toBe("");
+
+    const badPath = spawnCli(["--sqlite", join(tempDir(), "nowhere", "g.sqlite"), "inspect"]);
+    expect(badPath.code).toBe(1);
+    expect(badPath.stderr).toMatch(/^arkah-guardrails: cannot open the store at .*: the directory .* does not exist\n$/);
+
+    const badKey = spawnCli(["--sqlite", "g.sqlite", "reconcile", "--turn-key", "A".repeat(64), "--no-effect", "--operator-ref", "R"]);
+    expect(badKey.code).toBe(2);
+    expect(badKey.stderr).toContain("--turn-key: expected 64 lowercase hex characters");
+  });
+
+  it("exits 3 for an unknown turn, 0 then 4 for a repeated reconciliation, with a stack trace only under ARKAH_DEBUG=1", SLOW, async () => {
+    const { path, store } = sqliteFile();
+    const id = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    store.close();
+    const flags = ["--sqlite", path];
+
+    const notFound = spawnCli([...flags, "reconcile", "--turn-key", "e".repeat(64), "--no-effect", "--operator-ref", "R"]);
+    expect(notFound.code).toBe(3);
+    expect(notFound.stderr).toContain("has no mutation claim");
+
+    const listed = spawnCli([...flags, "inspect", "--json"]);
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ turnKey: id.turnKey, state: "unknown" })]);
+
+    const resultFile = join(tempDir(), "result.txt");
+    writeFileSync(resultFile, "Saved");
+    const args = [...flags, "reconcile", "--turn-key", id.turnKey, "--completed", "--result-file", resultFile, "--operator-ref", "INC-1"];
+    const first = spawnCli(args);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain(`reconciled turn ${id.turnKey}`);
+    const second = spawnCli(args);
+    expect(second.code).toBe(4);
+    expect(second.stderr).toMatch(/^arkah-guardrails: the mutation of turn [0-9a-f]{64} is not pending or unknown/);
+    expect(second.stderr).not.toMatch(stackLine);
+
+    const debug = spawnCli([...flags, "reconcile", "--turn-key", id.turnKey, "--no-effect", "--operator-ref", "R"], { ARKAH_DEBUG: "1" });
+    expect(debug.code).toBe(4);
+    expect(debug.stderr).toMatch(stackLine);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The round trip through a real agent, on every available backend
+
+interface Backend {
+  readonly name: string;
+  /** A fresh, empty store, the CLI flags that reach it, and the agent's own connection. */
+  create(): Promise<{ store: GuardrailStore; flags: string[]; close(): Promise<void> }>;
+}
+
+const schemas: string[] = [];
+
+const backends: Backend[] = [
+  {
+    name: "SQLite",
+    create: async () => {
+      const { store, flags } = sqliteFile();
+      return { store, flags, close: async () => store.close() };
+    },
+  },
+];
+if (PG_URL !== undefined) {
+  const url = PG_URL;
+  backends.push({
+    name: "PostgreSQL",
+    create: async () => {
+      const schema = freshSchema("arkah_cli");
+      schemas.push(schema);
+      const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      return { store, flags: ["--postgres", url, "--schema", schema], close: () => store.close() };
+    },
+  });
+}
+
+afterAll(async () => {
+  if (PG_URL === undefined || schemas.length === 0) return;
+  const admin = adminPool();
+  try {
+    for (const schema of schemas) await dropSchema(admin, schema);
+  } finally {
+    await admin.end();
+  }
+});
+
+// Under CI=true a missing ARKAH_PG_URL fails (as in test/stores/): the PostgreSQL runs are required there.
+requirePostgresUnderCi();
+
+describe.each(PG_URL === undefined ? [] : [PG_URL])("main against PostgreSQL (%s)", (url) => {
+  it("refuses a schema without a store, and creates nothing; names a missing database", async () => {
+    const schema = freshSchema("arkah_cli_absent");
+    const absent = await cli(["--postgres", url, "--schema", schema, "inspect"]);
+    expect(absent.code).toBe(EXIT.failure);
+    expect(absent.stderr).toContain(`the schema "${schema}" holds no arkah-agent-guardrails store`);
+    const admin = adminPool();
+    try {
+      const found = await admin.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+      expect(found.rowCount).toBe(0);
+    } finally {
+      await admin.end();
+    }
+
+    const database = new URL(url);
+    database.pathname = `/no_such_db_${randomBytes(4).toString("hex")}`;
+    const missing = await cli(["--postgres", database.href, "inspect"]);
+    expect(missing.code).toBe(EXIT.failure);
+    expect(missing.stderr).toMatch(/the database "no_such_db_[0-9a-f]+" does not exist/);
+  });
+});
+
+/** A view of the shared store whose settlement write fails: the result is lost, the claim stays pending. */
+class LostSettlementStore extends ForwardingStore {
+  override async settleMutation(_settlement: MutationSettlement): Promise<boolean> {
+    throw new Error("guardrail ledger unreachable while recording the result");
+  }
+}
+
+const RENAMED = '{"title":"Field notes","revision":1}';
+
+describe.each(backends)("round trip through a real agent on $name", (backend) => {
+  /** One invocation of the turn: read, then the rename `callId`, on a fresh agent over the shared store. */
+  async function attempt(
+    shared: { store: GuardrailStore; service: DocumentService; input: ReturnType<typeof turnInput> },
+    readId: string,
+    callId: string,
+    hooks: ToolHooks = {},
+  ) {
+    const { agent } = guardedAgent({
+      ...shared,
+      hooks,
+      script: [{ toolCalls: [read(readId)] }, { toolCalls: [rename(callId)] }, { content: "done" }],
+    });
+    return invokeTurn(agent, shared.input);
+  }
+
+  async function inspectJson(flags: string[]) {
+    const run = await cli([...flags, "inspect", "--json"]);
+    expect(run.code).toBe(0);
+    return JSON.parse(run.stdout) as Record<string, unknown>[];
+  }
+
+  it("a write that throws after its side effect: unknown, inspect, reconcile --completed, the retry replays the operator's result", async () => {
+    const { store, flags, close } = await backend.create();
+    const service = new DocumentService();
+    const input = turnInput({ turnId: "turn-crash" });
+    const shared = { store, service, input };
+    await admit(store, input);
+
+    const crashed = await attempt(shared, "read-1", "rename-1", {
+      afterWrite: () => {
+        throw new Error("connection reset after the write was sent");
+      },
+    });
+    expect(outcomeOf(crashed, "rename-1").code).toBe("mutation_unknown");
+    expect(service.writes).toBe(1);
+
+    const key = turnKey(input);
+    const expectedMutationKey = mutationKey(input, { id: "rename-1", name: "rename_document", args: { title: "Field notes", expectedRevision: 0 } });
+    expect(await inspectJson(flags)).toEqual([
+      expect.objectContaining({
+        turnKey: key,
+        scopeId: "doc-1",
+        toolName: "rename_document",
+        toolCallId: "rename-1",
+        state: "unknown",
+        mutationKey: expectedMutationKey,
+      }),
+    ]);
+
+    // While it is unknown, another turn in the scope may not write.
+    const other = turnInput({ turnId: "turn-other" });
+    await admit(store, other);
+    const blocked = await attempt({ store, service, input: other }, "read-o", "rename-o");
+    expect(outcomeOf(blocked, "rename-o").code).toBe("scope_unresolved");
+
+    // The operator finds the write in the document service and records its result.
+    expect(service.snapshot()).toBe(RENAMED);
+    const resultFile = join(tempDir(), "verified-result.txt");
+    writeFileSync(resultFile, service.snapshot());
+    const reconciled = await cli([...flags, "reconcile", "--turn-key", key, "--completed", "--result-file", resultFile, "--operator-ref", "INC-7"]);
+    expect(reconciled.code).toBe(0);
+    expect(reconciled.stdout).toContain("was:          unknown");
+
+    // A transport retry of the same call replays the operator's result; nothing runs again.
+    const retried = await attempt(shared, "read-2", "rename-1");
+    expect(outcomeOf(retried, "rename-1")).toMatchObject({ status: "success", code: undefined, content: RENAMED });
+    expect(service.writes).toBe(1);
+    expect(await inspectJson(flags)).toEqual([]);
+
+    const again = await cli([...flags, "reconcile", "--turn-key", key, "--completed", "--result-file", resultFile, "--operator-ref", "INC-7"]);
+    expect(again.code).toBe(EXIT.wrongState);
+
+    const trail = (await cli([...flags, "audit"])).stdout.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(trail.filter((event) => event.decision === "reconciled")).toEqual([
+      expect.objectContaining({ turnKey: key, toolCallId: "rename-1", mutationKey: expectedMutationKey, action: "completed", operatorRef: "INC-7" }),
+    ]);
+    await close();
+  });
+
+  it("a write that failed before its side effect: unknown, reconcile --no-effect, a new attempt writes once", async () => {
+    const { store, flags, close } = await backend.create();
+    const service = new DocumentService();
+    const input = turnInput({ turnId: "turn-refused" });
+    const shared = { store, service, input };
+    await admit(store, input);
+
+    const failed = await attempt(shared, "read-1", "rename-1", {
+      beforeWrite: () => {
+        throw new Error("timeout before the request reached the document service");
+      },
+    });
+    expect(outcomeOf(failed, "rename-1").code).toBe("mutation_unknown");
+    expect(service.writes).toBe(0);
+    const [row] = await inspectJson(flags);
+    expect(row).toMatchObject({ state: "unknown", toolCallId: "rename-1" });
+
+    // The operator finds no write under that mutationKey.
+    const reconciled = await cli([...flags, "reconcile", "--turn-key", turnKey(input), "--no-effect", "--operator-ref", "INC-8"]);
+    expect(reconciled.code).toBe(0);
+    expect(reconciled.stdout).toContain("the turn's mutation slot is open again");
+
+    const retried = await attempt(shared, "read-2", "rename-1");
+    expect(outcomeOf(retried, "rename-1")).toMatchObject({ status: "success", content: RENAMED });
+    expect(service.writes).toBe(1);
+    // And once only: a further retry replays.
+    const replayed = await attempt(shared, "read-3", "rename-1");
+    expect(outcomeOf(replayed, "rename-1")).toMatchObject({ status: "success", content: RENAMED });
+    expect(service.writes).toBe(1);
+    await close();
+  });
+
+  it("a write whose settlement is lost: pending, inspect, reconcile --completed, the retry replays", async () => {
+    const { store, flags, close } = await backend.create();
+    const service = new DocumentService();
+    const input = turnInput({ turnId: "turn-lost" });
+    await admit(store, input);
+
+    await expect(attempt({ store: new LostSettlementStore(store), service, input }, "read-1", "rename-1")).rejects.toThrow();
+    expect(service.writes).toBe(1);
+    const [row] = await inspectJson(flags);
+    expect(row).toMatchObject({ state: "pending", toolCallId: "rename-1" });
+
+    const pending = await attempt({ store, service, input }, "read-2", "rename-1");
+    expect(outcomeOf(pending, "rename-1").code).toBe("mutation_pending");
+
+    const resultFile = join(tempDir(), "verified-result.txt");
+    writeFileSync(resultFile, service.snapshot());
+    const reconciled = await cli([...flags, "reconcile", "--turn-key", turnKey(input), "--completed", "--result-file", resultFile, "--operator-ref", "INC-9"]);
+    expect(reconciled.code).toBe(0);
+    expect(reconciled.stdout).toContain("was:          pending");
+
+    const retried = await attempt({ store, service, input }, "read-3", "rename-1");
+    expect(outcomeOf(retried, "rename-1")).toMatchObject({ status: "success", content: RENAMED });
+    expect(service.writes).toBe(1);
+    await close();
+  });
+});

@@ -1,0 +1,534 @@
+/**
+ * What is specific to `PostgresGuardrailStore` beyond the conformance suite: opening and
+ * migrating (concurrently, and refusing a newer schema), clear connection errors that never show
+ * the password, exact round trips of strings PostgreSQL `text` cannot hold, failing closed on
+ * corrupt rows, the scope rule decided under the scope's lock, audit numbers in commit order, and
+ * reconciliation atomic with its audit event. Against a real server (ARKAH_PG_URL); no mocks.
+ */
+import { createServer } from "node:net";
+import { inspect } from "node:util";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  ConfigurationError,
+  StoreContractError,
+  turnKey,
+  type AdmissionReceipt,
+  type ClaimResult,
+  digest,
+} from "arkah-agent-guardrails";
+import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "arkah-agent-guardrails/postgres";
+import {
+  adminPool,
+  blockedBackend,
+  claimIdentity,
+  dropSchema,
+  freshSchema,
+  PG_SUITE,
+  PG_URL,
+  requirePostgresUnderCi,
+} from "../support/postgres.js";
+
+requirePostgresUnderCi();
+
+const PASSWORD = "sup3r-s3cret-pw";
+
+/** A local TCP port nothing listens on (bound, then released). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === "string") throw new Error("no port");
+  return address.port;
+}
+
+/** The rejection of `promise`, failing the test if it resolves. */
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  const outcome = await promise.then(
+    () => ({ resolved: true as const }),
+    (error: unknown) => ({ resolved: false as const, error }),
+  );
+  if (outcome.resolved) throw new Error("expected a rejection");
+  expect(outcome.error).toBeInstanceOf(Error);
+  return outcome.error as Error;
+}
+
+/** Everything a logger could print about an error, cause chain included. */
+const printed = (error: unknown) => `${inspect(error, { depth: 8, showHidden: true })} ${JSON.stringify(error)}`;
+
+/**
+ * An identity whose digests come from an index rather than from the strings: `digest` refuses lone
+ * surrogates, but a store must still keep any id it is given exactly.
+ */
+function rawIdentity(index: number, scopeId: string, toolCallId = "w1", toolName = "rename_document") {
+  return {
+    turnKey: digest({ turn: index, scopeId: index }),
+    scopeId,
+    toolCallId,
+    toolName,
+    argsDigest: digest({ args: index }),
+    mutationKey: digest({ mutation: index }),
+  };
+}
+
+const RESULT = { content: '{"title":"Field notes"}', status: "success" as const };
+
+describe.runIf(PG_URL)(`PostgresGuardrailStore ${PG_SUITE}`, () => {
+  const url = PG_URL ?? "";
+  let admin: pg.Pool;
+  const schemas: string[] = [];
+  const stores: PostgresGuardrailStore[] = [];
+
+  /** A store on a fresh schema, closed and dropped after the file. */
+  async function openStore(options: { now?: () => Date } = {}) {
+    const schema = freshSchema("arkah_pgt");
+    schemas.push(schema);
+    const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema, ...options });
+    stores.push(store);
+    return { store, schema };
+  }
+
+  beforeAll(() => {
+    admin = adminPool();
+  });
+
+  afterAll(async () => {
+    await Promise.all(stores.map((store) => store.close()));
+    for (const schema of schemas) await dropSchema(admin, schema);
+    await admin.end();
+  });
+
+  // -------------------------------------------------------------------------------------------
+  describe("open and migrations", () => {
+    it("migrates a fresh schema exactly once when 8 workers open it at the same time", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const opened = await Promise.all(
+        Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
+      );
+      stores.push(...opened);
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations`);
+      expect(rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
+      // Every store works against the one schema.
+      const turn = { scopeId: "doc-open", turnId: "t-open" };
+      const answers = await Promise.all(opened.map((store) => store.claimMutation(claimIdentity(turn))));
+      expect(answers.filter((answer) => answer.status === "acquired")).toHaveLength(1);
+    });
+
+    it("reopening a migrated schema keeps its data and migrates nothing", async () => {
+      const { store, schema } = await openStore();
+      const turn = { scopeId: "doc-reopen", turnId: "t1" };
+      const claim = await store.claimMutation(claimIdentity(turn));
+      expect(claim.status).toBe("acquired");
+      const again = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(again);
+      expect(await again.claimMutation(claimIdentity(turn))).toEqual({ status: "pending" });
+      const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_migrations`);
+      expect(rows).toHaveLength(1);
+    });
+
+    it("refuses a database migrated by a newer version, saying so", async () => {
+      const { schema } = await openStore();
+      await admin.query(
+        `INSERT INTO "${schema}".schema_migrations (version, description, applied_at) VALUES (99, 'from the future', 'x')`,
+      );
+      const error = await rejection(PostgresGuardrailStore.open({ connectionString: url }, { schema }));
+      expect(ConfigurationError.isInstance(error)).toBe(true);
+      expect(error.message).toContain("version 99");
+      expect(error.message).toContain("newer");
+      expect(error.message).toContain(`(${String(POSTGRES_SCHEMA_VERSION)})`);
+    });
+
+    it("validates and quotes the schema name", async () => {
+      for (const schema of ["bad-name", "pg_catalog", '"; DROP TABLE x; --', "", "1abc", "a".repeat(64)]) {
+        const error = await rejection(PostgresGuardrailStore.open({ connectionString: url }, { schema }));
+        expect(ConfigurationError.isInstance(error), schema).toBe(true);
+        expect(error.message).toContain("schema");
+      }
+      // Mixed case is kept as written, because it is quoted.
+      const schema = `Mixed_${freshSchema("Case")}`;
+      schemas.push(schema);
+      const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(store);
+      const { rows } = await admin.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+      expect(rows).toHaveLength(1);
+    });
+
+    it("validates the connection and options with clear errors", async () => {
+      const cases: [unknown, unknown][] = [
+        [{}, {}],
+        [{ connectionString: "" }, {}],
+        [{ pool: {} }, {}],
+        [{ connectionString: url, extra: 1 }, {}],
+        [{ connectionString: url }, { now: "tomorrow" }],
+        [{ connectionString: url }, { unknownOption: true }],
+      ];
+      for (const [connection, options] of cases) {
+        const error = await rejection(
+          PostgresGuardrailStore.open(connection as { connectionString: string }, options as { schema?: string }),
+        );
+        expect(ConfigurationError.isInstance(error), JSON.stringify([connection, options])).toBe(true);
+      }
+    });
+
+    it("an unreachable server: the error names the host and port and the cause, never the password", async () => {
+      const port = await closedPort();
+      const error = await rejection(
+        PostgresGuardrailStore.open({ connectionString: `postgres://guardrails:${PASSWORD}@127.0.0.1:${String(port)}/db` }),
+      );
+      expect(error.message).toContain(`127.0.0.1:${String(port)}`);
+      expect(error.message).toContain("ECONNREFUSED");
+      expect(error.message).toContain('user "guardrails"');
+      expect((error.cause as { code?: string } | undefined)?.code).toBe("ECONNREFUSED");
+      expect(printed(error)).not.toContain(PASSWORD);
+    });
+
+    it("a database that does not exist: the server's reason, the host and port, never the password", async () => {
+      const target = new URL(url);
+      target.password = PASSWORD;
+      target.pathname = "/no_such_database_here";
+      const error = await rejection(PostgresGuardrailStore.open({ connectionString: target.toString() }));
+      expect(error.message).toContain(`${target.hostname}:${target.port}`);
+      expect(error.message).toContain("does not exist");
+      expect(printed(error)).not.toContain(PASSWORD);
+    });
+
+    it("a malformed URL: a ConfigurationError showing where it points, never the password", async () => {
+      const bad = await rejection(
+        PostgresGuardrailStore.open({ connectionString: `postgres://guardrails:${PASSWORD}@bad host:5432/db` }),
+      );
+      expect(ConfigurationError.isInstance(bad)).toBe(true);
+      expect(bad.message).toContain("bad host:5432");
+      expect(printed(bad)).not.toContain(PASSWORD);
+
+      const keyValue = await rejection(
+        PostgresGuardrailStore.open({ connectionString: `host=localhost password=${PASSWORD} dbname=x` }),
+      );
+      expect(ConfigurationError.isInstance(keyValue)).toBe(true);
+      expect(printed(keyValue)).not.toContain(PASSWORD);
+
+      const http = await rejection(PostgresGuardrailStore.open({ connectionString: `http://u:${PASSWORD}@localhost/` }));
+      expect(http.message).toContain('protocol "http:"');
+      expect(printed(http)).not.toContain(PASSWORD);
+    });
+
+    it("close() ends only a pool it created; a closed store rejects clearly", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      const store = await PostgresGuardrailStore.open({ pool }, { schema });
+      await store.close();
+      await store.close(); // idempotent
+      expect((await pool.query<{ one: number }>("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+      const error = await rejection(store.listUnresolved());
+      expect(PostgresStoreError.isInstance(error)).toBe(true);
+      expect(error.message).toContain("closed");
+      await pool.end();
+
+      const owned = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      await owned.close();
+      const after = await rejection(owned.getReceipt(turnKey({ scopeId: "a", turnId: "b" })));
+      expect(PostgresStoreError.isInstance(after)).toBe(true);
+    });
+  });
+
+  // -------------------------------------------------------------------------------------------
+  describe("strings PostgreSQL text cannot hold round-trip exactly", () => {
+    const awkward = [
+      "nul\u0000inside",
+      "lone high \ud800 surrogate",
+      "lone low \udc00 surrogate",
+      "\u0001starts with the escape marker",
+      "emoji 🦜 and accents é",
+      '"quoted" \\ backslash',
+    ];
+
+    it("in receipts, claims, results and verdict keys", async () => {
+      const { store } = await openStore();
+      for (const [index, text] of awkward.entries()) {
+        const turn = { scopeId: `scope ${text}`, turnId: `turn ${text}` };
+        const identity = rawIdentity(index, turn.scopeId, `call ${text}`, `tool ${text}`);
+        const receipt: AdmissionReceipt = {
+          turnKey: identity.turnKey,
+          scopeId: turn.scopeId,
+          turnId: turn.turnId,
+          policyVersion: `policy ${text}`,
+          moderationDigest: digest({ index }),
+          allowed: true,
+          decidedAt: "2031-02-03T04:05:06.123456789+05:30",
+        };
+        expect(await store.putReceiptIfAbsent(receipt)).toEqual(receipt);
+        expect(await store.getReceipt(receipt.turnKey)).toEqual(receipt);
+
+        const claim = await store.claimMutation(identity);
+        if (claim.status !== "acquired") throw new Error(`expected acquired, got ${claim.status}`);
+        expect((await store.listUnresolved()).find((entry) => entry.turnKey === identity.turnKey)).toMatchObject(identity);
+        const result = { content: `result ${text}`, status: "error" as const };
+        expect(await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result })).toBe(true);
+        expect(await store.claimMutation(identity)).toEqual({ status: "replay", result });
+
+        const key = { turnKey: identity.turnKey, toolCallId: identity.toolCallId, guardrail: `g ${text}`, argsDigest: identity.argsDigest };
+        const verdict = {
+          ...key,
+          verdict: { action: "observe" as const, outcome: "complete" as const, detections: [{ rule: text, detected: true, note: text }] },
+          recordedAt: "2031-02-03T04:05:06.000Z",
+        };
+        expect(await store.recordVerdict(verdict)).toEqual(verdict);
+        expect(await store.getVerdict(key)).toEqual(verdict);
+        expect(await store.getVerdict({ ...key, guardrail: "g other" })).toBeUndefined();
+      }
+    });
+
+    it("keeps distinct strings distinct: an unknown claim in scope \\ud800 does not block scope \\ud801", async () => {
+      const { store } = await openStore();
+      const first = rawIdentity(1, "\ud800");
+      const claim = await store.claimMutation(first);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      expect(await store.settleMutation({ turnKey: first.turnKey, token: claim.token, outcome: "unknown" })).toBe(true);
+      expect((await store.claimMutation(rawIdentity(2, "\ud800"))).status).toBe("scope_unresolved");
+      expect((await store.claimMutation(rawIdentity(3, "\ud801"))).status).toBe("acquired");
+      expect((await store.claimMutation(rawIdentity(4, "\ufffd"))).status).toBe("acquired");
+    });
+
+    it("a settlement token with a NUL never matches", async () => {
+      const { store } = await openStore();
+      const identity = claimIdentity({ scopeId: "doc-token", turnId: "t1" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      const forged = `${claim.token}\u0000`;
+      expect(await store.settleMutation({ turnKey: identity.turnKey, token: forged, outcome: "unknown" })).toBe(false);
+      expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
+    });
+  });
+
+  // -------------------------------------------------------------------------------------------
+  describe("a corrupt row fails closed with StoreContractError", () => {
+    async function settledTurn(store: PostgresGuardrailStore, scopeId: string) {
+      const identity = claimIdentity({ scopeId, turnId: "t1" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result: RESULT });
+      return identity;
+    }
+
+    const corruptions: [string, string, (store: PostgresGuardrailStore, turn: string) => Promise<unknown>][] = [
+      ["a mutation key that is not a digest", "UPDATE {s}.claims SET mutation_key = 'not-a-digest'", (store, scope) =>
+        store.claimMutation(claimIdentity({ scopeId: scope, turnId: "t1" }))],
+      ["an unknown result status", "UPDATE {s}.claims SET result_status = 'maybe'", (store, scope) =>
+        store.claimMutation(claimIdentity({ scopeId: scope, turnId: "t1" }))],
+      ["a complete claim without its result", "UPDATE {s}.claims SET result_content = NULL", (store, scope) =>
+        store.claimMutation(claimIdentity({ scopeId: scope, turnId: "t1" }))],
+      ["a claim time that is not a timestamp", "UPDATE {s}.claims SET state = 'pending', claimed_at = 'yesterday'", (store) =>
+        store.listUnresolved()],
+      ["an escaped string that does not decode", "UPDATE {s}.claims SET state = 'unknown', scope_id = E'\\x01{oops'", (store) =>
+        store.listUnresolved()],
+      ["a receipt time that is not a timestamp", "INSERT INTO {s}.receipts SELECT turn_key, 'doc', 't1', 'v1', mutation_key, true, 'later' FROM {s}.claims", (store, scope) =>
+        store.getReceipt(turnKey({ scopeId: scope, turnId: "t1" }))],
+    ];
+
+    it.each(corruptions)("%s", async (_name, sql, read) => {
+      const { store, schema } = await openStore();
+      await settledTurn(store, "doc-corrupt");
+      await admin.query(sql.replaceAll("{s}", `"${schema}"`));
+      const error = await rejection(read(store, "doc-corrupt"));
+      expect(StoreContractError.isInstance(error), error.message).toBe(true);
+    });
+
+    it("a verdict that is not JSON, or is stored under another key, or an audit event that does not parse", async () => {
+      const { store, schema } = await openStore();
+      const identity = await settledTurn(store, "doc-corrupt-records");
+      const key = { turnKey: identity.turnKey, toolCallId: "w1", guardrail: "pii", argsDigest: identity.argsDigest };
+      const record = { ...key, verdict: { action: "deny" as const, outcome: "complete" as const, detections: [] }, recordedAt: "2031-01-01T00:00:00Z" };
+      await store.recordVerdict(record);
+      await admin.query(`UPDATE "${schema}".verdicts SET record = '{not json'`);
+      expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
+      await admin.query(`UPDATE "${schema}".verdicts SET record = $1`, [JSON.stringify({ ...record, guardrail: "other" })]);
+      expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
+      expect(StoreContractError.isInstance(await rejection(store.recordVerdict(record)))).toBe(true);
+
+      await store.appendAudit({ at: "2031-01-01T00:00:00Z", decision: "executed", turnKey: identity.turnKey, scopeId: "doc" });
+      await admin.query(`UPDATE "${schema}".audit SET event = '{"at":"never","decision":"executed"}'`);
+      expect(StoreContractError.isInstance(await rejection(store.readAudit()))).toBe(true);
+    });
+  });
+
+  // -------------------------------------------------------------------------------------------
+  describe("the scope rule is decided under the scope's lock", () => {
+    /**
+     * An operator connection holds the scope's row lock. Queued behind it: first an `unknown`
+     * settlement of T0, then a claim of T1 in the same scope. When the lock is released the
+     * settlement applies first, and the claim, which started before that commit, must still see
+     * it: `scope_unresolved`. A claim deciding on its statement's snapshot would acquire.
+     */
+    it("a claim queued behind an unknown settlement of its scope answers scope_unresolved", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const pools = [0, 1].map((index) => new pg.Pool({ connectionString: url, max: 2, application_name: `${schema}_${String(index)}` }));
+      const [settler, claimer] = await Promise.all(pools.map((pool) => PostgresGuardrailStore.open({ pool }, { schema })));
+      if (settler === undefined || claimer === undefined) throw new Error("stores");
+      try {
+        const t0 = claimIdentity({ scopeId: "doc-lock", turnId: "t0" });
+        const claim = await settler.claimMutation(t0);
+        if (claim.status !== "acquired") throw new Error(claim.status);
+
+        const holder = await admin.connect();
+        let settled: Promise<boolean>;
+        let claimed: Promise<ClaimResult>;
+        try {
+          await holder.query("BEGIN");
+          await holder.query(`SELECT 1 FROM "${schema}".scopes WHERE scope_id = 'doc-lock' FOR UPDATE`);
+          settled = settler.settleMutation({ turnKey: t0.turnKey, token: claim.token, outcome: "unknown" });
+          await blockedBackend(admin, `${schema}_0`);
+          claimed = claimer.claimMutation(claimIdentity({ scopeId: "doc-lock", turnId: "t1" }));
+          await blockedBackend(admin, `${schema}_1`);
+          await holder.query("COMMIT");
+        } finally {
+          holder.release();
+        }
+        expect(await settled).toBe(true);
+        expect(await claimed).toEqual({ status: "scope_unresolved" });
+        expect(await claimer.claimMutation(claimIdentity({ scopeId: "doc-lock", turnId: "t1" }))).toEqual({ status: "scope_unresolved" });
+        // The other order: a claim queued first acquires, and the settlement after it still applies.
+        const t2 = claimIdentity({ scopeId: "doc-lock-2", turnId: "t2" });
+        const second = await settler.claimMutation(t2);
+        if (second.status !== "acquired") throw new Error(second.status);
+        const holder2 = await admin.connect();
+        let claimedFirst: Promise<ClaimResult>;
+        let settledAfter: Promise<boolean>;
+        try {
+          await holder2.query("BEGIN");
+          await holder2.query(`SELECT 1 FROM "${schema}".scopes WHERE scope_id = 'doc-lock-2' FOR UPDATE`);
+          claimedFirst = claimer.claimMutation(claimIdentity({ scopeId: "doc-lock-2", turnId: "t3" }));
+          await blockedBackend(admin, `${schema}_1`);
+          settledAfter = settler.settleMutation({ turnKey: t2.turnKey, token: second.token, outcome: "unknown" });
+          await blockedBackend(admin, `${schema}_0`);
+          await holder2.query("COMMIT");
+        } finally {
+          holder2.release();
+        }
+        expect((await claimedFirst).status).toBe("acquired");
+        expect(await settledAfter).toBe(true);
+        expect((await claimer.claimMutation(claimIdentity({ scopeId: "doc-lock-2", turnId: "t4" }))).status).toBe("scope_unresolved");
+      } finally {
+        await Promise.all([settler.close(), claimer.close()]);
+        await Promise.all(pools.map((pool) => pool.end()));
+      }
+    });
+
+    it("requireResolvedScope: false claims past an unknown claim in the scope", async () => {
+      const { store } = await openStore();
+      const t0 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t0" });
+      const claim = await store.claimMutation(t0);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      await store.settleMutation({ turnKey: t0.turnKey, token: claim.token, outcome: "unknown" });
+      const t1 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t1" });
+      expect((await store.claimMutation(t1)).status).toBe("scope_unresolved");
+      expect((await store.claimMutation(t1, { requireResolvedScope: false })).status).toBe("acquired");
+      expect(await store.claimMutation(t0, { requireResolvedScope: false })).toEqual({ status: "unknown" });
+    });
+
+    it("20 turns claimed by 8 connections at once: exactly one acquires each", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const workers = await Promise.all(
+        Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
+      );
+      stores.push(...workers);
+      for (let turn = 0; turn < 20; turn++) {
+        const identity = claimIdentity({ scopeId: `doc-${String(turn % 3)}`, turnId: `t${String(turn)}` });
+        const answers = await Promise.all(workers.map((store) => store.claimMutation(identity)));
+        const acquired = answers.filter((answer) => answer.status === "acquired");
+        expect(acquired).toHaveLength(1);
+        expect(answers.filter((answer) => answer.status !== "acquired")).toEqual(Array(7).fill({ status: "pending" }));
+      }
+    });
+  });
+
+  // -------------------------------------------------------------------------------------------
+  describe("audit numbering and reconciliation", () => {
+    it("numbers audit events in commit order: an append waiting on another transaction gets the later number", async () => {
+      const { store, schema } = await openStore();
+      const key = (
+        await import("node:crypto")
+      ).createHash("sha256").update(`arkah-agent-guardrails:audit:${schema}`).digest().readBigInt64BE(0).toString();
+      const holder = await admin.connect();
+      let appended: Promise<void>;
+      let taken: string;
+      try {
+        await holder.query("BEGIN");
+        await holder.query("SELECT pg_advisory_xact_lock($1::bigint)", [key]);
+        const blocked = new pg.Pool({ connectionString: url, max: 1, application_name: `${schema}_audit` });
+        const appender = await PostgresGuardrailStore.open({ pool: blocked }, { schema });
+        appended = appender.appendAudit({ at: "2031-01-01T00:00:00Z", decision: "executed", turnKey: "a".repeat(64), scopeId: "doc" });
+        await blockedBackend(admin, `${schema}_audit`);
+        // A number drawn while the append waits: the append must come after it.
+        taken = (await admin.query<{ v: string }>(`SELECT nextval('"${schema}".audit_seq') AS v`)).rows[0]?.v ?? "";
+        await holder.query("COMMIT");
+        await appended;
+        await appender.close();
+        await blocked.end();
+      } finally {
+        holder.release();
+      }
+      const events = await store.readAudit();
+      expect(events).toHaveLength(1);
+      expect(events[0]?.seq).toBeGreaterThan(Number(taken));
+    });
+
+    it("a reconciliation whose audit event cannot be written changes nothing", async () => {
+      const { store, schema } = await openStore();
+      const identity = claimIdentity({ scopeId: "doc-reconcile", turnId: "t1" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "unknown" });
+      await admin.query(`ALTER TABLE "${schema}".audit ADD CONSTRAINT no_reconciled CHECK (decision <> 'reconciled')`);
+      const error = await rejection(
+        store.reconcileMutation({ turnKey: identity.turnKey, resolution: "completed", result: RESULT, operatorRef: "op-1" }),
+      );
+      expect(PostgresStoreError.isInstance(error)).toBe(true);
+      expect(error.message).toContain("reconcileMutation");
+      expect(await store.claimMutation(identity)).toEqual({ status: "unknown" });
+      expect((await store.claimMutation(claimIdentity({ scopeId: "doc-reconcile", turnId: "t2" }))).status).toBe("scope_unresolved");
+      expect(await store.readAudit()).toEqual([]);
+
+      await admin.query(`ALTER TABLE "${schema}".audit DROP CONSTRAINT no_reconciled`);
+      expect(
+        await store.reconcileMutation({ turnKey: identity.turnKey, resolution: "completed", result: RESULT, operatorRef: "op-1" }),
+      ).toEqual({ reconciled: true, state: "unknown" });
+      expect(await store.claimMutation(identity)).toEqual({ status: "replay", result: RESULT });
+      expect((await store.claimMutation(claimIdentity({ scopeId: "doc-reconcile", turnId: "t2" }))).status).toBe("acquired");
+      expect((await store.readAudit()).map((event) => [event.decision, event.action, event.operatorRef])).toEqual([
+        ["reconciled", "completed", "op-1"],
+      ]);
+    });
+
+    it("four prunes at once all succeed, and together prune each settled turn once", async () => {
+      const { store } = await openStore({ now: () => new Date("2031-01-01T00:00:00.000Z") });
+      for (let turn = 0; turn < 30; turn++) {
+        const identity = claimIdentity({ scopeId: `doc-prune-${String(turn % 3)}`, turnId: `t${String(turn)}` });
+        const claim = await store.claimMutation(identity);
+        if (claim.status !== "acquired") throw new Error(claim.status);
+        await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result: RESULT });
+      }
+      const pruned = await Promise.all(Array.from({ length: 4 }, () => store.prune({ olderThan: "2031-01-02T00:00:00.000Z" })));
+      expect(pruned.reduce((sum, result) => sum + result.turns, 0)).toBe(30);
+      expect(await store.prune({ olderThan: "2031-01-02T00:00:00.000Z" })).toEqual({ turns: 0 });
+    });
+
+    it("uses the injected clock for every time it assigns", async () => {
+      let time = Date.parse("2031-05-06T07:08:09.000Z");
+      const { store } = await openStore({ now: () => new Date(time) });
+      const identity = claimIdentity({ scopeId: "doc-clock", turnId: "t1" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      expect((await store.listUnresolved())[0]?.claimedAt).toBe("2031-05-06T07:08:09.000Z");
+      time += 60_000;
+      await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result: RESULT });
+      // Settled at 07:09:09: not older than 07:09:09, older than 07:09:09.001.
+      expect(await store.prune({ olderThan: "2031-05-06T07:09:09.000Z" })).toEqual({ turns: 0 });
+      expect(await store.prune({ olderThan: "2031-05-06T07:09:09.001Z" })).toEqual({ turns: 1 });
+      expect(await store.claimMutation(identity)).toEqual({ status: "conflict" });
+    });
+  });
+});
