@@ -23,12 +23,18 @@ export function refusalMessage(
   details?: Readonly<Record<string, JsonValue | undefined>>,
 ): ToolMessage {
   return new ToolMessage({
-    // Details first: they may add fields, never replace the code or the message.
-    content: JSON.stringify({ ...details, guardrail: code, message }),
+    content: JSON.stringify({ guardrail: code, message, ...withoutReserved(details) }),
     tool_call_id: call.id ?? "",
     name: call.name,
     status: "error",
   });
+}
+
+/** Details may add fields to a refusal, never replace its code or its message. */
+function withoutReserved(details: Readonly<Record<string, JsonValue | undefined>> | undefined) {
+  if (details === undefined) return undefined;
+  const { guardrail: _code, message: _message, ...rest } = details;
+  return rest;
 }
 
 export function refusal(call: CallRef, code: RefusalCode, details?: Readonly<Record<string, JsonValue>>): ToolMessage {
