@@ -34,6 +34,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
+import { reconciledEvent } from "./events.js";
 import {
   parseDigest,
   parseEvidence,
@@ -242,19 +243,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       this.#claims.delete(parsed.turnKey);
     }
     const { identity } = claim;
-    this.#append({
-      at,
-      decision: "reconciled",
-      turnKey: identity.turnKey,
-      scopeId: identity.scopeId,
-      toolCallId: identity.toolCallId,
-      toolName: identity.toolName,
-      kind: "mutation",
-      argsDigest: identity.argsDigest,
-      mutationKey: identity.mutationKey,
-      action: parsed.resolution,
-      operatorRef: parsed.operatorRef,
-    });
+    this.#append(reconciledEvent(identity, parsed, at));
     return { reconciled: true, state };
   }
 

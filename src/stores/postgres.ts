@@ -25,6 +25,7 @@ import {
   AuditEventSchema,
   AuditQuerySchema,
   DigestSchema,
+  MutationIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -51,6 +52,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
+import { reconciledEvent } from "./events.js";
 import { ConfigurationError, errorBrand, StoreContractError } from "../errors.js";
 import {
   parseClaimResult,
@@ -846,22 +848,10 @@ export class PostgresGuardrailStore implements GuardrailStore {
             await this.#query(this.#sql.deleteClaim, [parsed.turnKey], client);
           }
           if (state === "unknown") await this.#query(this.#sql.releaseScope, [scopeId], client);
-          const event = parseStoreValue(
-            AuditEventSchema,
-            {
-              at,
-              decision: "reconciled",
-              turnKey: identity.turnKey,
-              scopeId: identity.scopeId,
-              toolCallId: identity.toolCallId,
-              toolName: identity.toolName,
-              kind: "mutation",
-              argsDigest: identity.argsDigest,
-              mutationKey: identity.mutationKey,
-              action: parsed.resolution,
-              operatorRef: parsed.operatorRef,
-            },
-            "audit event",
+          const event = reconciledEvent(
+            parseStoreValue(MutationIdentitySchema, identity, "claim row"),
+            parsed,
+            at,
           );
           await this.#append(event, client);
           return { reconciled: true, state };

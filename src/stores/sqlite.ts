@@ -59,6 +59,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
+import { reconciledEvent } from "./events.js";
 import { ConfigurationError, StoreContractError } from "../errors.js";
 import {
   parseDigest,
@@ -663,19 +664,7 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
       sql.deleteClaim.run(reconciliation.turnKey);
     }
     const { identity } = existing;
-    appendEvent(sql, {
-      at,
-      decision: "reconciled",
-      turnKey: identity.turnKey,
-      scopeId: identity.scopeId,
-      toolCallId: identity.toolCallId,
-      toolName: identity.toolName,
-      kind: "mutation",
-      argsDigest: identity.argsDigest,
-      mutationKey: identity.mutationKey,
-      action: reconciliation.resolution,
-      operatorRef: reconciliation.operatorRef,
-    });
+    appendEvent(sql, reconciledEvent(identity, reconciliation, at));
     return { reconciled: true, state: existing.state };
   });
 
