@@ -154,34 +154,53 @@ async function verdictOf(
 
 /** Runs one check. A check that throws, times out or answers nonsense is a `partial` denial. */
 async function runCheck(env: GuardrailEnvironment, guardrail: Guardrail, call: CheckedCall): Promise<GuardrailVerdict> {
-  const timeout = AbortSignal.timeout(guardrail.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-  const signal = env.signal === undefined ? timeout : AbortSignal.any([env.signal, timeout]);
+  // One controller per check, aborted by the run's cancellation or by the guardrail's time
+  // limit. The timer is armed only for a check that answers asynchronously.
+  const controller = new AbortController();
+  const cancel = () => {
+    controller.abort(env.signal?.reason);
+  };
+  env.signal?.addEventListener("abort", cancel, { once: true });
+  if (env.signal?.aborted === true) cancel();
   const context: GuardrailContext = {
     placement: "tool-args",
     toolCall: { id: call.id, name: call.name, args: structuredClone(call.args) },
     tool: { name: call.name, kind: call.kind, schema: call.schema },
     turn: Object.freeze({ ...env.turn }),
-    signal,
+    signal: controller.signal,
   };
   zodSchemas.set(context, call.zodSchema);
+  const limit = { timedOut: false };
+  let timer: ReturnType<typeof setTimeout> | undefined;
   let answer: unknown;
   try {
-    answer = await Promise.race([
-      Promise.resolve(guardrail.check(context)),
-      new Promise<never>((_, reject) => {
-        signal.addEventListener("abort", () => { reject(signal.reason as Error); }, { once: true });
-      }),
-    ]);
+    answer = guardrail.check(context);
+    if (answer instanceof Promise) {
+      const pending = answer;
+      answer = await new Promise((resolve, reject) => {
+        controller.signal.addEventListener("abort", () => {
+          reject(controller.signal.reason as Error);
+        }, { once: true });
+        timer = setTimeout(() => {
+          limit.timedOut = true;
+          controller.abort(new Error(`guardrail "${guardrail.name}" timed out`));
+        }, guardrail.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+        pending.then(resolve, reject);
+      });
+    }
   } catch (error) {
     env.signal?.throwIfAborted(); // a cancelled run is not a failed check
     env.logger.warn("guardrail check failed; the call is denied", {
       guardrail: guardrail.name,
       toolName: call.name,
       toolCallId: call.id,
-      timedOut: timeout.aborted,
+      timedOut: limit.timedOut,
       error,
     });
-    return failedCheck(timeout.aborted ? "timed out" : "failed");
+    return failedCheck(limit.timedOut ? "timed out" : "failed");
+  } finally {
+    clearTimeout(timer);
+    env.signal?.removeEventListener("abort", cancel);
   }
   const parsed = GuardrailVerdictSchema.safeParse(answer);
   if (!parsed.success) {

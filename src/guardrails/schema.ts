@@ -110,19 +110,17 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     [SCHEMA_GUARDRAIL]: true,
     name,
     placements: ["tool-args"],
-    async check(context: GuardrailContext): Promise<GuardrailVerdict> {
+    // Synchronous once the validator is loaded (zod tools always): no timer, no extra turn.
+    check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict> {
       const { schema } = context.tool;
       const zodSchema = zodSchemas.get(context);
-      let issues: readonly ArgumentIssue[] = [];
-      if (zodSchema !== undefined) {
-        issues = await zodIssues(zodSchema, context.toolCall.args);
-      } else if (schema === false) {
-        issues = [{ path: "", message: "False boolean schema." }];
-      } else if (typeof schema === "object") {
-        const validator = validators.get(schema) ?? (await loadValidatorFor(schema));
-        issues = leafIssues(validator.validate(context.toolCall.args).errors);
-      }
-      return schemaVerdict(context.toolCall.name, issues);
+      const { args, name: toolName } = context.toolCall;
+      if (zodSchema !== undefined) return withIssues(toolName, zodIssues(zodSchema, args));
+      if (schema === false) return schemaVerdict(toolName, [{ path: "", message: "False boolean schema." }]);
+      if (typeof schema !== "object") return schemaVerdict(toolName, []);
+      const validator = validators.get(schema);
+      if (validator !== undefined) return schemaVerdict(toolName, leafIssues(validator.validate(args).errors));
+      return loadValidatorFor(schema).then((loaded) => schemaVerdict(toolName, leafIssues(loaded.validate(args).errors)));
     },
   };
   return guardrail;
@@ -181,16 +179,25 @@ function leafIssues(errors: readonly ValidationError[]): ArgumentIssue[] {
   return issues;
 }
 
-async function zodIssues(schema: unknown, args: unknown): Promise<ArgumentIssue[]> {
+/** Issues from the tool's zod schema: synchronously, unless it has async refinements. */
+function zodIssues(schema: unknown, args: unknown): ArgumentIssue[] | Promise<ArgumentIssue[]> {
   if (!isInteropZodSchema(schema)) return [];
-  let parsed: Awaited<ReturnType<typeof interopSafeParseAsync>>;
+  const issuesOf = (parsed: Awaited<ReturnType<typeof interopSafeParseAsync>>) =>
+    parsed.success ? [] : parsed.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message }));
   try {
-    parsed = interopSafeParse(schema, args);
+    return issuesOf(interopSafeParse(schema, args));
   } catch {
-    parsed = await interopSafeParseAsync(schema, args); // a schema with async refinements
+    return interopSafeParseAsync(schema, args).then(issuesOf); // a schema with async refinements
   }
-  if (parsed.success) return [];
-  return parsed.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message }));
+}
+
+function withIssues(
+  toolName: string,
+  issues: ArgumentIssue[] | Promise<ArgumentIssue[]>,
+): GuardrailVerdict | Promise<GuardrailVerdict> {
+  return issues instanceof Promise
+    ? issues.then((found) => schemaVerdict(toolName, found))
+    : schemaVerdict(toolName, issues);
 }
 
 function jsonPointer(path: readonly PropertyKey[]): string {
