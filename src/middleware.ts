@@ -247,7 +247,8 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         authorize: (edited) => isAuthorized(authorize, { ...call, args: edited.args }, turn.input, logger),
       });
       if ("deny" in evaluation) {
-        await record({ decision: "refused", toolCallId: call.id, kind: call.kind, argsDigest, code: evaluation.deny.code ?? "guardrail_denied", guardrail: evaluation.guardrail });
+        const code = evaluation.deny.code ?? "guardrail_denied";
+        await record({ decision: "refused", toolCallId: call.id, kind: call.kind, argsDigest, code, guardrail: evaluation.guardrail });
         return denialMessage(call, evaluation.deny);
       }
       if ("rejected" in evaluation) {
@@ -261,6 +262,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       const effective =
         approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } };
       const executed = { id: call.id, name: call.name, kind: call.kind, argsDigest: approved.argsDigest };
+      const ran = { toolCallId: call.id, kind: call.kind, argsDigest: approved.argsDigest } as const;
       const run = () => {
         const attempt = async () => handler(effective);
         return policy.maxAttempts === 1 ? attempt() : retryBoundary(attempt, policy.maxAttempts, policy.delayMs, signal);
@@ -274,12 +276,12 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         } catch (error) {
           if (isGraphBubbleUp(error) || signal?.aborted === true) throw error;
           logger.warn("tool failed", { code: "tool_failed", toolName: call.name, toolCallId: call.id, error });
-          await record({ decision: "failed", toolCallId: call.id, kind: call.kind, argsDigest: executed.argsDigest, code: "tool_failed" });
+          await record({ decision: "failed", ...ran, code: "tool_failed" });
           return refusal(call, "tool_failed");
         }
         const text = resultText(result);
         if (text === undefined) {
-          await record({ decision: "failed", toolCallId: call.id, kind: call.kind, argsDigest: executed.argsDigest, code: "unsupported_result" });
+          await record({ decision: "failed", ...ran, code: "unsupported_result" });
           return refusal(call, "unsupported_result");
         }
         if (call.kind === "document-read" && text.status === "success") {
@@ -288,7 +290,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
             evidenceDigest: readEvidenceDigest(turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content }),
           });
         }
-        await record({ decision: "executed", toolCallId: call.id, kind: call.kind, argsDigest: executed.argsDigest, args: approved.args, result: text.content });
+        await record({ decision: "executed", ...ran, args: approved.args, result: text.content });
         return result;
       }
 
@@ -301,7 +303,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       const identity = mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, executed);
       const action = claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope })));
       if ("refuse" in action) return refuse(action.refuse);
-      const mutationEvent = { toolCallId: call.id, kind: call.kind, argsDigest: identity.argsDigest, mutationKey: identity.mutationKey } as const;
+      const mutationEvent = { ...ran, mutationKey: identity.mutationKey } as const;
       if ("replay" in action) {
         await record({ decision: "replayed", ...mutationEvent, result: action.replay.content });
         return replayMessage(call, action.replay);
