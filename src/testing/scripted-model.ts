@@ -1,6 +1,6 @@
 /**
  * An offline chat model that answers from a script, one step per model call. For agent tests and
- * demos that must run without a provider: only the model's responses are stubbed, everything else
+ * demos that must run without a provider: only the model's responses are scripted, everything else
  * (the agent loop, middleware, tools, store) is real.
  */
 import { BaseChatModel, type BindToolsInput } from "@langchain/core/language_models/chat_models";
