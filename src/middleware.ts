@@ -4,7 +4,6 @@
  * I/O (store, `authorize`, guardrails, the tool handler). The first refusal wins and reaches the
  * model as an error `ToolMessage`; every decision is recorded in the audit trail.
  */
-import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { isGraphBubbleUp } from "@langchain/langgraph";
 import { createMiddleware } from "langchain";
 import { z } from "zod";
@@ -25,15 +24,15 @@ import { checkCall, checkMutationStep, claimAction } from "./decision/plan.js";
 import { findStep, readCandidates } from "./decision/transcript.js";
 import { digest } from "./digest.js";
 import { ConfigurationError, SettlementError } from "./errors.js";
-import { evaluateGuardrails, type CheckedCall, type GuardrailEnvironment } from "./guardrails/evaluate.js";
+import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "./guardrails/evaluate.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
-import { declaredSchema, zodSchemaOf } from "./guardrails/schema.js";
 import { mutationIdentity, readEvidenceDigest } from "./keys.js";
-import { consoleLogger, isLogger, type GuardrailLogger } from "./logger.js";
+import { consoleLogger, type GuardrailLogger } from "./logger.js";
+import { GuardrailListSchema, isAuthorized, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { retryBoundary } from "./retry.js";
 import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
-import { denialMessage, refusal, replayMessage, resultText, type ToolResult } from "./tool-messages.js";
+import { refusal, replayMessage, resultText, type ToolResult } from "./tool-messages.js";
 import { TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
@@ -85,43 +84,6 @@ export interface ToolReport {
   readonly guardrails: readonly string[];
 }
 
-const isFunction = (value: unknown) => typeof value === "function";
-const STORE_METHODS = [
-  "getReceipt",
-  "putReceiptIfAbsent",
-  "recordSuccessfulRead",
-  "hasSuccessfulRead",
-  "claimMutation",
-  "settleMutation",
-  "recordVerdict",
-  "getVerdict",
-  "recordApproval",
-  "getApproval",
-  "appendAudit",
-] as const;
-
-/** @internal */
-export const StoreShape = z.custom<GuardrailStore>(
-  (value) =>
-    typeof value === "object" &&
-    value !== null &&
-    STORE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
-  `store must implement GuardrailStore (${STORE_METHODS.join(", ")})`,
-);
-
-/** @internal */
-export const GuardrailListSchema = z.array(
-  z.custom<Guardrail>(
-    (value) =>
-      typeof value === "object" &&
-      value !== null &&
-      typeof (value as Partial<Guardrail>).name === "string" &&
-      Array.isArray((value as Partial<Guardrail>).placements) &&
-      isFunction((value as Partial<Guardrail>).check),
-    "a guardrail needs a name, placements and a check function",
-  ),
-);
-
 const OptionsSchema = z.strictObject({
   input: z.unknown().optional(),
   store: StoreShape,
@@ -133,7 +95,7 @@ const OptionsSchema = z.strictObject({
   guardrails: GuardrailListSchema.optional(),
   requireResolvedScope: z.boolean().optional(),
   audit: AuditOptionsSchema.optional(),
-  logger: z.custom<GuardrailLogger>(isLogger, "logger must have a warn(message, fields) method").optional(),
+  logger: LoggerSchema.optional(),
 });
 
 /** A tool's policy with its defaults applied. */
@@ -200,11 +162,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         audit.record({ turnKey: turn.turnKey, scopeId: turn.input.scopeId, toolName: toolCall.name, ...draft });
       // The argument digest binds verdicts, approvals, claims and audit events to these arguments.
       const argsDigest = digestOrUndefined(toolCall.args);
-      const refuse = async (
-        code: RefusalCode,
-        details?: Readonly<Record<string, JsonValue>>,
-        extra?: Pick<AuditDraft, "guardrail">,
-      ) => {
+      const refuse = async (code: RefusalCode, details?: Readonly<Record<string, JsonValue>>) => {
         const kind = kindOf(toolCall.name);
         await record({
           decision: code === "read_batch_deferred" ? "deferred" : "refused",
@@ -212,24 +170,20 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
           ...(toolCall.id === undefined || toolCall.id === "" ? {} : { toolCallId: toolCall.id }),
           ...(kind === undefined ? {} : { kind }),
           ...(argsDigest === undefined ? {} : { argsDigest }),
-          ...extra,
         });
         return refusal(toolCall, code, details);
       };
 
       // 2-3: a registered tool the agent exposes; present, unique call ids in the step.
-      const checked = checkCall(
-        toolCall,
-        toolCall.id === undefined ? undefined : findStep(messages, toolCall.id),
-        kindOf(toolCall.name),
-        request.tool !== undefined,
-      );
+      const step = toolCall.id === undefined ? undefined : findStep(messages, toolCall.id);
+      const checked = checkCall(toolCall, step, kindOf(toolCall.name), request.tool !== undefined);
       if ("refuse" in checked) return refuse(checked.refuse);
       const policy = policies.get(toolCall.name) ?? unreachable();
       const call = { id: checked.id, name: toolCall.name, args: toolCall.args, kind: checked.kind };
 
       // 4: authorization, for every call, replays included.
-      if (!(await isAuthorized(authorize, call, turn.input, logger))) return refuse("unauthorized");
+      const ask = (args: unknown) => authorize({ ...call, args }, turn.input);
+      if (!(await isAuthorized(ask, call, logger))) return refuse("unauthorized");
 
       // 5: guardrails, in order, before anything runs or is claimed; approvals pause here.
       if (argsDigest === undefined) return refuse("invalid_arguments", { tool: call.name });
@@ -244,24 +198,16 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       };
       const evaluation = await evaluateGuardrails(env, checkedCall(request.tool, call, argsDigest), {
         digest,
-        authorize: (edited) => isAuthorized(authorize, { ...call, args: edited.args }, turn.input, logger),
+        authorize: (edited) => isAuthorized(ask, edited, logger),
       });
-      if ("deny" in evaluation) {
-        const code = evaluation.deny.code ?? "guardrail_denied";
-        await record({ decision: "refused", toolCallId: call.id, kind: call.kind, argsDigest, code, guardrail: evaluation.guardrail });
-        return denialMessage(call, evaluation.deny);
-      }
-      if ("rejected" in evaluation) {
-        return refuse(
-          "approval_rejected",
-          evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected },
-          { guardrail: evaluation.guardrail },
-        );
+      if ("refusal" in evaluation) {
+        const { code, guardrail } = evaluation;
+        await record({ decision: "refused", toolCallId: call.id, kind: call.kind, argsDigest, code, guardrail });
+        return evaluation.refusal;
       }
       const approved = evaluation.pass;
       const effective =
         approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } };
-      const executed = { id: call.id, name: call.name, kind: call.kind, argsDigest: approved.argsDigest };
       const ran = { toolCallId: call.id, kind: call.kind, argsDigest: approved.argsDigest } as const;
       const run = () => {
         const attempt = async () => handler(effective);
@@ -295,12 +241,15 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       }
 
       // 7: mutations. Step rules first, then read evidence, then the atomic claim.
-      const stepRefusal = checkMutationStep(call.id, findStep(messages, call.id) ?? [], kindOf);
+      const stepRefusal = checkMutationStep(call.id, step ?? [], kindOf);
       if (stepRefusal !== undefined) return refuse(stepRefusal.refuse);
       if (!(await hasTrustedRead(store, admitted, messages, kindOf))) return refuse("read_required");
 
       signal?.throwIfAborted();
-      const identity = mutationIdentity({ scopeId: turn.input.scopeId, turnKey: turn.turnKey }, executed);
+      const identity = mutationIdentity(
+        { scopeId: turn.input.scopeId, turnKey: turn.turnKey },
+        { id: call.id, name: call.name, argsDigest: approved.argsDigest },
+      );
       const action = claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope })));
       if ("refuse" in action) return refuse(action.refuse);
       const mutationEvent = { ...ran, mutationKey: identity.mutationKey } as const;
@@ -389,23 +338,6 @@ function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | und
   }
 }
 
-async function isAuthorized(
-  authorize: Authorize,
-  call: AuthorizeCall,
-  input: TurnInput,
-  logger: GuardrailLogger,
-): Promise<boolean> {
-  try {
-    // Only literally `true`: a JavaScript caller can return anything.
-    const answer: unknown = await authorize({ ...call, args: structuredClone(call.args) }, input);
-    return answer === true;
-  } catch (error) {
-    if (isGraphBubbleUp(error)) throw error; // an approval interrupt pauses the run
-    logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
-    return false;
-  }
-}
-
 /** The argument digest, or undefined for arguments that are not plain JSON. */
 function digestOrUndefined(args: unknown): string | undefined {
   try {
@@ -413,23 +345,6 @@ function digestOrUndefined(args: unknown): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** What the guardrails are asked about: a JSON copy of the arguments and the tool's schema. */
-function checkedCall(
-  tool: ClientTool | ServerTool | undefined,
-  call: { readonly id: string; readonly name: string; readonly args: unknown; readonly kind: ToolKind | undefined },
-  argsDigest: string,
-): CheckedCall {
-  return {
-    id: call.id,
-    name: call.name,
-    args: call.args as Readonly<Record<string, JsonValue>>,
-    argsDigest,
-    kind: call.kind,
-    schema: declaredSchema(tool),
-    zodSchema: zodSchemaOf(tool),
-  };
 }
 
 /** Whether the store confirms a document read the transcript shows in this turn. */

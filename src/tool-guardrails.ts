@@ -10,17 +10,16 @@ import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
-import type { GuardrailStore, JsonValue } from "./contracts.js";
+import type { GuardrailStore } from "./contracts.js";
 import { digest } from "./digest.js";
 import { ConfigurationError } from "./errors.js";
-import { evaluateGuardrails, type GuardrailEnvironment } from "./guardrails/evaluate.js";
+import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "./guardrails/evaluate.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import type { Guardrail } from "./guardrails/port.js";
-import { declaredSchema, zodSchemaOf } from "./guardrails/schema.js";
 import { turnKey } from "./keys.js";
-import { consoleLogger, isLogger, type GuardrailLogger } from "./logger.js";
-import { GuardrailListSchema, StoreShape } from "./middleware.js";
-import { denialMessage, refusal, resultText, type ToolResult } from "./tool-messages.js";
+import { consoleLogger, type GuardrailLogger } from "./logger.js";
+import { GuardrailListSchema, isAuthorized, isFunction, LoggerSchema, StoreShape } from "./options.js";
+import { refusal, resultText, type ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
 
 export interface ToolGuardrailsOptions {
@@ -43,9 +42,9 @@ export interface ToolGuardrailsOptions {
 const OptionsSchema = z.strictObject({
   guardrails: GuardrailListSchema,
   store: StoreShape.optional(),
-  authorize: z.custom<NonNullable<ToolGuardrailsOptions["authorize"]>>((value) => typeof value === "function").optional(),
+  authorize: z.custom<NonNullable<ToolGuardrailsOptions["authorize"]>>(isFunction).optional(),
   audit: AuditOptionsSchema.optional(),
-  logger: z.custom<GuardrailLogger>(isLogger, "logger must have a warn(message, fields) method").optional(),
+  logger: LoggerSchema.optional(),
 });
 
 /**
@@ -64,17 +63,8 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   const guardrails = resolveGuardrails(parsed.data.guardrails);
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
 
-  const isAuthorized = async (call: { id: string; name: string; args: unknown }) => {
-    if (authorize === undefined) return true;
-    try {
-      const answer: unknown = await authorize({ ...call, args: structuredClone(call.args) });
-      return answer === true;
-    } catch (error) {
-      if (isGraphBubbleUp(error)) throw error;
-      logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
-      return false;
-    }
-  };
+  const authorized = (call: { readonly id: string; readonly name: string; readonly args: unknown }) =>
+    authorize === undefined ? true : isAuthorized((args) => authorize({ ...call, args }), call, logger);
 
   return createMiddleware({
     name: "ToolGuardrails",
@@ -91,7 +81,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
       } catch {
         return refusal(call, "invalid_arguments", { tool: call.name });
       }
-      if (!(await isAuthorized(call))) {
+      if (!(await authorized(call))) {
         await audit.record({
           decision: "refused",
           code: "unauthorized",
@@ -112,27 +102,14 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
         scopeId: turn.scopeId,
         signal: runtime.signal,
       };
-      const evaluation = await evaluateGuardrails(
-        env,
-        {
-          id,
-          name: call.name,
-          args: call.args as Readonly<Record<string, JsonValue>>,
-          argsDigest,
-          kind: undefined,
-          schema: declaredSchema(request.tool),
-          zodSchema: zodSchemaOf(request.tool),
-        },
-        { digest, authorize: (edited) => isAuthorized({ ...call, args: edited.args }) },
-      );
+      const evaluation = await evaluateGuardrails(env, checkedCall(request.tool, call, argsDigest), {
+        digest,
+        authorize: async (edited) => authorized(edited),
+      });
       const refused = { turnKey: turn.turnKey, scopeId: turn.scopeId, toolCallId: id, toolName: call.name, argsDigest } as const;
-      if ("deny" in evaluation) {
-        await audit.record({ decision: "refused", ...refused, code: evaluation.deny.code ?? "guardrail_denied", guardrail: evaluation.guardrail });
-        return denialMessage(call, evaluation.deny);
-      }
-      if ("rejected" in evaluation) {
-        await audit.record({ decision: "refused", ...refused, code: "approval_rejected", guardrail: evaluation.guardrail });
-        return refusal(call, "approval_rejected", evaluation.rejected === undefined ? {} : { reviewerMessage: evaluation.rejected });
+      if ("refusal" in evaluation) {
+        await audit.record({ decision: "refused", ...refused, code: evaluation.code, guardrail: evaluation.guardrail });
+        return evaluation.refusal;
       }
       const approved = evaluation.pass;
       const effective =

@@ -5,6 +5,8 @@
  * a replay of the call reads them instead of running the detector again. An `approve` verdict
  * pauses the call for a person, whose decision is recorded under the same key.
  */
+import type { ToolMessage } from "@langchain/core/messages";
+import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { interrupt } from "@langchain/langgraph";
 import {
   ApprovalDecisionSchema,
@@ -19,8 +21,9 @@ import {
 import { ApprovalError } from "../errors.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
+import { denialMessage, refusal } from "../tool-messages.js";
 import { appliesTo, type ApprovalRequest, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
-import { zodSchemas } from "./schema.js";
+import { declaredSchema, zodSchemaOf, zodSchemas } from "./schema.js";
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 
@@ -50,8 +53,25 @@ export interface GuardrailEnvironment {
 export type Evaluation =
   /** Run the call, with these arguments (a person may have edited them). */
   | { readonly pass: CheckedCall }
-  | { readonly deny: GuardrailVerdict; readonly guardrail: string }
-  | { readonly rejected: string | undefined; readonly guardrail: string };
+  /** Refused: the model gets `refusal`; the audit records `code` and the deciding `guardrail`. */
+  | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string };
+
+/** What the guardrails are asked about: the call's JSON arguments and its tool's schemas. */
+export function checkedCall(
+  tool: ClientTool | ServerTool | undefined,
+  call: { readonly id: string; readonly name: string; readonly args: unknown; readonly kind?: ToolKind | undefined },
+  argsDigest: string,
+): CheckedCall {
+  return {
+    id: call.id,
+    name: call.name,
+    args: call.args as Readonly<Record<string, JsonValue>>,
+    argsDigest,
+    kind: call.kind,
+    schema: declaredSchema(tool),
+    zodSchema: zodSchemaOf(tool),
+  };
+}
 
 /** How the pipeline re-checks arguments a person edited. */
 export interface EditChecks {
@@ -70,7 +90,9 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
     const { verdict, fresh } = await verdictOf(env, guardrail, call);
     if (verdict.action === "allow") continue;
     if (fresh) await auditVerdict(env, guardrail.name, call, verdict);
-    if (verdict.action === "deny") return { deny: verdict, guardrail: guardrail.name };
+    if (verdict.action === "deny") {
+      return { refusal: denialMessage(call, verdict), code: verdict.code ?? "guardrail_denied", guardrail: guardrail.name };
+    }
     if (verdict.action === "approve") approvals.push({ guardrail: guardrail.name, reason: verdict.reason });
   }
   if (approvals.length === 0) return { pass: call };
@@ -78,7 +100,10 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
   const approvedBy = approvals.map((approval) => approval.guardrail).join(",");
   const decision = await approvalDecision(env, approvals, call);
   if (decision.decision === "approve") return { pass: call };
-  if (decision.decision === "reject") return { rejected: decision.message, guardrail: approvedBy };
+  if (decision.decision === "reject") {
+    const details = decision.message === undefined ? undefined : { reviewerMessage: decision.message };
+    return { refusal: refusal(call, "approval_rejected", details), code: "approval_rejected", guardrail: approvedBy };
+  }
   return { pass: await checkEdit(env, call, decision.args, edits) };
 }
 
