@@ -65,6 +65,8 @@ export default defineConfig({
     environment: "node",
     globals: false,
     include: ["test/**/*.test.ts"],
+    // A PostgreSQL server for the run: ARKAH_PG_URL, or a throwaway embedded one.
+    globalSetup: ["test/setup/postgres.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // `default` for people, `json` for CI (.ci/run reads numPassedTests / numFailedTests).

@@ -1,7 +1,7 @@
 /**
  * `PostgresGuardrailStore` benchmarks (not timed tests: nothing here asserts). Each reads
- * ARKAH_PG_URL and returns `undefined` when it is absent; `benchPostgres` turns that into one
- * "skipped: no ARKAH_PG_URL" row.
+ * ARKAH_PG_URL and returns `undefined` when it is absent; `benchPostgres` starts an embedded server
+ * when it is not set.
  *
  * 1. `benchPostgresPairs`: claim + settle pairs through the store against the same two statements
  *    issued directly through `pg`: `INSERT ... ON CONFLICT (turn_key) DO NOTHING RETURNING token`
@@ -24,6 +24,7 @@ import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { digest, mutationKey, turnKey, type AuditEvent, type MutationIdentity } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
+import { startEmbeddedPostgres } from "../scripts/postgres/embedded.js";
 import {
   formatNs,
   formatRate,
@@ -40,7 +41,6 @@ import {
 } from "./harness.js";
 
 const RESULT_CONTENT = JSON.stringify({ id: "doc-1", title: "Field notes", revision: 1 });
-const SKIPPED = "skipped: no ARKAH_PG_URL";
 
 /** The database URL, or undefined (every benchmark here is then skipped). */
 export function postgresUrl(): string | undefined {
@@ -382,21 +382,24 @@ export interface PostgresBenchOptions {
 
 const ratio = (value: number) => `${value.toFixed(3)}x`;
 
-/** Runs all three and returns report rows, or one "skipped: no ARKAH_PG_URL" row. */
+/**
+ * Runs all three and returns report rows: on ARKAH_PG_URL when it is set, otherwise on a throwaway
+ * embedded server (scripts/postgres/embedded.ts: loopback, fsync off) started for the run.
+ */
 export async function benchPostgres(options: PostgresBenchOptions = {}): Promise<ResultRow[]> {
-  if (postgresUrl() === undefined) {
-    return [
-      {
-        benchmark: "postgres claim+settle (vs the same two statements through pg)",
-        baseline: SKIPPED,
-        subject: SKIPPED,
-        ratio: "n/a",
-        target: "≥ 0.70x pairs/s",
-        pass: true,
-        note: `${SKIPPED}: set ARKAH_PG_URL (e.g. from \`bash .ci/run --postgres-only\`) to run the PostgreSQL benchmarks`,
-      },
-    ];
+  if (postgresUrl() !== undefined) return runPostgresBenches(options);
+  log("postgres: ARKAH_PG_URL is not set; starting an embedded server for the run");
+  const server = await startEmbeddedPostgres({ database: "arkah_bench" });
+  process.env.ARKAH_PG_URL = server.url;
+  try {
+    return await runPostgresBenches(options);
+  } finally {
+    delete process.env.ARKAH_PG_URL;
+    await server.stop();
   }
+}
+
+async function runPostgresBenches(options: PostgresBenchOptions): Promise<ResultRow[]> {
   const quick = options.quick === true;
   const rows: ResultRow[] = [];
 

@@ -1,7 +1,7 @@
 /**
  * `pnpm bench`: runs every benchmark, prints the table and writes docs/benchmarks.md.
  *
- *   pnpm bench              full run (about 5 minutes on 2 cores; PostgreSQL rows need ARKAH_PG_URL)
+ *   pnpm bench              full run (about 5 minutes on 2 cores; PostgreSQL on ARKAH_PG_URL or an embedded server)
  *   pnpm bench --quick      a few rounds of each, to check the benchmarks run (does not write docs)
  *   pnpm bench --no-write   full run, print only
  *
@@ -346,7 +346,7 @@ never pass for a speed-up.
 | claim+settle (bench/store.ts) | a bare async \`Map\`: claim checks and sets a record with a \`randomUUID()\` token, settle compares and updates | \`InMemoryGuardrailStore.claimMutation\` + \`settleMutation\`, a distinct turn key per pair, identities built beforehand | time ratio ≤ 1.50 |
 | SQLite claim+settle (bench/sqlite.ts) | the same two statements (INSERT the claim, compare-and-set UPDATE) issued directly through better-sqlite3, same pragmas (WAL, \`synchronous=NORMAL\`, so the figure is the store's own cost rather than the disk's) | \`SqliteGuardrailStore.claimMutation\` + \`settleMutation\`, one transaction each, every value validated | ≥ 0.70 of the raw pairs/s |
 | SQLite turn (bench/sqlite.ts) | the read-then-write turn on the in-memory store | the same turn on \`SqliteGuardrailStore\` as shipped (\`synchronous=FULL\`: four fsyncs a turn) | reported |
-| PostgreSQL (bench/postgres.ts, needs \`ARKAH_PG_URL\`) | the same claim and settle statements issued directly through \`pg\`; then 1, 2, 4 and 8 workers on distinct turns, with all workers on one turn alongside | \`PostgresGuardrailStore\` | ≥ 0.70 of the raw pairs/s; concurrency reported (pairs/s, p50, p99) |
+| PostgreSQL (bench/postgres.ts, on \`ARKAH_PG_URL\` or an embedded server) | the same claim and settle statements issued directly through \`pg\`; then 1, 2, 4 and 8 workers on distinct turns, with all workers on one turn alongside | \`PostgresGuardrailStore\` | ≥ 0.70 of the raw pairs/s; concurrency reported (pairs/s, p50, p99) |
 | history flatness (bench/history.ts) | the same loop, no middleware | guarded loop of ${String(HISTORY_STEPS)} read steps whose input already holds ${HISTORY_SIZES.map((size) => size.toLocaleString("en-US")).join(", ")} earlier messages (alternating Human/AI text) | the guard's share per call does not grow with the history: at the largest history it is at most ${FLAT_RATIO.toFixed(1)}x the share at none, or at most ${formatNs(FLAT_ABSOLUTE_NS)} more, or more only within noise (under two standard errors of the difference) |
 
 The history share is the median of the per-round differences guarded − unguarded, with a robust
@@ -360,8 +360,8 @@ the same at every history size). It answers the same question (does the guard's 
 history?) without the framework's noise. "guard adds X ± SE" in the notes is the median of the
 per-round differences with its standard error.
 
-Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file). The PostgreSQL rows need
-\`ARKAH_PG_URL\`: \`bash .ci/run --postgres-only\` starts a throwaway cluster and prints one.
+Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file). The PostgreSQL rows run on
+\`ARKAH_PG_URL\` when it is set, otherwise on a throwaway embedded server started for the run (loopback, \`fsync=off\`).
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
 \`pnpm bench --no-write\` prints without writing. On a shared or busy machine (see the load
 average below; it should be well under the number of cores) the wall-clock samples are noisy:

@@ -41,7 +41,7 @@ import {
   turnInput,
   type ToolHooks,
 } from "../support/fixtures.js";
-import { adminPool, dropSchema, freshSchema, PG_URL, requirePostgresUnderCi } from "../support/postgres.js";
+import { adminPool, dropSchema, freshSchema, PG_URL, requirePostgres } from "../support/postgres.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const T0 = Date.parse("2026-11-29T18:00:00.000Z");
@@ -631,10 +631,10 @@ afterAll(async () => {
   }
 });
 
-// Under CI=true a missing ARKAH_PG_URL fails (as in test/stores/): the PostgreSQL runs are required there.
-requirePostgresUnderCi();
+// Without a server this fails with the reason (as in test/stores/): the PostgreSQL runs are required.
+requirePostgres();
 
-describe.each(PG_URL === undefined ? [] : [PG_URL])("main against PostgreSQL (%s)", (url) => {
+describe.each(PG_URL === undefined ? [] : [PG_URL])("main against PostgreSQL", (url) => {
   it("refuses a schema without a store, and creates nothing; names a missing database", async () => {
     const schema = freshSchema("arkah_cli_absent");
     const absent = await cli(["--postgres", url, "--schema", schema, "inspect"]);

@@ -6,15 +6,15 @@
  * operator reconciles it; a `completed` reconciliation is then replayed, still without running.
  */
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SCOPE_ID, WRITE_CALL_ID } from "./workers/postgres-protocol.js";
 import { startPostgresWorker, type PostgresWorker } from "../support/postgres-workers.js";
-import { adminPool, dropSchema, freshSchema, PG_SUITE, PG_URL, requirePostgresUnderCi } from "../support/postgres.js";
+import { adminPool, dropSchema, freshSchema, describePostgres, requirePostgres } from "../support/postgres.js";
 
-requirePostgresUnderCi();
+requirePostgres();
 
-describe.runIf(PG_URL)(`PostgreSQL: a worker killed between claim and settlement ${PG_SUITE}`, () => {
+describePostgres("PostgreSQL: a worker killed between claim and settlement", (url) => {
   const schema = freshSchema("arkah_crash");
   let admin: pg.Pool;
   let store: PostgresGuardrailStore;
@@ -43,7 +43,7 @@ describe.runIf(PG_URL)(`PostgreSQL: a worker killed between claim and settlement
 
   beforeAll(async () => {
     admin = adminPool();
-    store = await PostgresGuardrailStore.open({ connectionString: PG_URL ?? "" }, { schema });
+    store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
     await admin.query(`CREATE TABLE "${schema}".writes (turn_id text NOT NULL, worker text NOT NULL, pid integer NOT NULL)`);
   });
 

@@ -8,18 +8,18 @@
  * not settled yet) or gets the winner's stored result replayed, never a second run.
  */
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import type { MutationOutcome } from "./workers/postgres-protocol.js";
 import { startPostgresWorker, type PostgresWorker } from "../support/postgres-workers.js";
-import { adminPool, dropSchema, freshSchema, PG_SUITE, PG_URL, requirePostgresUnderCi } from "../support/postgres.js";
+import { adminPool, dropSchema, freshSchema, describePostgres, requirePostgres } from "../support/postgres.js";
 
-requirePostgresUnderCi();
+requirePostgres();
 
 const PROCESSES = 8;
 const TURNS = 200;
 
-describe.runIf(PG_URL)(`PostgreSQL: ${String(PROCESSES)} processes race for the same mutation ${PG_SUITE}`, () => {
+describePostgres(`PostgreSQL: ${String(PROCESSES)} processes race for the same mutation`, (url) => {
   const schema = freshSchema("arkah_race");
   let admin: pg.Pool;
   let workers: PostgresWorker[] = [];
@@ -27,7 +27,7 @@ describe.runIf(PG_URL)(`PostgreSQL: ${String(PROCESSES)} processes race for the 
   beforeAll(async () => {
     admin = adminPool();
     // Migrated once here; the workers' concurrent opens then find it current.
-    const store = await PostgresGuardrailStore.open({ connectionString: PG_URL ?? "" }, { schema });
+    const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
     await store.close();
     await admin.query(`CREATE TABLE "${schema}".writes (turn_id text NOT NULL, worker text NOT NULL, pid integer NOT NULL)`);
     workers = Array.from({ length: PROCESSES }, (_, index) => startPostgresWorker(schema, `w${String(index)}`));
@@ -94,7 +94,7 @@ describe.runIf(PG_URL)(`PostgreSQL: ${String(PROCESSES)} processes race for the 
     console.info(`postgres race: ${JSON.stringify(tally)}`);
 
     // Every winner settled: nothing is left pending or unknown.
-    const store = await PostgresGuardrailStore.open({ connectionString: PG_URL ?? "" }, { schema });
+    const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
     try {
       expect(await store.listUnresolved()).toEqual([]);
     } finally {

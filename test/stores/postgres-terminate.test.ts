@@ -29,12 +29,11 @@ import {
   claimIdentity,
   dropSchema,
   freshSchema,
-  PG_SUITE,
-  PG_URL,
-  requirePostgresUnderCi,
+  describePostgres,
+  requirePostgres,
 } from "../support/postgres.js";
 
-requirePostgresUnderCi();
+requirePostgres();
 
 const RESULT = { content: '{"title":"Field notes","revision":1}', status: "success" as const };
 
@@ -51,7 +50,7 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
   return outcome.error as Error;
 }
 
-describe.runIf(PG_URL)(`PostgreSQL: the store's connection terminated mid-operation ${PG_SUITE}`, () => {
+describePostgres("PostgreSQL: the store's connection terminated mid-operation", (url) => {
   const schema = freshSchema("arkah_term");
   const application = `${schema}_store`;
   let admin: pg.Pool;
@@ -60,7 +59,7 @@ describe.runIf(PG_URL)(`PostgreSQL: the store's connection terminated mid-operat
 
   beforeAll(async () => {
     admin = adminPool();
-    pool = new pg.Pool({ connectionString: PG_URL, application_name: application, max: 4 });
+    pool = new pg.Pool({ connectionString: url, application_name: application, max: 4 });
     pool.on("error", () => undefined);
     store = await PostgresGuardrailStore.open({ pool }, { schema });
   });

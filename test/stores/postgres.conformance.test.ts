@@ -9,13 +9,12 @@
 import type pg from "pg";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { validateGuardrailStore } from "arkah-agent-guardrails/testing";
-import { describe } from "vitest";
-import { adminPool, dropSchema, freshSchema, PG_SUITE, PG_URL, requirePostgresUnderCi } from "../support/postgres.js";
+import { adminPool, dropSchema, freshSchema, describePostgres, requirePostgres } from "../support/postgres.js";
 
-requirePostgresUnderCi();
+requirePostgres();
 
-// Without ARKAH_PG_URL the kit's tests are still registered, and reported as skipped.
-describe.runIf(PG_URL)(`PostgreSQL conformance ${PG_SUITE}`, async () => {
+// Without a server the suite is one failing test that says why.
+describePostgres("PostgreSQL conformance", async () => {
   let admin: pg.Pool | undefined;
   let pool: pg.Pool | undefined;
 

@@ -1,31 +1,48 @@
 /**
- * PostgreSQL test support. Every PostgreSQL test reads `ARKAH_PG_URL` (`.ci/run` starts a
- * throwaway cluster and sets it). Without it the PostgreSQL suites are skipped (`describe.runIf`),
- * except under `CI=true`, where `requirePostgresUnderCi` registers a test that fails: CI must never
- * pass by not running them. Each suite works in its own randomly named schema and drops it after.
+ * PostgreSQL test support. Every PostgreSQL test reads `ARKAH_PG_URL`, which the global setup
+ * (test/setup/postgres.ts) always provides: the caller's own URL, or a throwaway embedded server it
+ * started for the run. PostgreSQL suites never skip: where no server could be had, `describePostgres`
+ * registers one failing test that says why and how to fix it. Each suite works in its own randomly
+ * named schema and drops it after.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { digest, mutationKey, turnKey, type MutationIdentity } from "arkah-agent-guardrails";
 
-/** The database URL, or undefined when PostgreSQL tests cannot run here. */
+/** The database URL, or undefined when no server could be had (then PG suites fail). */
 export const PG_URL: string | undefined = process.env.ARKAH_PG_URL === "" ? undefined : process.env.ARKAH_PG_URL;
 
-export const UNDER_CI = process.env.CI === "true";
+/** Where the server came from, for suite names. */
+export const PG_SUITE = `(${process.env.ARKAH_PG_SOURCE ?? "ARKAH_PG_URL"})`;
 
-/** The reason shown in suite names when they are skipped. */
-export const PG_SUITE = PG_URL === undefined ? "(skipped: ARKAH_PG_URL is not set)" : "(ARKAH_PG_URL)";
+/** Why there is no server, and how to get one. */
+export const PG_UNAVAILABLE =
+  process.env.ARKAH_PG_UNAVAILABLE ??
+  "ARKAH_PG_URL is not set and no embedded server was started: run the tests with `pnpm test` (its global setup starts one), or set ARKAH_PG_URL";
 
 /**
- * Registers a test that fails under CI=true when ARKAH_PG_URL is missing, and otherwise (when a URL
- * is set) checks that it is a postgres URL the server answers on. It is not registered at all when
- * there is neither CI nor a URL, so it never passes without checking something.
+ * `describe` for a suite that needs PostgreSQL: with a server, `factory` gets its URL; without one,
+ * the suite holds a single test that fails with the reason, so a missing server is never a pass.
  */
-export function requirePostgresUnderCi(): void {
-  it.runIf(UNDER_CI || PG_URL !== undefined)("has a reachable ARKAH_PG_URL (required when CI=true)", async () => {
-    expect(PG_URL, "CI=true but ARKAH_PG_URL is not set: .ci/run must start PostgreSQL").toBeDefined();
-    const url = new URL(PG_URL ?? "");
+export function describePostgres(name: string, factory: (url: string) => void | Promise<void>): void {
+  const url = PG_URL;
+  if (url === undefined) {
+    describe(name, () => {
+      it("needs a PostgreSQL server", () => {
+        throw new Error(PG_UNAVAILABLE);
+      });
+    });
+    return;
+  }
+  describe(`${name} ${PG_SUITE}`, () => factory(url));
+}
+
+/** Checks that the server answers on `ARKAH_PG_URL`; fails with the reason when there is none. */
+export function requirePostgres(): void {
+  it("has a reachable PostgreSQL server", async () => {
+    if (PG_URL === undefined) throw new Error(PG_UNAVAILABLE);
+    const url = new URL(PG_URL);
     expect(["postgres:", "postgresql:"]).toContain(url.protocol);
     const client = new pg.Client({ connectionString: PG_URL });
     await client.connect();
