@@ -38,7 +38,7 @@ export async function benchSchemaGuardrail(options: SchemaOptions): Promise<Inte
   const guardrail = createSchemaGuardrail();
   const context: GuardrailContext = {
     placement: "tool-args",
-    toolCall: { id: "call-1", name: "issue-credit", args: ARGS },
+    toolCall: { id: "call-1", name: "issue-credit", args: ARGS, rawArgs: ARGS },
     tool: { name: "issue-credit", kind: "mutation", schema: CREDIT_SCHEMA },
     turn: { scopeId: "doc-1", turnId: "turn-1", turnKey: "0".repeat(64) },
     signal: new AbortController().signal,

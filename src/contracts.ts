@@ -76,10 +76,25 @@ export const RetryPolicySchema = z.strictObject({
 });
 export type RetryPolicy = z.infer<typeof RetryPolicySchema>;
 
-export const ToolPolicySchema = z.strictObject({
-  kind: ToolKindSchema,
-  retry: RetryPolicySchema.optional(),
-});
+/** Which document a call touches, from its parsed arguments: `undefined` when it cannot tell. */
+export type ScopeOf = (args: Readonly<Record<string, JsonValue>>) => string | undefined;
+
+export const ToolPolicySchema = z
+  .strictObject({
+    kind: ToolKindSchema,
+    retry: RetryPolicySchema.optional(),
+    /**
+     * For `document-read` and `mutation` tools: the document a call touches. A call whose scope is
+     * not the turn's `scopeId` (or is undefined) is refused `out_of_scope` before anything runs or is
+     * claimed, and such a read is never evidence. Without it, binding arguments to the turn's
+     * document is `authorize`'s job.
+     */
+    scope: z.custom<ScopeOf>((value) => typeof value === "function", "scope must be a function (args) => string | undefined").optional(),
+  })
+  .refine((policy) => policy.scope === undefined || policy.kind === "document-read" || policy.kind === "mutation", {
+    error: "scope binds document-read and mutation tools only",
+    path: ["scope"],
+  });
 export type ToolPolicy = z.infer<typeof ToolPolicySchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -397,6 +412,7 @@ export interface GuardrailStore {
 export const REFUSAL_CODES = {
   unregistered_tool: "unregistered_tool",
   duplicate_call_id: "duplicate_call_id",
+  out_of_scope: "out_of_scope",
   unauthorized: "unauthorized",
   invalid_arguments: "invalid_arguments",
   guardrail_denied: "guardrail_denied",

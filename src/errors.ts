@@ -172,6 +172,53 @@ export class ApprovalError extends Error {
   }
 }
 
+/** How a middleware inside the guardrails broke the seal on a governed call. */
+export type SealViolation =
+  /** The tool was invoked with other arguments (or another call id) than the ones checked. */
+  | "arguments_rewritten"
+  /** The handler ran the tool a second time for one checked execution. */
+  | "handler_repeated"
+  /** The governed tool was invoked around the seal (another tool object in the request, or none). */
+  | "tool_swapped"
+  /** A success was returned for the call although its tool never ran. */
+  | "answered_without_tool"
+  /** The tool was invoked after the guardrails had already answered the call. */
+  | "late_invocation";
+
+/**
+ * A middleware placed inside (after) the guardrails changed what a checked call executes: its
+ * arguments, its tool, or how often it runs. The run fails: it is a configuration problem of the
+ * host, not the model's. Before this is thrown the call's claim is settled with what really
+ * happened: released when the tool body provably never started, else `complete` with the body's
+ * own result, or `unknown`.
+ */
+export class SealError extends Error {
+  readonly violation: SealViolation;
+  readonly toolName: string;
+  readonly toolCallId: string;
+
+  constructor(violation: SealViolation, fields: { toolName: string; toolCallId: string }) {
+    super(
+      `a middleware inside the guardrails broke the seal on ${fields.toolName} call ${fields.toolCallId} (${violation}): ` +
+        "the guardrails run a call once, with the tool and the arguments they checked. Place middleware that rewrites " +
+        "calls, swaps tools or retries before the guardrails in `middleware`, or use the tool policy's `retry`",
+    );
+    this.violation = violation;
+    this.toolName = fields.toolName;
+    this.toolCallId = fields.toolCallId;
+    brand(this, "SealError");
+  }
+
+  static isInstance(error: unknown): error is SealError {
+    return hasBrand(error, "SealError");
+  }
+
+  /** The `SealError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
+  static find(error: unknown): SealError | undefined {
+    return findBranded(error, "SealError") as SealError | undefined;
+  }
+}
+
 /**
  * Throw this from a tool to ask the middleware for another attempt. Nothing else is retried,
  * and only tools whose retry policy allows more than one attempt are retried.

@@ -53,13 +53,19 @@ export async function retryBoundary<T>(
       return await operation(attempt);
     } catch (error) {
       if (attempt >= maxAttempts || !RetryableToolError.isInstance(error)) throw error;
-      const backoff = Math.min(delayMs * 2 ** (attempt - 1), MAX_DELAY_MS);
-      await sleep(Math.max(backoff, Math.min(error.retryAfterMs ?? 0, MAX_DELAY_MS)), signal);
+      await sleep(retryDelayMs(attempt, delayMs, error), signal);
     }
   }
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** @internal The wait after failed attempt `attempt`: doubling from `delayMs`, at least `retryAfterMs`, capped. */
+export function retryDelayMs(attempt: number, delayMs: number, error: RetryableToolError): number {
+  const backoff = Math.min(delayMs * 2 ** (attempt - 1), MAX_DELAY_MS);
+  return Math.max(backoff, Math.min(error.retryAfterMs ?? 0, MAX_DELAY_MS));
+}
+
+/** @internal Resolves after `ms`, or rejects with the signal's reason as soon as it is aborted. */
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason as Error);

@@ -4,22 +4,24 @@
  * before it runs. No admission, no mutation slot: step 5 of the pipeline, `tool_failed` for
  * tools that throw, and the audit trail.
  */
-import { HumanMessage } from "@langchain/core/messages";
-import { isGraphBubbleUp } from "@langchain/langgraph";
+import { HumanMessage, type ToolMessage } from "@langchain/core/messages";
 import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import type { GuardrailStore } from "./contracts.js";
-import { digest } from "./digest.js";
+import { isWellFormedId } from "./decision/plan.js";
 import { ConfigurationError } from "./errors.js";
-import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "./guardrails/evaluate.js";
+import { isSealable } from "./execution/parse.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
 import { consoleLogger, type GuardrailLogger } from "./logger.js";
-import { GuardrailListSchema, isAuthorized, isFunction, LoggerSchema, StoreShape } from "./options.js";
-import { refusal, resultText, type ToolResult } from "./tool-messages.js";
+import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
+import { GovernedCall, type CallTurn, type Governance } from "./pipeline/call.js";
+import { runRead } from "./pipeline/execute.js";
+import { authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
+import { refusal } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
 
 export interface ToolGuardrailsOptions {
@@ -63,74 +65,35 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   const guardrails = resolveGuardrails(parsed.data.guardrails);
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
 
-  const authorized = (call: { readonly id: string; readonly name: string; readonly args: unknown }) =>
-    authorize === undefined ? true : isAuthorized((args) => authorize({ ...call, args }), call, logger);
+  const governance: Governance = { store, audit, logger, guardrails };
+  const asked = authorize === undefined ? undefined : (call: AskedCall) => authorize({ id: call.id, name: call.name, args: call.args });
 
   return createMiddleware({
     name: "ToolGuardrails",
     wrapToolCall: async (request, handler) => {
-      const { toolCall, runtime } = request;
-      runtime.signal?.throwIfAborted();
-      const id = toolCall.id;
-      if (id === undefined || id === "") return refusal(toolCall, "duplicate_call_id");
-      const turn = callTurn(runtime.context, runtime.configurable, request.state.messages);
-      const call = { id, name: toolCall.name, args: toolCall.args };
-      let argsDigest: string;
-      try {
-        argsDigest = digest(call.args);
-      } catch {
-        return refusal(call, "invalid_arguments", { tool: call.name });
-      }
-      if (!(await authorized(call))) {
-        await audit.record({
-          decision: "refused",
-          code: "unauthorized",
-          turnKey: turn.turnKey,
-          scopeId: turn.scopeId,
-          toolCallId: id,
-          toolName: call.name,
-          argsDigest,
-        });
-        return refusal(call, "unauthorized");
-      }
-      const env: GuardrailEnvironment = {
-        guardrails,
-        store,
-        audit,
-        logger,
-        turn,
-        scopeId: turn.scopeId,
-        signal: runtime.signal,
-      };
-      const evaluation = await evaluateGuardrails(env, checkedCall(request.tool, call, argsDigest), {
-        digest,
-        authorize: async (edited) => authorized(edited),
-      });
-      const refused = { turnKey: turn.turnKey, scopeId: turn.scopeId, toolCallId: id, toolName: call.name, argsDigest } as const;
-      if ("refusal" in evaluation) {
-        await audit.record({ decision: "refused", ...refused, code: evaluation.code, guardrail: evaluation.guardrail });
-        return evaluation.refusal;
-      }
-      const approved = evaluation.pass;
-      const effective =
-        approved.argsDigest === argsDigest ? request : { ...request, toolCall: { ...toolCall, args: approved.args } };
-      const ran = { ...refused, argsDigest: approved.argsDigest };
-      let result: ToolResult;
-      try {
-        result = await handler(effective);
-      } catch (error) {
-        // Any wrapToolCall middleware makes a tool exception fatal to the run; a failed tool is
-        // a result the model can act on instead. Interrupts and cancellations still propagate.
-        if (isGraphBubbleUp(error) || runtime.signal?.aborted === true) throw error;
-        logger.warn("tool failed", { code: "tool_failed", toolName: call.name, toolCallId: id, error });
-        await audit.record({ decision: "failed", ...ran, code: "tool_failed" });
-        return refusal(call, "tool_failed");
-      }
-      const text = resultText(result);
-      await audit.record({ decision: "executed", ...ran, args: approved.args, ...(text === undefined ? {} : { result: text.content }) });
-      return result;
+      request.runtime.signal?.throwIfAborted();
+      const { runtime } = request;
+      const call = new GovernedCall(governance, request, callTurn(runtime.context, runtime.configurable, request.state.messages), undefined);
+      const refused =
+        checkTool(call) ?? // a call id, a sealable tool
+        (await parse(call)) ?? // invalid_arguments
+        (await authorizeCall(call, asked)) ?? // unauthorized
+        (await guard(call, asked)); // the guardrails' codes, approval_rejected
+      if (refused !== undefined) return refused;
+      // Any wrapToolCall middleware makes a tool exception fatal to the run; a failed tool is a
+      // result the model can act on instead. Interrupts and cancellations still propagate.
+      return runRead(call, handler, { maxAttempts: 1, delayMs: 0, requireText: false });
     },
   });
+}
+
+/** Without a document policy: a present call id, and a tool the guardrails can seal. */
+function checkTool(call: GovernedCall): Promise<ToolMessage> | undefined {
+  const { request } = call;
+  if (!isWellFormedId(request.toolCall.id)) return Promise.resolve(refusal(request.toolCall, "duplicate_call_id"));
+  if (!isSealable(request.tool)) return Promise.resolve(refusal(request.toolCall, "unregistered_tool"));
+  call.tool = request.tool;
+  return undefined;
 }
 
 /** The turn a call is recorded under: the trusted one in context, else the thread's latest user message. */
@@ -138,7 +101,7 @@ function callTurn(
   context: unknown,
   configurable: Readonly<Record<string, unknown>> | undefined,
   messages: readonly { readonly id?: string | undefined }[],
-): GuardrailEnvironment["turn"] {
+): CallTurn {
   const raw = typeof context === "object" && context !== null ? (context as Record<string, unknown>)[TURN_CONTEXT_KEY] : undefined;
   if (raw !== undefined) {
     const { input, turnKey: key } = resolveTurn(raw);

@@ -17,20 +17,31 @@ export function checkCall(
   toolAvailable: boolean,
 ): Refusal | { readonly kind: ToolKind; readonly id: string } {
   if (kind === undefined || !toolAvailable) return { refuse: "unregistered_tool" };
-  if (call.id === undefined || call.id === "" || step === undefined || !hasUniqueIds(step)) {
+  if (!isWellFormedId(call.id) || step === undefined || !hasUniqueIds(step)) {
     return { refuse: "duplicate_call_id" };
   }
   return { kind, id: call.id };
 }
 
-/** Every call of the step has an id of its own; one missing or repeated id spoils the step. */
+/**
+ * Every call of the step has a well-formed id of its own; one missing, malformed or repeated id
+ * spoils the whole step, so no call of it runs.
+ */
 function hasUniqueIds(step: readonly StepCall[]): boolean {
   const seen = new Set<string>();
   for (const { id } of step) {
-    if (id === undefined || id === "" || seen.has(id)) return false;
+    if (!isWellFormedId(id) || seen.has(id)) return false;
     seen.add(id);
   }
   return true;
+}
+
+/** A lone UTF-16 surrogate: not text, and no digest or store can keep it exactly. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** A call id the keys can be built from: a non-empty string of well-formed text. */
+export function isWellFormedId(id: unknown): id is string {
+  return typeof id === "string" && id !== "" && !LONE_SURROGATE.test(id);
 }
 
 /**
@@ -81,7 +92,9 @@ export function claimAction(claim: ClaimResult): ClaimAction {
 export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
   unregistered_tool: "This tool is not governed by the document guardrails, so it cannot run. Use another tool.",
   duplicate_call_id:
-    "Tool call ids in this step are missing or repeated, so none of the calls ran. Call the tools again, each with its own id.",
+    "Tool call ids in this step are missing, malformed or repeated, so none of the calls ran. Call the tools again, each with its own id.",
+  out_of_scope:
+    "This call touches another document than the one this turn may read and change, so it did not run. Work on the turn's document only.",
   unauthorized: "This call is not authorized for this user. Do not retry it; tell the user.",
   invalid_arguments:
     "The arguments do not match the tool's schema, so the call did not run. Fix every listed problem and call it again.",

@@ -23,7 +23,8 @@ import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal } from "../tool-messages.js";
 import { appliesTo, type ApprovalRequest, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
-import { declaredSchema, zodSchemaOf, zodSchemas } from "./schema.js";
+import { declaredSchema, parsedByZod, zodSchemaOf } from "./schema.js";
+import type { ParsedArguments } from "../execution/parse.js";
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 
@@ -31,12 +32,16 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 export interface CheckedCall {
   readonly id: string;
   readonly name: string;
+  /** The tool's own parse of `rawArgs`: what the tool body receives. */
   readonly args: Readonly<Record<string, JsonValue>>;
+  /** As written, by the model or an approver, and the digest the sealed invocation must match. */
+  readonly rawArgs: Readonly<Record<string, JsonValue>>;
+  readonly rawDigest: string;
   readonly argsDigest: string;
   readonly kind: ToolKind | undefined;
   readonly schema: JsonSchema | undefined;
-  /** The tool's own zod schema, for the schema guardrail's exact re-check. */
-  readonly zodSchema: unknown;
+  /** The arguments were parsed by the tool's own zod schema (the schema guardrail has nothing to add). */
+  readonly parsedByZod: boolean;
 }
 
 export interface GuardrailEnvironment {
@@ -56,26 +61,28 @@ export type Evaluation =
   /** Refused: the model gets `refusal`; the audit records `code` and the deciding `guardrail`. */
   | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string };
 
-/** What the guardrails are asked about: the call's JSON arguments and its tool's schemas. */
+/** What the guardrails are asked about: the call's parsed and written arguments, and its tool's schema. */
 export function checkedCall(
   tool: ClientTool | ServerTool | undefined,
-  call: { readonly id: string; readonly name: string; readonly args: unknown; readonly kind?: ToolKind | undefined },
-  argsDigest: string,
+  call: { readonly id: string; readonly name: string; readonly kind?: ToolKind | undefined },
+  checked: Omit<Extract<ParsedArguments, { readonly ok: true }>, "ok">,
 ): CheckedCall {
   return {
     id: call.id,
     name: call.name,
-    args: call.args as Readonly<Record<string, JsonValue>>,
-    argsDigest,
+    args: checked.args,
+    rawArgs: checked.raw,
+    rawDigest: checked.rawDigest,
+    argsDigest: checked.argsDigest,
     kind: call.kind,
     schema: declaredSchema(tool),
-    zodSchema: zodSchemaOf(tool),
+    parsedByZod: zodSchemaOf(tool) !== undefined,
   };
 }
 
-/** How the pipeline re-checks arguments a person edited. */
+/** How the pipeline re-checks arguments a person edited: the tool's parse, then `authorize`. */
 export interface EditChecks {
-  readonly digest: (args: Readonly<Record<string, JsonValue>>) => string;
+  readonly parse: (raw: Readonly<Record<string, JsonValue>>) => Promise<ParsedArguments>;
   readonly authorize: (call: CheckedCall) => Promise<boolean>;
 }
 
@@ -118,7 +125,21 @@ async function checkEdit(
   args: Readonly<Record<string, JsonValue>>,
   edits: EditChecks,
 ): Promise<CheckedCall> {
-  const edited: CheckedCall = { ...call, args, argsDigest: edits.digest(args) };
+  const parsed = await edits.parse(args);
+  if (!parsed.ok) {
+    throw new ApprovalError(
+      "edit_rejected",
+      `the edited arguments for ${call.name} call ${call.id} do not match the tool's schema: ` +
+        parsed.issues.map((issue) => `#${issue.path}: ${issue.message}`).join("; "),
+    );
+  }
+  const edited: CheckedCall = {
+    ...call,
+    args: parsed.args,
+    rawArgs: parsed.raw,
+    rawDigest: parsed.rawDigest,
+    argsDigest: parsed.argsDigest,
+  };
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
     const { verdict, fresh } = await verdictOf(env, guardrail, edited);
@@ -187,14 +208,16 @@ async function runCheck(env: GuardrailEnvironment, guardrail: Guardrail, call: C
   };
   env.signal?.addEventListener("abort", cancel, { once: true });
   if (env.signal?.aborted === true) cancel();
+  // Copies: a guardrail cannot change what the next one, or the tool, sees.
+  const args = structuredClone(call.args);
   const context: GuardrailContext = {
     placement: "tool-args",
-    toolCall: { id: call.id, name: call.name, args: structuredClone(call.args) },
+    toolCall: { id: call.id, name: call.name, args, rawArgs: call.rawArgs === call.args ? args : structuredClone(call.rawArgs) },
     tool: { name: call.name, kind: call.kind, schema: call.schema },
     turn: Object.freeze({ ...env.turn }),
     signal: controller.signal,
   };
-  zodSchemas.set(context, call.zodSchema);
+  if (call.parsedByZod) parsedByZod.add(context);
   const limit = { timedOut: false };
   let timer: ReturnType<typeof setTimeout> | undefined;
   let answer: unknown;

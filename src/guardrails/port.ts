@@ -16,7 +16,14 @@ export type JsonSchema = Readonly<Record<string, unknown>> | boolean;
 /** What a `tool-args` guardrail is given. Everything in it is a copy. */
 export interface GuardrailContext {
   readonly placement: "tool-args";
-  readonly toolCall: { readonly id: string; readonly name: string; readonly args: Readonly<Record<string, JsonValue>> };
+  readonly toolCall: {
+    readonly id: string;
+    readonly name: string;
+    /** The arguments as the tool's own schema parsed them: exactly what the tool body receives. */
+    readonly args: Readonly<Record<string, JsonValue>>;
+    /** The arguments as written (by the model, or by an approver's edit), before that parse. */
+    readonly rawArgs: Readonly<Record<string, JsonValue>>;
+  };
   readonly tool: {
     readonly name: string;
     /** The tool's kind, when a document guardrails middleware governs it. */

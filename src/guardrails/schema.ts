@@ -3,23 +3,20 @@
  * every failing keyword, each located by JSON Pointer, in one refusal, so the model can fix them
  * all in one step. It is the port's default member.
  *
- * Tools that carry a JSON Schema (MCP tools, for example) are validated with @cfworker/json-schema
- * (no code generation, so it runs under a strict CSP and on edge runtimes), loaded lazily: the
- * optional peer if installed, else the copy @langchain/core already depends on and re-exports.
- * zod tools are checked by their own zod schema: exactly what the tool will accept, refinements
- * and unknown-key stripping included, which a JSON Schema export cannot express. Their JSON
- * Schema export is what guardrails see as the declared schema.
+ * Before any guardrail runs, the pipeline parses every call exactly as the tool will (zod tools
+ * with their own schema, JSON Schema tools in the dialect @langchain/core applies): a call that
+ * fails is `invalid_arguments` there. This guardrail adds the check in the schema's *declared*
+ * dialect (`$schema`, else `draft`) for tools that carry a JSON Schema (MCP tools, for example),
+ * so a call must pass both. It validates the arguments as written (`rawArgs`) with
+ * @cfworker/json-schema (no code generation, so it runs under a strict CSP and on edge runtimes),
+ * loaded lazily: the optional peer if installed, else the copy @langchain/core already depends on
+ * and re-exports. zod tools need nothing more: their parse is exactly what they accept.
  */
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { toJsonSchema } from "@langchain/core/utils/json_schema";
-import {
-  interopSafeParse,
-  interopSafeParseAsync,
-  isInteropZodSchema,
-  type InteropZodType,
-} from "@langchain/core/utils/types";
+import { isInteropZodSchema, type InteropZodType } from "@langchain/core/utils/types";
 import { z } from "zod";
-import type { GuardrailVerdict } from "../contracts.js";
+import type { GuardrailVerdict, JsonValue } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
 import type { Guardrail, GuardrailContext, JsonSchema } from "./port.js";
 
@@ -38,7 +35,7 @@ export interface ArgumentIssue {
   readonly message: string;
 }
 
-interface ValidationError {
+export interface ValidationError {
   readonly instanceLocation: string;
   readonly keyword: string;
   readonly error: string;
@@ -113,9 +110,10 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     // Synchronous once the validator is loaded (zod tools always): no timer, no extra turn.
     check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict> {
       const { schema } = context.tool;
-      const zodSchema = zodSchemas.get(context);
-      const { args, name: toolName } = context.toolCall;
-      if (zodSchema !== undefined) return withIssues(toolName, zodIssues(zodSchema, args));
+      const { rawArgs: args, name: toolName } = context.toolCall;
+      // The pipeline already parsed these with the tool's own zod schema: exactly what the tool
+      // accepts, refinements and stripping included, which a JSON Schema export cannot express.
+      if (parsedByZod.has(context)) return ALLOW;
       if (schema === false) return schemaVerdict(toolName, [{ path: "", message: "False boolean schema." }]);
       if (typeof schema !== "object") return schemaVerdict(toolName, []);
       const validator = validators.get(schema);
@@ -127,10 +125,12 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
 }
 
 /**
- * @internal A zod tool's own schema, by the context the pipeline built for it. Kept out of the
- * public context, so every guardrail sees JSON Schema only.
+ * @internal Contexts whose arguments the pipeline parsed with the tool's own zod schema. Kept out
+ * of the public context, so every guardrail sees JSON Schema only.
  */
-export const zodSchemas = new WeakMap<GuardrailContext, unknown>();
+export const parsedByZod = new WeakSet<GuardrailContext>();
+
+const ALLOW: GuardrailVerdict = { action: "allow", outcome: "complete", detections: [] };
 
 /** Keywords that fail because a subschema failed: the subschema's own error says what is wrong. */
 const APPLICATORS = new Set([
@@ -157,7 +157,7 @@ const APPLICATORS = new Set([
  * Every failing keyword, each once: an applicator's summary ("Property x does not match schema")
  * is dropped when an error at or below its location explains it.
  */
-function leafIssues(errors: readonly ValidationError[]): ArgumentIssue[] {
+export function leafIssues(errors: readonly ValidationError[]): ArgumentIssue[] {
   const issues: ArgumentIssue[] = [];
   const seen = new Set<string>();
   for (const error of errors) {
@@ -179,49 +179,29 @@ function leafIssues(errors: readonly ValidationError[]): ArgumentIssue[] {
   return issues;
 }
 
-/** Issues from the tool's zod schema: synchronously, unless it has async refinements. */
-function zodIssues(schema: unknown, args: unknown): ArgumentIssue[] | Promise<ArgumentIssue[]> {
-  if (!isInteropZodSchema(schema)) return [];
-  const issuesOf = (parsed: Awaited<ReturnType<typeof interopSafeParseAsync>>) =>
-    parsed.success ? [] : parsed.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message }));
-  try {
-    return issuesOf(interopSafeParse(schema, args));
-  } catch {
-    return interopSafeParseAsync(schema, args).then(issuesOf); // a schema with async refinements
-  }
-}
-
-function withIssues(
-  toolName: string,
-  issues: ArgumentIssue[] | Promise<ArgumentIssue[]>,
-): GuardrailVerdict | Promise<GuardrailVerdict> {
-  return issues instanceof Promise
-    ? issues.then((found) => schemaVerdict(toolName, found))
-    : schemaVerdict(toolName, issues);
-}
-
-function jsonPointer(path: readonly PropertyKey[]): string {
+/** @internal An issue path as an RFC 6901 JSON Pointer. */
+export function jsonPointer(path: readonly PropertyKey[]): string {
   return path.map((segment) => `/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
 }
 
 /** The verdict for a list of problems: allow when there are none, else deny listing them all. */
 function schemaVerdict(toolName: string, issues: readonly ArgumentIssue[]): GuardrailVerdict {
-  if (issues.length === 0) return { action: "allow", outcome: "complete", detections: [] };
-  const error =
-    `arguments for tool "${toolName}" do not match its inputSchema - ` +
-    issues.map((issue) => `#${issue.path}: ${issue.message}`).join("; ");
+  if (issues.length === 0) return ALLOW;
   return {
     action: "deny",
     outcome: "complete",
     code: "invalid_arguments",
     detections: issues.map((issue) => ({ rule: "schema", detected: true, path: issue.path, message: issue.message })),
-    details: {
-      valid: false,
-      tool: toolName,
-      error,
-      issues: issues.map((issue) => ({ path: issue.path, message: issue.message })),
-    },
+    details: argumentIssueDetails(toolName, issues),
   };
+}
+
+/** @internal What an `invalid_arguments` refusal tells the model: every problem, by JSON Pointer. */
+export function argumentIssueDetails(toolName: string, issues: readonly ArgumentIssue[]): Readonly<Record<string, JsonValue>> {
+  const error =
+    `arguments for tool "${toolName}" do not match its inputSchema - ` +
+    issues.map((issue) => `#${issue.path}: ${issue.message}`).join("; ");
+  return { valid: false, tool: toolName, error, issues: issues.map((issue) => ({ path: issue.path, message: issue.message })) };
 }
 
 /** The tool's declared input schema as JSON Schema, cached per tool. */

@@ -162,9 +162,10 @@ describe("what a guardrail is given", () => {
     expect(seen.runs()).toBe(2);
     const [readContext, renameContext] = seen.contexts;
     expect(readContext?.placement).toBe("tool-args");
-    expect(readContext?.toolCall).toEqual({ id: "r1", name: "read_document", args: {} });
+    expect(readContext?.toolCall).toEqual({ id: "r1", name: "read_document", args: {}, rawArgs: {} });
     expect(readContext?.tool.kind).toBe("document-read");
-    expect(renameContext?.toolCall).toEqual({ id: "w1", name: "rename_document", args: { title: "Field notes", expectedRevision: 0 } });
+    const renameArgs = { title: "Field notes", expectedRevision: 0 };
+    expect(renameContext?.toolCall).toEqual({ id: "w1", name: "rename_document", args: renameArgs, rawArgs: renameArgs });
     expect(renameContext?.tool.name).toBe("rename_document");
     expect(renameContext?.tool.kind).toBe("mutation");
     // The zod schema of the tool, as JSON Schema.
@@ -308,7 +309,7 @@ describe("in listed order, the first verdict that is not allow wins", () => {
     expect(policy.runs()).toBe(0);
   });
 
-  it("a schema guardrail in the list replaces the default and keeps its listed place", async () => {
+  it("the tool's own parse comes before every guardrail, whatever the list's order", async () => {
     const turn = await admittedTurn();
     const policy = detector("policy", deny("policy_says_no"), { tools: ["rename_document"] });
     const { messages } = await invoke(
@@ -316,11 +317,27 @@ describe("in listed order, the first verdict that is not allow wins", () => {
       [{ toolCalls: [read("r1")] }, { toolCalls: [{ id: "w1", name: "rename_document", args: { title: "" } }] }, { content: "done" }],
       [policy.guardrail, createSchemaGuardrail({ name: "strict-schema" })],
     );
-    // The policy now comes first and its refusal wins over the schema's.
+    // Arguments the tool would reject never reach a guardrail, so no verdict is recorded either.
+    expect(outcomeOf(messages, "w1").code).toBe("invalid_arguments");
+    expect(policy.runs()).toBe(0);
+    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "policy", { title: "" }))).toBeUndefined();
+    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "strict-schema", { title: "" }))).toBeUndefined();
+  });
+
+  it("a schema guardrail in the list replaces the default and keeps its listed place", async () => {
+    const turn = await admittedTurn();
+    const policy = detector("policy", deny("policy_says_no"), { tools: ["rename_document"] });
+    const { messages } = await invoke(
+      turn,
+      [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      [policy.guardrail, createSchemaGuardrail({ name: "strict-schema" })],
+    );
+    // The policy now comes first and its refusal wins; the listed schema guardrail never ran.
     expect(outcomeOf(messages, "w1").code).toBe("policy_says_no");
     expect(policy.runs()).toBe(1);
-    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "schema", { title: "" }))).toBeUndefined();
-    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "strict-schema", { title: "" }))).toBeUndefined();
+    const args = { title: "Field notes", expectedRevision: 0 };
+    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "schema", args))).toBeUndefined();
+    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "strict-schema", args))).toBeUndefined();
   });
 
   it("only guardrails for the tool-args placement and for the call's tool run", async () => {

@@ -378,12 +378,12 @@ describe("the dialect comes from $schema, else 2020-12, overridable with draft",
     $defs: { count: { type: "number" } },
   });
 
-  it.each<[string, string | undefined, SchemaDraft | undefined, "allow" | "deny"]>([
-    ["no $schema (2020-12) applies $ref siblings", undefined, undefined, "deny"],
-    ["declared draft-07 ignores them", "http://json-schema.org/draft-07/schema#", undefined, "allow"],
-    ["draft: '7' ignores them", undefined, "7", "allow"],
-    ["draft: '2019-09' applies them", undefined, "2019-09", "deny"],
-  ])("%s", async (_name, declared, draft, action) => {
+  it.each<[string, string | undefined, SchemaDraft | undefined]>([
+    ["no $schema (2020-12)", undefined, undefined],
+    ["declared draft-07", "http://json-schema.org/draft-07/schema#", undefined],
+    ["draft: '7'", undefined, "7"],
+    ["draft: '2019-09'", undefined, "2019-09"],
+  ])("%s: LangChain's own dialect (2019-09) applies $ref siblings, so the call is refused before any guardrail", async (_name, declared, draft) => {
     const effects = runs();
     const guardrails = [createSchemaGuardrail({ name: "dialect", ...(draft === undefined ? {} : { draft }) })];
     const args = { n: 50 };
@@ -392,15 +392,13 @@ describe("the dialect comes from $schema, else 2020-12, overridable with draft",
       [{ id: "n1", name: "counted", args }],
       guardrails,
     );
-    // The recorded verdict is the guardrail's own answer. (LangChain's own validation of a JSON
-    // Schema tool always uses 2019-09, so an allowed call may still fail inside the tool.)
-    const recorded = await store.getVerdict({ turnKey: turnKey(input), toolCallId: "n1", guardrail: "dialect", argsDigest: digest(args) });
-    expect(recorded?.verdict.action).toBe(action);
-    if (action === "deny") {
-      expect(refusalBody(outcomeOf(messages, "n1").content).issues).toEqual([{ path: "/n", message: "50 is greater than 10." }]);
-    } else {
-      expect(outcomeOf(messages, "n1").code).not.toBe("invalid_arguments");
-    }
+    // The tool would reject it when LangChain invokes it: refused as invalid_arguments first, so a
+    // laxer declared dialect can never let it reach a claim it would leave unknown.
+    const outcome = outcomeOf(messages, "n1");
+    expect(outcome.code).toBe("invalid_arguments");
+    expect(refusalBody(outcome.content).issues).toEqual([{ path: "/n", message: "50 is greater than 10." }]);
+    const key = { turnKey: turnKey(input), toolCallId: "n1", guardrail: "dialect", argsDigest: digest(args) };
+    expect(await store.getVerdict(key)).toBeUndefined();
     expect(ran(effects, "counted")).toEqual([]);
   });
 });
@@ -413,12 +411,15 @@ describe("options", () => {
 
   it("a custom name is what verdicts are recorded under", async () => {
     const effects = runs();
-    const args = { reason: "x" };
+    const args = { n: 5 };
+    const DRAFT_4 = "http://json-schema.org/draft-04/schema#";
+    const schema = { $schema: DRAFT_4, type: "object", properties: { n: { type: "number", minimum: 5, exclusiveMinimum: true } } };
     const { store, input } = await runCalls(
-      [jsonSchemaTool("issue-credit", ISSUE_CREDIT_SCHEMA, effects)],
-      [{ id: "c1", name: "issue-credit", args }],
+      [jsonSchemaTool("bounded", schema, effects)],
+      [{ id: "c1", name: "bounded", args }],
       [createSchemaGuardrail({ name: "mcp-schema" })],
     );
+    // LangChain's dialect accepts it; the declared draft-04 refuses it, under the given name.
     const key = { turnKey: turnKey(input), toolCallId: "c1", argsDigest: digest(args) };
     expect((await store.getVerdict({ ...key, guardrail: "mcp-schema" }))?.verdict).toMatchObject({
       action: "deny",

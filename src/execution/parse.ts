@@ -1,0 +1,107 @@
+/**
+ * Parses a call's arguments exactly as the tool will when LangChain invokes it
+ * (`StructuredTool.call` in @langchain/core): a zod tool through its own schema (defaults,
+ * coercion, transforms, refinements, unknown keys stripped), a JSON Schema tool through
+ * @langchain/core's own validator in the dialect it applies at invoke time (draft 2019-09, whatever
+ * the schema's `$schema` says). Every later decision sees the parsed arguments, and the sealed
+ * execution hands the tool body exactly these.
+ */
+import { Validator } from "@langchain/core/utils/json_schema";
+import { interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
+import type { JsonValue } from "../contracts.js";
+import { digest, DigestError } from "../digest.js";
+import { jsonPointer, leafIssues, type ArgumentIssue } from "../guardrails/schema.js";
+
+/** What `StructuredTool.call` needs of a tool: the schema it parses with and the body it runs. */
+export interface SealableTool {
+  readonly name: string;
+  readonly schema: unknown;
+  invoke(input: unknown, config?: unknown): Promise<unknown>;
+  _call(...args: unknown[]): unknown;
+}
+
+/** A tool the guardrails can seal: a LangChain `StructuredTool` (what `tool()` makes). */
+export function isSealable(tool: unknown): tool is SealableTool {
+  if (typeof tool !== "object" || tool === null) return false;
+  const candidate = tool as Partial<SealableTool>;
+  return typeof candidate.invoke === "function" && typeof candidate._call === "function" && "schema" in candidate;
+}
+
+export type ParsedArguments =
+  | {
+      readonly ok: true;
+      /** The arguments as written, and their digest: what the sealed invocation must carry. */
+      readonly raw: Readonly<Record<string, JsonValue>>;
+      readonly rawDigest: string;
+      /** The tool's parse: what every decision sees and the body receives. */
+      readonly args: Readonly<Record<string, JsonValue>>;
+      readonly argsDigest: string;
+    }
+  | { readonly ok: false; readonly issues: readonly ArgumentIssue[] };
+
+/** @langchain/core validates JSON Schema tools with this dialect at invoke time (`validate`'s default). */
+const CORE_DRAFT = "2019-09";
+
+/** Compiled validators per JSON Schema object, as core would apply them. */
+const validators = new WeakMap<object, Validator>();
+
+/**
+ * The tool's own parse of `raw`. Fails (never throws) for arguments the tool would reject, and
+ * for parsed arguments the guardrails cannot bind: anything but a plain JSON object.
+ */
+export async function parseArguments(tool: SealableTool, raw: unknown): Promise<ParsedArguments> {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    return { ok: false, issues: [{ path: "", message: "the arguments are not a JSON object" }] };
+  }
+  let rawDigest: string;
+  try {
+    rawDigest = digest(raw);
+  } catch (error) {
+    if (!DigestError.isInstance(error)) throw error;
+    return { ok: false, issues: [{ path: jsonPath(error.path), message: `not plain JSON (${error.message})` }] };
+  }
+  const { schema } = tool;
+  let parsed: unknown;
+  // Parsed as `StructuredTool.call` does; `raw` is a JSON object here.
+  const input = raw as Readonly<Record<string, JsonValue>>;
+  if (isInteropZodSchema(schema)) {
+    const result = await interopSafeParseAsync(schema, input);
+    if (!result.success) {
+      return { ok: false, issues: result.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message })) };
+    }
+    parsed = result.data;
+  } else {
+    if (typeof schema === "object" && schema !== null) {
+      let validator = validators.get(schema);
+      if (validator === undefined) {
+        // Its own copy: the validator annotates the schema it compiles.
+        validator = new Validator(structuredClone(schema), CORE_DRAFT, false);
+        validators.set(schema, validator);
+      }
+      const result = validator.validate(input);
+      if (!result.valid) {
+        return { ok: false, issues: leafIssues(result.errors) };
+      }
+    }
+    parsed = input;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return { ok: false, issues: [{ path: "", message: "the arguments are not an object after parsing" }] };
+  }
+  if (parsed === input) return { ok: true, raw: input, rawDigest, args: parsed as Readonly<Record<string, JsonValue>>, argsDigest: rawDigest };
+  try {
+    return { ok: true, raw: input, rawDigest, args: parsed as Readonly<Record<string, JsonValue>>, argsDigest: digest(parsed) };
+  } catch (error) {
+    if (!DigestError.isInstance(error)) throw error;
+    // A Date, undefined, a lone surrogate...: the guardrails bind plain JSON only.
+    return { ok: false, issues: [{ path: jsonPath(error.path), message: `not plain JSON after parsing (${error.message})` }] };
+  }
+}
+
+/** `$.items[2].title` as a JSON Pointer, roughly: only for the refusal's `path`. */
+function jsonPath(path: string): string {
+  return path
+    .replace(/^\$/, "")
+    .replace(/\[(\d+)\]/g, "/$1")
+    .replace(/\.([^.[\]/]+)/g, "/$1");
+}

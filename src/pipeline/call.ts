@@ -1,0 +1,93 @@
+/**
+ * One tool call on its way through the pipeline, and what every stage shares: the store, the audit
+ * trail, the logger and the guardrails. Stages fill in what they establish (the checked id, the
+ * sealable tool, the parsed arguments); each refusal is recorded and answered the same way.
+ */
+import type { ToolMessage } from "@langchain/core/messages";
+import type { ToolCallRequest } from "langchain";
+import type { AuditDraft, AuditTrail } from "../audit.js";
+import type { GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
+import type { ParsedArguments, SealableTool } from "../execution/parse.js";
+import type { Guardrail } from "../guardrails/port.js";
+import type { GuardrailLogger } from "../logger.js";
+import { refusal } from "../tool-messages.js";
+
+/** The turn a call is decided and recorded under. */
+export interface CallTurn {
+  readonly scopeId: string;
+  readonly turnId: string;
+  readonly turnKey: string;
+}
+
+/** What every stage of one middleware shares. */
+export interface Governance {
+  readonly store: GuardrailStore | undefined;
+  readonly audit: AuditTrail;
+  readonly logger: GuardrailLogger;
+  readonly guardrails: readonly Guardrail[];
+}
+
+/** The arguments a call is decided on: as written (by the model or an approver) and as parsed. */
+export type CallArguments = Omit<Extract<ParsedArguments, { readonly ok: true }>, "ok">;
+
+export class GovernedCall {
+  readonly governance: Governance;
+  readonly request: ToolCallRequest;
+  readonly turn: CallTurn;
+  /** The tool's kind under the document guardrails; undefined for unregistered tools. */
+  readonly kind: ToolKind | undefined;
+  /** Set by the step check. */
+  tool: SealableTool | undefined;
+  /** Set by the parse stage; replaced by an approver's edit. */
+  arguments: CallArguments | undefined;
+
+  constructor(governance: Governance, request: ToolCallRequest, turn: CallTurn, kind: ToolKind | undefined) {
+    this.governance = governance;
+    this.request = request;
+    this.turn = turn;
+    this.kind = kind;
+  }
+
+  get name(): string {
+    return this.request.toolCall.name;
+  }
+
+  /** The call id as the model wrote it; the step check refuses calls without a valid one. */
+  get id(): string {
+    return this.request.toolCall.id ?? "";
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.request.runtime.signal;
+  }
+
+  /** The parsed arguments; only after the parse stage accepted them. */
+  get checked(): CallArguments {
+    if (this.arguments === undefined) throw new Error("unreachable: the call's arguments were not parsed");
+    return this.arguments;
+  }
+
+  /** Appends an audit event for this call (the turn, tool, id, kind and argument digest filled in). */
+  record(draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">): Promise<void> {
+    const id = this.request.toolCall.id;
+    return this.governance.audit.record({
+      turnKey: this.turn.turnKey,
+      scopeId: this.turn.scopeId,
+      toolName: this.name,
+      ...(id === undefined || id === "" ? {} : { toolCallId: id }),
+      ...(this.kind === undefined ? {} : { kind: this.kind }),
+      ...(this.arguments === undefined ? {} : { argsDigest: this.arguments.argsDigest }),
+      ...draft,
+    });
+  }
+
+  /** Records the refusal and returns the model's answer for it. */
+  async refuse(
+    code: RefusalCode,
+    details?: Readonly<Record<string, JsonValue>>,
+    extra?: Pick<AuditDraft, "guardrail">,
+  ): Promise<ToolMessage> {
+    await this.record({ decision: code === "read_batch_deferred" ? "deferred" : "refused", code, ...extra });
+    return refusal(this.request.toolCall, code, details);
+  }
+}

@@ -1,0 +1,233 @@
+/**
+ * Running a checked call: always under a seal (src/execution/seal.ts), so the tool body gets the
+ * checked tool and arguments, once per attempt. Reads and auxiliary calls then just run; a
+ * mutation is claimed first and its claim settled with what the seal saw really happened.
+ */
+import type { ToolMessage } from "@langchain/core/messages";
+import { isGraphBubbleUp } from "@langchain/langgraph";
+import type { ToolCallHandler } from "langchain";
+import type { MutationResult, MutationSettlement, RefusalCode, ToolKind } from "../contracts.js";
+import { checkMutationStep, claimAction } from "../decision/plan.js";
+import { sealFinding, type SealFinding } from "../decision/seal.js";
+import { readCandidates, type StepCall } from "../decision/transcript.js";
+import { RetryableToolError, SealError, SettlementError } from "../errors.js";
+import { Seal, sealScope } from "../execution/seal.js";
+import { mutationIdentity, readEvidenceDigest } from "../keys.js";
+import { retryDelayMs, sleep } from "../retry.js";
+import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
+import { refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import type { GovernedCall } from "./call.js";
+
+/** How often the middleware itself may run a call's tool (the tool policy's `retry`). */
+export interface Attempts {
+  readonly maxAttempts: number;
+  readonly delayMs: number;
+}
+
+type Outcome = { readonly result: ToolResult } | { readonly error: unknown };
+
+/**
+ * Runs the call's tool under a seal. Only a body that threw `RetryableToolError` is tried again,
+ * each attempt under a seal of its own; the last attempt's finding and outcome are returned.
+ */
+async function sealedRun(
+  call: GovernedCall,
+  handler: ToolCallHandler,
+  attempts: Attempts,
+): Promise<{ readonly finding: SealFinding; readonly outcome: Outcome }> {
+  const { checked, request } = call;
+  if (call.tool === undefined) throw new Error("unreachable: the step check sets the tool");
+  for (let attempt = 1; ; attempt++) {
+    const seal = new Seal(call.tool, {
+      id: call.id,
+      name: call.name,
+      rawDigest: checked.rawDigest,
+      args: checked.args,
+      scope: sealScope(request.runtime.configurable),
+    });
+    const sealed = { ...request, tool: seal.tool, toolCall: { ...request.toolCall, args: checked.raw } };
+    let outcome: Outcome;
+    try {
+      outcome = { result: await seal.around(async () => handler(sealed as Parameters<ToolCallHandler>[0])) };
+    } catch (error) {
+      outcome = { error };
+    }
+    const finding = sealFinding(seal.report(), outcome);
+    if (!("error" in outcome) || !("ran" in finding) || attempt >= attempts.maxAttempts) return { finding, outcome };
+    const { error } = outcome;
+    if (!RetryableToolError.isInstance(error) || call.signal?.aborted === true) return { finding, outcome };
+    try {
+      await sleep(retryDelayMs(attempt, attempts.delayMs, error), call.signal);
+    } catch (aborted) {
+      return { finding, outcome: { error: aborted } };
+    }
+  }
+}
+
+/**
+ * A read or auxiliary call (and every call of `createToolGuardrails`). A successful
+ * `document-read` becomes read evidence. With `requireText`, a result that is not a text
+ * `ToolMessage` is withheld as `unsupported_result`.
+ */
+export async function runRead(
+  call: GovernedCall,
+  handler: ToolCallHandler,
+  options: Attempts & { readonly requireText: boolean },
+): Promise<ToolResult> {
+  const { finding, outcome } = await sealedRun(call, handler, options);
+  if ("broken" in finding) return brokenSeal(call, finding.broken);
+  if ("error" in outcome) return toolFailed(call, outcome.error);
+  const { result } = outcome;
+  if ("notStarted" in finding) {
+    // An inner middleware refused the call itself: its answer stands, nothing ran.
+    await call.record({ decision: "refused", code: "tool_failed" });
+    return result;
+  }
+  const text = resultText(result);
+  if (text === undefined && options.requireText) {
+    await call.record({ decision: "failed", code: "unsupported_result" });
+    return refusal(call.request.toolCall, "unsupported_result");
+  }
+  if (call.kind === "document-read" && text?.status === "success") {
+    const { store } = call.governance;
+    await store?.recordSuccessfulRead({
+      turnKey: call.turn.turnKey,
+      evidenceDigest: readEvidenceDigest(call.turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content }),
+    });
+  }
+  await call.record({ decision: "executed", args: call.checked.args, ...(text === undefined ? {} : { result: text.content }) });
+  return result;
+}
+
+/** What the mutation path needs of the transcript and the options. */
+export interface MutationContext {
+  readonly step: readonly StepCall[];
+  readonly messages: Parameters<typeof readCandidates>[0];
+  /** Index of the admitted user message. */
+  readonly humanIndex: number;
+  readonly kindOf: (toolName: string) => ToolKind | undefined;
+  readonly requireResolvedScope: boolean;
+}
+
+/** A mutation: step rules, read evidence, the atomic claim, the sealed run, the settlement. */
+export async function runMutation(
+  call: GovernedCall,
+  handler: ToolCallHandler,
+  attempts: Attempts,
+  context: MutationContext,
+): Promise<ToolResult> {
+  const stepRefusal = checkMutationStep(call.id, context.step, context.kindOf);
+  if (stepRefusal !== undefined) return call.refuse(stepRefusal.refuse);
+  if (!(await hasTrustedRead(call, context))) return call.refuse("read_required");
+
+  call.signal?.throwIfAborted();
+  const store = call.governance.store;
+  if (store === undefined) throw new Error("unreachable: the document guardrails always have a store");
+  const identity = mutationIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest });
+  const action = claimAction(
+    parseClaimResult(await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope })),
+  );
+  if ("refuse" in action) return call.refuse(action.refuse);
+  const { mutationKey } = identity;
+  if ("replay" in action) {
+    await call.record({ decision: "replayed", mutationKey, result: action.replay.content });
+    return replayMessage(call, action.replay);
+  }
+
+  // The slot is ours: run once, then settle with what really happened.
+  const settle = async (outcome: { outcome: "unknown" } | { outcome: "complete"; result: MutationResult }) => {
+    const settlement: MutationSettlement = { turnKey: call.turn.turnKey, token: action.execute, ...outcome };
+    let applied: boolean;
+    try {
+      applied = parseStoreValue(StoreBooleanSchema, await store.settleMutation(settlement), "settleMutation answer");
+    } catch (error) {
+      const failure = new SettlementError(
+        { toolName: call.name, toolCallId: call.id, mutationKey, outcome: outcome.outcome },
+        { cause: error },
+      );
+      call.governance.logger.warn(failure.message, { toolName: call.name, toolCallId: call.id, mutationKey, error });
+      throw failure;
+    }
+    if (!applied) {
+      call.governance.logger.warn("settlement rejected: the claim is no longer pending under this token", {
+        toolName: call.name,
+        toolCallId: call.id,
+        mutationKey,
+      });
+    }
+  };
+  const settleUnknown = async (code: RefusalCode | "seal_broken") => {
+    await settle({ outcome: "unknown" });
+    await call.record({ decision: "failed", mutationKey, code });
+  };
+  // The body provably never started: nothing can have been written, so the slot stays free.
+  const release = () => settle({ outcome: "unknown" });
+
+  const { finding, outcome } = await sealedRun(call, handler, attempts);
+  if ("broken" in finding) {
+    const body = finding.mayHaveRun ? bodyText(finding.bodyResult) : undefined;
+    if (!finding.mayHaveRun) await release();
+    else if (body !== undefined) await settle({ outcome: "complete", result: body });
+    else await settleUnknown("seal_broken");
+    return brokenSeal(call, finding.broken);
+  }
+  if ("notStarted" in finding) {
+    await release();
+    if ("error" in outcome) return toolFailed(call, outcome.error);
+    await call.record({ decision: "refused", mutationKey, code: "tool_failed" });
+    return outcome.result;
+  }
+  if ("error" in outcome) {
+    await settleUnknown("mutation_unknown");
+    const { error } = outcome;
+    if (isGraphBubbleUp(error) || call.signal?.aborted === true) throw error;
+    call.governance.logger.warn("mutation failed; its outcome is unknown", {
+      code: "mutation_unknown",
+      toolName: call.name,
+      toolCallId: call.id,
+      mutationKey,
+      error,
+    });
+    return refusal(call, "mutation_unknown");
+  }
+  const text = resultText(outcome.result);
+  if (text === undefined) {
+    await settleUnknown("unsupported_result");
+    return refusal(call, "unsupported_result");
+  }
+  await settle({ outcome: "complete", result: text });
+  await call.record({ decision: "executed", mutationKey, args: call.checked.args, result: text.content });
+  return outcome.result;
+}
+
+/** A tool that threw: interrupts and cancellations propagate, anything else is `tool_failed`. */
+async function toolFailed(call: GovernedCall, error: unknown): Promise<ToolMessage> {
+  if (isGraphBubbleUp(error) || call.signal?.aborted === true) throw error;
+  call.governance.logger.warn("tool failed", { code: "tool_failed", toolName: call.name, toolCallId: call.id, error });
+  await call.record({ decision: "failed", code: "tool_failed" });
+  return refusal(call.request.toolCall, "tool_failed");
+}
+
+/** Records the broken seal and fails the run: a host configuration problem, not the model's. */
+async function brokenSeal(call: GovernedCall, violation: SealError["violation"]): Promise<never> {
+  const error = new SealError(violation, { toolName: call.name, toolCallId: call.id });
+  call.governance.logger.warn(error.message, { toolName: call.name, toolCallId: call.id, violation });
+  await call.record({ decision: "failed", code: "seal_broken" });
+  throw error;
+}
+
+/** The body's own text result, when it returned one. */
+function bodyText(returned: unknown): MutationResult | undefined {
+  return returned === undefined ? undefined : resultText(returned as ToolResult);
+}
+
+/** Whether the store confirms a document read the transcript shows in this turn. */
+async function hasTrustedRead(call: GovernedCall, context: MutationContext): Promise<boolean> {
+  const { store } = call.governance;
+  const { turnKey } = call.turn;
+  for (const read of readCandidates(context.messages, context.humanIndex, context.kindOf)) {
+    const answer = await store?.hasSuccessfulRead({ turnKey, evidenceDigest: readEvidenceDigest(turnKey, read) });
+    if (parseStoreValue(StoreBooleanSchema, answer, "hasSuccessfulRead answer")) return true;
+  }
+  return false;
+}

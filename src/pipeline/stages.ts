@@ -1,0 +1,132 @@
+/**
+ * The checks every governed call passes before anything runs or is claimed, in pipeline order.
+ * Each answers `undefined` to go on, or the refusal the model gets (already recorded).
+ */
+import type { ToolMessage } from "@langchain/core/messages";
+import type { ScopeOf, ToolKind } from "../contracts.js";
+import { checkCall } from "../decision/plan.js";
+import type { StepCall } from "../decision/transcript.js";
+import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
+import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
+import { argumentIssueDetails } from "../guardrails/schema.js";
+import { isAuthorized } from "../options.js";
+import type { GovernedCall } from "./call.js";
+
+/** A call as the pipeline asks `authorize` about it (the middleware adds the turn). */
+export interface AskedCall {
+  readonly id: string;
+  readonly name: string;
+  readonly args: unknown;
+  readonly kind: ToolKind | undefined;
+}
+
+/**
+ * The tool is registered, exposed and sealable, and every call id of its step is present,
+ * well-formed and unique (checked for the whole step, so no call of a bad step runs).
+ */
+export function checkStep(call: GovernedCall, step: readonly StepCall[] | undefined): Promise<ToolMessage> | undefined {
+  const { request } = call;
+  const checked = checkCall(request.toolCall, step, call.kind, request.tool !== undefined);
+  if ("refuse" in checked) return call.refuse(checked.refuse);
+  if (!isSealable(request.tool)) {
+    call.governance.logger.warn("a governed tool is not a LangChain StructuredTool, so its calls cannot be sealed; refused", {
+      toolName: call.name,
+    });
+    return call.refuse("unregistered_tool");
+  }
+  call.tool = request.tool;
+  return undefined;
+}
+
+/** Parses the arguments exactly as the tool will; every later stage sees the result. */
+export async function parse(call: GovernedCall): Promise<ToolMessage | undefined> {
+  const parsed = await parseSafely(call, call.request.toolCall.args);
+  if (!parsed.ok) return call.refuse("invalid_arguments", argumentIssueDetails(call.name, parsed.issues));
+  call.arguments = parsed;
+  return undefined;
+}
+
+/** The tool's parse; a schema that throws (a refinement with a bug) refuses the call, never the run. */
+export async function parseSafely(call: GovernedCall, raw: unknown): Promise<ParsedArguments> {
+  try {
+    return await parseArguments(sealable(call), raw);
+  } catch (error) {
+    call.governance.logger.warn("the tool's schema threw while parsing a call's arguments; the call is refused", {
+      toolName: call.name,
+      toolCallId: call.id,
+      error,
+    });
+    return { ok: false, issues: [{ path: "", message: "the tool's schema could not parse these arguments" }] };
+  }
+}
+
+/** The document the call touches is the turn's, when the tool declares one. */
+export function checkScope(call: GovernedCall, scopeOf: ScopeOf | undefined): Promise<ToolMessage> | undefined {
+  if (scopeOf === undefined) return undefined;
+  let declared: unknown;
+  try {
+    declared = scopeOf(structuredClone(call.checked.args));
+  } catch (error) {
+    call.governance.logger.warn("a tool's scope function threw; the call is refused out_of_scope", {
+      toolName: call.name,
+      toolCallId: call.id,
+      error,
+    });
+  }
+  return declared === call.turn.scopeId ? undefined : call.refuse("out_of_scope");
+}
+
+/** The host's authorization, asked about the parsed arguments; only literally `true` allows. */
+export async function authorizeCall(
+  call: GovernedCall,
+  ask: ((call: AskedCall) => unknown) | undefined,
+): Promise<ToolMessage | undefined> {
+  if (ask === undefined) return undefined;
+  const allowed = await isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), {
+    id: call.id,
+    name: call.name,
+    args: call.checked.args,
+  }, call.governance.logger);
+  return allowed ? undefined : call.refuse("unauthorized");
+}
+
+/**
+ * The guardrails, in order; approvals pause here. An approver's edit replaces the call's
+ * arguments, after the tool's parse, every guardrail and `authorize` accepted it.
+ */
+export async function guard(
+  call: GovernedCall,
+  ask: ((call: AskedCall) => unknown) | undefined,
+): Promise<ToolMessage | undefined> {
+  const { governance } = call;
+  const env: GuardrailEnvironment = {
+    guardrails: governance.guardrails,
+    store: governance.store,
+    audit: governance.audit,
+    logger: governance.logger,
+    turn: call.turn,
+    scopeId: call.turn.scopeId,
+    signal: call.signal,
+  };
+  const evaluation = await evaluateGuardrails(env, checkedCall(call.request.tool, call, call.checked), {
+    parse: (raw) => parseSafely(call, raw),
+    authorize: async (edited) =>
+      ask === undefined ||
+      isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), edited, governance.logger),
+  });
+  if ("refusal" in evaluation) {
+    const { code, guardrail } = evaluation;
+    await call.record({ decision: "refused", code, guardrail });
+    return evaluation.refusal;
+  }
+  const { pass } = evaluation;
+  if (pass.argsDigest !== call.checked.argsDigest || pass.rawDigest !== call.checked.rawDigest) {
+    call.arguments = { raw: pass.rawArgs, rawDigest: pass.rawDigest, args: pass.args, argsDigest: pass.argsDigest };
+  }
+  return undefined;
+}
+
+function sealable(call: GovernedCall): SealableTool {
+  if (call.tool === undefined) throw new Error("unreachable: the step check sets the tool");
+  return call.tool;
+}
