@@ -68,6 +68,7 @@ export {
   type RetryPolicy,
   type Segment,
   type ToolKind,
+  type ScopeOf,
   type ToolPolicy,
   type TurnInput,
   type TurnRef,
@@ -78,10 +79,12 @@ export {
   ApprovalError,
   ConfigurationError,
   RetryableToolError,
+  SealError,
   SettlementError,
   StoreContractError,
   type AdmissionErrorCode,
   type ApprovalErrorCode,
+  type SealViolation,
 } from "./errors.js";
 export { moderationDigest, mutationKey, turnKey, type ToolCallRef } from "./keys.js";
 export { type AuditOptions } from "./audit.js";
