@@ -46,9 +46,11 @@ const agent = createAgent({
       userMessageLabel: "user",
       // Your authorization check, asked for every call: only literally `true` allows it.
       authorize: (_call, turn) => userMayEdit.has(turn.scopeId),
+      // `scope` names the note a call touches (from its parsed arguments): a call outside the
+      // turn's note is refused `out_of_scope`, and a read of another note is no evidence.
       tools: {
-        read_note: { kind: "document-read" },
-        edit_note: { kind: "mutation" },
+        read_note: { kind: "document-read", scope: (args) => String(args.noteId) },
+        edit_note: { kind: "mutation", scope: (args) => String(args.noteId) },
       },
     }),
   ],
