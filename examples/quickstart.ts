@@ -49,8 +49,8 @@ const agent = createAgent({
       // `scope` names the note a call touches (from its parsed arguments): a call outside the
       // turn's note is refused `out_of_scope`, and a read of another note is no evidence.
       tools: {
-        read_note: { kind: "document-read", scope: (args) => String(args.noteId) },
-        edit_note: { kind: "mutation", scope: (args) => String(args.noteId) },
+        read_note: { kind: "document-read", scope: (args) => args.noteId as string },
+        edit_note: { kind: "mutation", scope: (args) => args.noteId as string },
       },
     }),
   ],

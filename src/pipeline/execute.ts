@@ -52,7 +52,10 @@ async function sealedRun(
     } catch (error) {
       outcome = { error };
     }
-    const finding = sealFinding(seal.report(), outcome);
+    // A retry follows a body that ran: whatever this attempt saw, something may have been written.
+    const found = sealFinding(seal.report(), outcome);
+    const finding: SealFinding =
+      attempt === 1 ? found : "notStarted" in found ? { ran: true } : "broken" in found ? { ...found, mayHaveRun: true } : found;
     if (!("error" in outcome) || !("ran" in finding) || attempt >= attempts.maxAttempts) return { finding, outcome };
     const { error } = outcome;
     if (!RetryableToolError.isInstance(error) || call.signal?.aborted === true) return { finding, outcome };
@@ -160,8 +163,22 @@ export async function runMutation(
     await settle({ outcome: "unknown" });
     await call.record({ decision: "failed", mutationKey, code });
   };
-  // The body provably never started: nothing can have been written, so the slot stays free.
-  const release = () => settle({ outcome: "unknown" });
+  // The body provably never started: nothing can have been written, so the slot is given back.
+  // A release that fails leaves the claim pending: closed, as after a lost settlement.
+  const release = async () => {
+    const released = parseStoreValue(
+      StoreBooleanSchema,
+      await store.releaseMutation({ turnKey: call.turn.turnKey, token: action.execute }),
+      "releaseMutation answer",
+    );
+    if (!released) {
+      call.governance.logger.warn("release rejected: the claim is no longer pending under this token", {
+        toolName: call.name,
+        toolCallId: call.id,
+        mutationKey,
+      });
+    }
+  };
 
   const { finding, outcome } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) {
