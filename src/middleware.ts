@@ -11,6 +11,7 @@ import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { findStep } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
+import { isSealable } from "./execution/parse.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { consoleLogger, type GuardrailLogger } from "./logger.js";
@@ -128,6 +129,19 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 
   const governance: Governance = { store, audit, logger, guardrails };
+  /** A governed tool the guardrails could not seal would be refused on every call: fail at once. */
+  const sealable = new WeakSet<object>();
+  const checkSealable = (tool: unknown) => {
+    if (typeof tool !== "object" || tool === null || sealable.has(tool)) return;
+    const { name } = tool as { name?: unknown };
+    if (typeof name !== "string" || !policies.has(name)) return;
+    if (!isSealable(tool)) {
+      throw new ConfigurationError(
+        `tools.${name}: not a LangChain StructuredTool (what tool() builds), so the guardrails cannot seal its calls; build it with tool()`,
+      );
+    }
+    sealable.add(tool);
+  };
 
   const middleware = createMiddleware({
     name: "DocumentGuardrails",
@@ -135,6 +149,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
     // 1: admission before every model call, without adding a graph node.
     wrapModelCall: async (request, handler) => {
       await gate.admit(request.runtime.context, request.state.messages);
+      for (const tool of request.tools) checkSealable(tool);
       return handler(request);
     },
 

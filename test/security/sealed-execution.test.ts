@@ -9,7 +9,8 @@ import { ToolMessage } from "@langchain/core/messages";
 import { createMiddleware, tool, toolRetryMiddleware, type AgentMiddleware } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { SealError } from "arkah-agent-guardrails";
+import { RunnableLambda } from "@langchain/core/runnables";
+import { ConfigurationError, SealError } from "arkah-agent-guardrails";
 import { outcomeOf } from "../support/fixtures.js";
 import { NotesService, noteTools, rejection, secureAgent } from "./support.js";
 
@@ -179,5 +180,21 @@ describe("toolRetryMiddleware, in both positions", () => {
     const messages = await run();
     expect(outcomeOf(messages, "w1").content).toBe("Saved");
     expect(service.writes).toHaveLength(1);
+  });
+});
+
+describe("only tools the guardrails can seal are governed", () => {
+  it("a governed tool that is not a StructuredTool fails the first model call with ConfigurationError; nothing runs", async () => {
+    const service = new NotesService();
+    const runnable = RunnableLambda.from((args: { noteId: string }) => service.read(args.noteId)).asTool({
+      name: "read_note",
+      description: "Read a note.",
+      schema: z.object({ noteId: z.string() }),
+    });
+    const { run } = secureAgent({ service, tools: [runnable, noteTools(service).editNote], script: turnScript() });
+    const error = await rejection(run());
+    expect(ConfigurationError.isInstance(error) || ConfigurationError.isInstance((error as { cause?: unknown }).cause)).toBe(true);
+    expect(String(error)).toMatch(/tools\.read_note: not a LangChain StructuredTool/);
+    expect(service.reads).toEqual([]);
   });
 });
