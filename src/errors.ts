@@ -41,7 +41,7 @@ export type AdmissionErrorCode =
   | "denied"
   /** A receipt exists for this turn but for other segments or another policy version. */
   | "input_mismatch"
-  /** The latest text `HumanMessage` is not the admitted user segment. */
+  /** The latest user text (a `HumanMessage` or `ChatMessage`) is not the admitted user segment. */
   | "transcript_mismatch"
   /** The moderation provider threw, timed out or answered something other than a boolean. */
   | "moderation_failed";

@@ -4,13 +4,13 @@
  * before it runs. No admission, no mutation slot: step 5 of the pipeline, `tool_failed` for
  * tools that throw, and the audit trail.
  */
-import { HumanMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph";
 import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import type { GuardrailStore } from "./contracts.js";
+import { isUserText } from "./decision/transcript.js";
 import { digest } from "./digest.js";
 import { ConfigurationError } from "./errors.js";
 import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "./guardrails/evaluate.js";
@@ -133,7 +133,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   });
 }
 
-/** The turn a call is recorded under: the trusted one in context, else the thread's latest user message. */
+/** The turn a call is recorded under: the trusted one in context, else the thread's latest user message (`isUserText`). */
 function callTurn(
   context: unknown,
   configurable: Readonly<Record<string, unknown>> | undefined,
@@ -149,7 +149,7 @@ function callTurn(
   let turnId = "none";
   for (let index = messages.length - 1; index >= 0; index--) {
     const message = messages[index];
-    if (HumanMessage.isInstance(message)) {
+    if (message !== undefined && isUserText(message)) {
       turnId = message.id ?? `message-${String(index)}`;
       break;
     }
