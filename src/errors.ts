@@ -191,5 +191,12 @@ export class RetryableToolError extends Error {
   }
 }
 
-/** @internal Used by modules that define their own branded errors. */
-export const errorBrand = { brand, hasBrand, findBranded } as const;
+/** The brand an error carries (its class name), or undefined for anything not branded. */
+function brandOf(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const value = (error as Partial<Branded>)[BRAND];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** @internal Used by modules that define their own branded errors, and by the logger. */
+export const errorBrand = { brand, hasBrand, findBranded, brandOf } as const;

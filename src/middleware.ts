@@ -28,7 +28,7 @@ import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "./gu
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { mutationIdentity, readEvidenceDigest } from "./keys.js";
-import { consoleLogger, type GuardrailLogger } from "./logger.js";
+import { resolveLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isAuthorized, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { retryBoundary } from "./retry.js";
 import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
@@ -134,7 +134,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
     throw new ConfigurationError(`invalid createDocumentGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
   const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
-  const logger = parsed.data.logger ?? consoleLogger;
+  const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
   const kindOf = (toolName: string) => policies.get(toolName)?.kind;
   const guardrails = resolveGuardrails(parsed.data.guardrails);

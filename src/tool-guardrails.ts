@@ -17,7 +17,7 @@ import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "./gu
 import { resolveGuardrails } from "./guardrails/list.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
-import { consoleLogger, type GuardrailLogger } from "./logger.js";
+import { resolveLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isAuthorized, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { refusal, resultText, type ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
@@ -59,7 +59,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
   const { store, authorize } = parsed.data;
-  const logger = parsed.data.logger ?? consoleLogger;
+  const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const guardrails = resolveGuardrails(parsed.data.guardrails);
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
 
