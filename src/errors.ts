@@ -41,7 +41,7 @@ export type AdmissionErrorCode =
   | "denied"
   /** A receipt exists for this turn but for other segments or another policy version. */
   | "input_mismatch"
-  /** The latest text `HumanMessage` is not the admitted user segment. */
+  /** The latest user text (a `HumanMessage` or `ChatMessage`) is not the admitted user segment. */
   | "transcript_mismatch"
   /** The moderation provider threw, timed out or answered something other than a boolean. */
   | "moderation_failed";
@@ -238,5 +238,12 @@ export class RetryableToolError extends Error {
   }
 }
 
-/** @internal Used by modules that define their own branded errors. */
-export const errorBrand = { brand, hasBrand, findBranded } as const;
+/** The brand an error carries (its class name), or undefined for anything not branded. */
+function brandOf(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const value = (error as Partial<Branded>)[BRAND];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** @internal Used by modules that define their own branded errors, and by the logger. */
+export const errorBrand = { brand, hasBrand, findBranded, brandOf } as const;

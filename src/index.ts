@@ -97,7 +97,7 @@ export {
   type DocumentGuardrailsOptions,
   type ToolReport,
 } from "./middleware.js";
-export { type GuardrailLogger } from "./logger.js";
+export { type GuardrailLogger, type LoggedError } from "./logger.js";
 export { createToolGuardrails, type ToolGuardrailsOptions } from "./tool-guardrails.js";
 export { requireApproval, type RequireApprovalOptions } from "./guardrails/approval.js";
 export {

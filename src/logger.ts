@@ -1,6 +1,26 @@
-/** Receives warnings about failed tools, checks and settlements. Never given tool results. */
+/**
+ * The host's logger, and the one wrapper every warning goes through: it never passes on an
+ * argument value or a tool result, so an error becomes `{ name, code?, message?, cause? }` before
+ * the host's logger sees it.
+ */
+import { errorBrand } from "./errors.js";
+
+/** Receives warnings about failed tools, checks and settlements. Never given argument values or tool results. */
 export interface GuardrailLogger {
   warn(message: string, fields: Readonly<Record<string, unknown>>): void;
+}
+
+/**
+ * An error as the logger receives it. `message` is kept only for this library's own errors, whose
+ * text it writes itself (ids, codes, keys); any other error's text (a tool's, LangChain's
+ * `ToolInvocationError` with its `kwargs`, a store driver's) may quote arguments or results, so
+ * only its class name and code are passed on.
+ */
+export interface LoggedError {
+  readonly name: string;
+  readonly code?: string;
+  readonly message?: string;
+  readonly cause?: LoggedError;
 }
 
 export const consoleLogger: GuardrailLogger = {
@@ -11,4 +31,82 @@ export const consoleLogger: GuardrailLogger = {
 
 export function isLogger(value: unknown): value is GuardrailLogger {
   return typeof value === "object" && value !== null && typeof (value as { warn?: unknown }).warn === "function";
+}
+
+/**
+ * Branded errors (src/errors.ts) whose message this library composes from ids, codes and keys.
+ * `RetryableToolError` is branded too, but a tool writes its message; `DigestError` names argument
+ * keys and values.
+ */
+const OWN_MESSAGES: ReadonlySet<string> = new Set([
+  "AdmissionError",
+  "ApprovalError",
+  "ConfigurationError",
+  "SettlementError",
+  "StoreContractError",
+]);
+
+/** An identifier-like name or code: class names, SQLSTATEs, `ECONNRESET`, `SQLITE_BUSY`. */
+const TOKEN = /^[A-Za-z0-9_$][\w$.-]{0,63}$/;
+
+const MAX_CAUSES = 4;
+
+/**
+ * What a logger may see of a thrown value: its class name, its code when that is a short token,
+ * the message only for this library's own errors, and the same for its `cause` chain (a few
+ * levels). Never the message of anything else, nor any other property.
+ */
+export function sanitizeError(error: unknown, depth = 0): LoggedError {
+  if (typeof error !== "object" || error === null) return { name: `thrown ${error === null ? "null" : typeof error}` };
+  const fields = error as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown };
+  const name = errorName(error);
+  const brand = errorBrand.brandOf(error);
+  const own = brand !== undefined && OWN_MESSAGES.has(brand);
+  const code = typeof fields.code === "string" || typeof fields.code === "number" ? String(fields.code) : undefined;
+  const cause = fields.cause;
+  return {
+    name,
+    ...(code !== undefined && TOKEN.test(code) ? { code } : {}),
+    ...(own && typeof fields.message === "string" ? { message: fields.message } : {}),
+    ...(cause !== undefined && depth < MAX_CAUSES ? { cause: sanitizeError(cause, depth + 1) } : {}),
+  };
+}
+
+const token = (value: unknown): string | undefined =>
+  typeof value === "string" && TOKEN.test(value) ? value : undefined;
+
+/**
+ * The error's class name: its `name`, or its constructor's when `name` is the generic `Error`
+ * (LangChain's `ToolInvocationError` does not set `name`).
+ */
+function errorName(error: object): string {
+  const named = token((error as { name?: unknown }).name);
+  if (named !== undefined && named !== "Error") return named;
+  const byClass = token((error as { constructor?: { name?: unknown } }).constructor?.name);
+  if (byClass !== undefined && byClass !== "Object") return byClass;
+  return named ?? "Error";
+}
+
+/** A field value a logger may see: primitives as they are, errors sanitized, anything else omitted. */
+function sanitizeField(key: string, value: unknown): unknown {
+  if (key === "error" || value instanceof Error) return sanitizeError(value);
+  if (value === null || value === undefined) return value;
+  const type = typeof value;
+  if (type === "string" || type === "number" || type === "boolean") return value;
+  return "[omitted]";
+}
+
+/**
+ * The logger the middleware uses: the host's (default `console.warn`) behind the sanitizing
+ * wrapper, so no call site can hand it a raw error.
+ */
+export function resolveLogger(logger: GuardrailLogger | undefined): GuardrailLogger {
+  const target = logger ?? consoleLogger;
+  return {
+    warn: (message, fields) => {
+      const safe: Record<string, unknown> = {};
+      for (const [key, value] of Object.entries(fields)) safe[key] = sanitizeField(key, value);
+      target.warn(message, safe);
+    },
+  };
 }

@@ -14,7 +14,7 @@ import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
-import { consoleLogger, type GuardrailLogger } from "./logger.js";
+import { resolveLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { GovernedCall, type Governance } from "./pipeline/call.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
@@ -121,7 +121,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
     throw new ConfigurationError(`invalid createDocumentGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
   const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
-  const logger = parsed.data.logger ?? consoleLogger;
+  const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
   const kindOf = (toolName: string) => policies.get(toolName)?.kind;
   const guardrails = resolveGuardrails(parsed.data.guardrails);

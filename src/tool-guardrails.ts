@@ -4,19 +4,20 @@
  * before it runs. No admission, no mutation slot: step 5 of the pipeline, `tool_failed` for
  * tools that throw, and the audit trail.
  */
-import { HumanMessage, type ToolMessage } from "@langchain/core/messages";
+import type { ToolMessage } from "@langchain/core/messages";
 import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import type { GuardrailStore } from "./contracts.js";
 import { isWellFormedId } from "./decision/plan.js";
+import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
-import { consoleLogger, type GuardrailLogger } from "./logger.js";
+import { resolveLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { GovernedCall, type CallTurn, type Governance } from "./pipeline/call.js";
 import { runRead } from "./pipeline/execute.js";
@@ -61,7 +62,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
   const { store, authorize } = parsed.data;
-  const logger = parsed.data.logger ?? consoleLogger;
+  const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const guardrails = resolveGuardrails(parsed.data.guardrails);
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
 
@@ -96,7 +97,7 @@ function checkTool(call: GovernedCall): Promise<ToolMessage> | undefined {
   return undefined;
 }
 
-/** The turn a call is recorded under: the trusted one in context, else the thread's latest user message. */
+/** The turn a call is recorded under: the trusted one in context, else the thread's latest user message (`isUserText`). */
 function callTurn(
   context: unknown,
   configurable: Readonly<Record<string, unknown>> | undefined,
@@ -112,7 +113,7 @@ function callTurn(
   let turnId = "none";
   for (let index = messages.length - 1; index >= 0; index--) {
     const message = messages[index];
-    if (HumanMessage.isInstance(message)) {
+    if (message !== undefined && isUserText(message)) {
       turnId = message.id ?? `message-${String(index)}`;
       break;
     }

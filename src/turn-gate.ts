@@ -5,7 +5,7 @@
 import type { BaseMessage } from "@langchain/core/messages";
 import { assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
 import type { GuardrailStore, TurnInput } from "./contracts.js";
-import { latestHumanIndex, textContent } from "./decision/transcript.js";
+import { isSummaryMarked, latestUserTextIndex, textContent } from "./decision/transcript.js";
 import { AdmissionError } from "./errors.js";
 
 /** The `context` key under which one compiled agent receives the trusted turn per invocation. */
@@ -40,18 +40,23 @@ export class TurnGate {
 
   /**
    * Resolves the call's turn and throws `AdmissionError` unless its receipt is allowed and the
-   * latest text `HumanMessage` is exactly the admitted user segment.
+   * latest message a model would receive as the user's (`isUserText`: a `HumanMessage`, any
+   * `ChatMessage`) is text exactly equal to the admitted user segment. So any user text after the
+   * admitted message, from the input or a resume's `update`, is `transcript_mismatch`.
    */
   async admit(context: unknown, messages: readonly BaseMessage[]): Promise<AdmittedTurn> {
     const turn = this.#fixed ?? this.#fromContext(context);
     await assertResolvedAdmitted(this.#store, turn); // no round trip once verified
-    const humanIndex = latestHumanIndex(messages);
+    const humanIndex = latestUserTextIndex(messages);
     const human = messages[humanIndex];
     const expected = userSegment(turn.input, this.#userMessageLabel);
     if (human === undefined || textContent(human) !== expected) {
       throw new AdmissionError(
         "transcript_mismatch",
-        "the latest user message is not the admitted user segment; admit the new message as a new turn",
+        isSummaryMarked(human)
+          ? "a summary replaced the admitted user message, so the transcript no longer shows it; " +
+              "keep the turn's messages when summarizing (see docs/guardrails.md, Composing with LangChain middleware)"
+          : "the latest user message is not the admitted user segment; admit the new message as a new turn",
       );
     }
     return { turn, humanIndex };

@@ -53,22 +53,42 @@ export function parseTurnKey(value: string): string {
   return value;
 }
 
-/** A value for a terminal line: control characters (from model-chosen ids) are escaped, never emitted. */
-export function printable(value: string): string {
-  // eslint-disable-next-line no-control-regex
-  return value.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (char) => {
-    return `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`;
-  });
+/**
+ * What a terminal must never receive raw from a stored value: control characters (C0, DEL, C1:
+ * escape sequences, U+009B is a CSI in some terminals), Unicode format characters (`Cf`: the bidi
+ * overrides and isolates U+202A-U+202E and U+2066-U+2069, U+061C, zero-width U+200B-U+200F, U+FEFF,
+ * the soft hyphen U+00AD, tag characters...), which can make a line read differently from what it
+ * holds, the line and paragraph separators, and lone surrogates.
+ */
+const UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
+
+/** The same, less C0: in `JSON.stringify` output a raw C0 character is layout (indentation newlines). */
+const UNSAFE_IN_JSON = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
+
+/** `\uXXXX` for each UTF-16 unit of a match (a format character above U+FFFF is two). */
+function escapeUnits(match: string): string {
+  let escaped = "";
+  for (let index = 0; index < match.length; index++) {
+    escaped += `\\u${match.charCodeAt(index).toString(16).padStart(4, "0")}`;
+  }
+  return escaped;
 }
 
 /**
- * JSON for a terminal: `JSON.stringify` escapes C0 controls; this also escapes DEL, the C1
- * controls (U+009B is a CSI in some terminals) and the line separators. Still the same JSON.
+ * A value for a terminal line: control and format characters and lone surrogates (from
+ * model-chosen ids, tool results) are escaped as `\uXXXX`, never emitted.
+ */
+export function printable(value: string): string {
+  return value.replace(UNSAFE, escapeUnits);
+}
+
+/**
+ * JSON for a terminal: `JSON.stringify` escapes C0 controls and lone surrogates; this also escapes
+ * DEL, the C1 controls, format characters and the line separators, inside strings, as `\uXXXX`.
+ * Still the same JSON.
  */
 export function terminalJson(value: unknown, indent?: number): string {
-  return JSON.stringify(value, null, indent).replace(/[\u007f-\u009f\u2028\u2029]/g, (char) => {
-    return `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`;
-  });
+  return JSON.stringify(value, null, indent).replace(UNSAFE_IN_JSON, escapeUnits);
 }
 
 function quote(value: string): string {

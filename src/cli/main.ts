@@ -13,6 +13,7 @@ import {
   EXIT,
   inspect,
   parseTurnKey,
+  printable,
   reconcile,
   type ExitCode,
   type OutputSink,
@@ -337,12 +338,17 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
     const code = error instanceof CliError ? error.exitCode : EXIT.failure;
     const message = error instanceof Error ? error.message : String(error);
     const hint = code === EXIT.usage && !message.includes("--help' for usage") ? `\nRun '${BIN} --help' for usage.` : "";
-    await io.err(`${BIN}: ${redactSecrets(message, secrets)}${hint}\n`);
+    await io.err(`${BIN}: ${terminalLines(redactSecrets(message, secrets))}${hint}\n`);
     if (debug && error instanceof Error && error.stack !== undefined) {
-      await io.err(`${redactSecrets(stackWithCauses(error), secrets)}\n`);
+      await io.err(`${terminalLines(redactSecrets(stackWithCauses(error), secrets))}\n`);
     }
     return code;
   }
+}
+
+/** Text for stderr, line by line escaped like stored values: an error message may quote one. */
+function terminalLines(text: string): string {
+  return text.split("\n").map(printable).join("\n");
 }
 
 function stackWithCauses(error: Error): string {

@@ -3,7 +3,7 @@
  * so nothing here grants anything by itself: read evidence found here only counts once the store
  * confirms it.
  */
-import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
+import { AIMessage, type BaseMessage, ToolMessage } from "@langchain/core/messages";
 import type { ToolKind } from "../contracts.js";
 
 /** A tool call as it appears on an `AIMessage`. */
@@ -30,12 +30,73 @@ export function textContent(message: BaseMessage): string | undefined {
   return text;
 }
 
-/** Index of the latest `HumanMessage`, or -1. The turn's own messages follow it. */
-export function latestHumanIndex(messages: readonly BaseMessage[]): number {
+/**
+ * Message types whose content a provider sends in the user's role. `generic` is `ChatMessage`:
+ * its `role` is not a safe guide, because providers disagree on it (Ollama sends every
+ * `ChatMessage` as the user's whatever its role; OpenAI's converter for `output_version: "v1"`
+ * messages sends any role it does not know, `"User"` and `" user"` included, as `user`), so every
+ * `ChatMessage` is user text. `user` is what LangChain coerces to `HumanMessage`.
+ */
+const USER_TYPES: ReadonlySet<string> = new Set(["human", "user", "generic"]);
+
+/** Serialized classes LangChain revives as a user message (`{ lc: 1, type: "constructor", id }`). */
+const USER_CLASSES: ReadonlySet<string> = new Set(["HumanMessage", "HumanMessageChunk", "ChatMessage", "ChatMessageChunk"]);
+
+const isUserType = (value: unknown): boolean =>
+  typeof value === "string" && USER_TYPES.has(value.trim().toLowerCase());
+
+/**
+ * Whether a model would receive this message as the user's: a `HumanMessage` (any subclass, any
+ * content), any `ChatMessage`, and the message-like values LangChain coerces into those (a string,
+ * `["human" | "user", content]`, `{ role: "user" | "human", ... }`, `{ type: "human", ... }`, a
+ * serialized `HumanMessage`). Case and surrounding whitespace are ignored: where LangChain or a
+ * provider would not accept such a variant, counting it as user text only fails closed.
+ * See SECURITY.md for the provider mapping this follows.
+ */
+export function isUserText(message: unknown): boolean {
+  if (typeof message === "string") return true;
+  if (Array.isArray(message)) return isUserType(message[0]);
+  if (typeof message !== "object" || message === null) return false;
+  const fields = message as { type?: unknown; role?: unknown; id?: unknown; lc?: unknown; _getType?: unknown };
+  if (fields.lc === 1 && fields.type === "constructor" && Array.isArray(fields.id)) {
+    const className: unknown = fields.id.at(-1);
+    return typeof className === "string" && USER_CLASSES.has(className);
+  }
+  // Providers read `_getType()` or `type`; a message whose two disagree counts if either says user.
+  if (typeof fields._getType === "function") {
+    let type: unknown;
+    try {
+      type = (fields._getType as () => unknown).call(message);
+    } catch {
+      return true; // unreadable: fail closed
+    }
+    if (isUserType(type)) return true;
+  }
+  if (isUserType(fields.type)) return true;
+  // A plain `{ role }` object is coerced by its role; a message's own `role` is a ChatMessage's.
+  return isUserType(fields.role);
+}
+
+/**
+ * Index of the latest message a model receives as the user's (`isUserText`), or -1. The turn's
+ * own messages follow it.
+ */
+export function latestUserTextIndex(messages: readonly unknown[]): number {
   for (let index = messages.length - 1; index >= 0; index--) {
-    if (HumanMessage.isInstance(messages[index])) return index;
+    if (isUserText(messages[index])) return index;
   }
   return -1;
+}
+
+/**
+ * Whether a message is marked as LangChain's `summarizationMiddleware` summary (a `HumanMessage`
+ * with `additional_kwargs.lc_source === "summarization"`). The marker is forgeable: it is used to
+ * explain a refusal, never to grant anything.
+ */
+export function isSummaryMarked(message: unknown): boolean {
+  if (typeof message !== "object" || message === null) return false;
+  const kwargs = (message as { additional_kwargs?: unknown }).additional_kwargs;
+  return typeof kwargs === "object" && kwargs !== null && (kwargs as { lc_source?: unknown }).lc_source === "summarization";
 }
 
 /** The tool calls of the model step that proposed `toolCallId`: the latest `AIMessage` holding it. */

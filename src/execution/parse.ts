@@ -67,6 +67,9 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
   if (isInteropZodSchema(schema)) {
     const result = await interopSafeParseAsync(schema, input);
     if (!result.success) {
+      // A refinement that throws surfaces here as its own error, not as issues.
+      const error: unknown = result.error;
+      if (!Array.isArray((error as { issues?: unknown }).issues)) throw error instanceof Error ? error : new Error("the schema failed");
       return { ok: false, issues: result.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message })) };
     }
     parsed = result.data;

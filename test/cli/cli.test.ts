@@ -26,7 +26,7 @@ import {
 } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
-import { audit, CliError, EXIT, formatAge, inspect, printable, reconcile } from "../../src/cli/commands.js";
+import { audit, CliError, EXIT, formatAge, inspect, printable, reconcile, terminalJson } from "../../src/cli/commands.js";
 import { main } from "../../src/cli/main.js";
 import { redactSecrets } from "../../src/cli/open-store.js";
 import {
@@ -322,6 +322,114 @@ describe("audit", () => {
     await audit(store, { afterSeq: 7 }, none);
     expect(none.lines.out).toBe("");
     store.close();
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Unicode format characters (bidi overrides, zero-width, tags) and lone surrogates
+
+/** U+202E RIGHT-TO-LEFT OVERRIDE: "rename_\u202Etnemucod" shows as "rename_document" reversed. */
+const RLO = "\u202e";
+/** Every format character a stored value may carry, and what each must print as. */
+const FORMAT_CHARACTERS: [string, string][] = [
+  ["\u202a", "\\u202a"], // LEFT-TO-RIGHT EMBEDDING
+  [RLO, "\\u202e"], // RIGHT-TO-LEFT OVERRIDE
+  ["\u2066", "\\u2066"], // LEFT-TO-RIGHT ISOLATE
+  ["\u2067", "\\u2067"], // RIGHT-TO-LEFT ISOLATE
+  ["\u2068", "\\u2068"], // FIRST STRONG ISOLATE
+  ["\u2069", "\\u2069"], // POP DIRECTIONAL ISOLATE
+  ["\u200b", "\\u200b"], // ZERO WIDTH SPACE
+  ["\u200d", "\\u200d"], // ZERO WIDTH JOINER
+  ["\u200f", "\\u200f"], // RIGHT-TO-LEFT MARK
+  ["\ufeff", "\\ufeff"], // ZERO WIDTH NO-BREAK SPACE (BOM)
+  ["\u061c", "\\u061c"], // ARABIC LETTER MARK
+  ["\u00ad", "\\u00ad"], // SOFT HYPHEN
+  ["\u{e0041}", "\\udb40\\udc41"], // TAG LATIN CAPITAL LETTER A (above U+FFFF: two units)
+];
+const ALL_FORMAT = FORMAT_CHARACTERS.map(([raw]) => raw).join("");
+const ALL_ESCAPED = FORMAT_CHARACTERS.map(([, escaped]) => escaped).join("");
+
+/** Whether a terminal would receive any format character, control character or lone surrogate. */
+const hasUnsafe = (text: string) => /[\p{Cf}\p{Cs}\u007f-\u009f]/u.test(text);
+
+describe("terminal output escapes Unicode format characters and lone surrogates", () => {
+  it("printable escapes each format character, lone surrogates and controls; ordinary text and emoji stay", () => {
+    for (const [raw, escaped] of FORMAT_CHARACTERS) expect(printable(`a${raw}b`)).toBe(`a${escaped}b`);
+    expect(printable("a\ud800b\udc00c")).toBe("a\\ud800b\\udc00c");
+    expect(printable("x\u001b[31m\u009b\u2028")).toBe("x\\u001b[31m\\u009b\\u2028");
+    expect(printable("Zürich 東京 \u{1f600} \u05e9\u05dc\u05d5\u05dd")).toBe("Zürich 東京 \u{1f600} \u05e9\u05dc\u05d5\u05dd");
+  });
+
+  it("terminalJson escapes them inside strings and stays the same JSON", () => {
+    const value = { toolName: `rename_${RLO}tnemucod`, all: ALL_FORMAT, lone: "a\ud800", n: 1 };
+    for (const indent of [undefined, 2]) {
+      const text = terminalJson(value, indent);
+      expect(hasUnsafe(text)).toBe(false);
+      expect(text).toContain(ALL_ESCAPED);
+      expect(JSON.parse(text)).toEqual(value);
+    }
+  });
+
+  it("inspect, as a table and as JSON: a bidi override in a tool name, scope id and call id is escaped", async () => {
+    const { store } = sqliteFile();
+    const turn = { scopeId: `doc-${RLO}1-${ALL_FORMAT}`, turnId: "t-1" };
+    await store.claimMutation(identity(turn, `call-${RLO}9`, `rename_${RLO}tnemucod`));
+    const table = sink();
+    await inspect(store, {}, table);
+    expect(hasUnsafe(table.lines.out)).toBe(false);
+    expect(table.lines.out).toContain("rename_\\u202etnemucod");
+    expect(table.lines.out).toContain(`doc-\\u202e1-${ALL_ESCAPED}`);
+    expect(table.lines.out).toContain("call-\\u202e9");
+    const json = sink();
+    await inspect(store, { json: true }, json);
+    expect(hasUnsafe(json.lines.out)).toBe(false);
+    expect((JSON.parse(json.lines.out) as { toolName: string; scopeId: string }[])[0]).toMatchObject({
+      toolName: `rename_${RLO}tnemucod`,
+      scopeId: turn.scopeId,
+    });
+    store.close();
+  });
+
+  it("reconcile: the call, scope and operator ref it prints are escaped", async () => {
+    const { store } = sqliteFile();
+    const turn = { scopeId: `doc-${RLO}1`, turnId: "t-1" };
+    const id = identity(turn, `call-${RLO}1`, `rename_${RLO}tnemucod`);
+    await store.claimMutation(id);
+    const out = sink();
+    await reconcile(store, { turnKey: id.turnKey, resolution: "no-effect", operatorRef: `INC-${RLO}7${ALL_FORMAT}` }, out);
+    expect(hasUnsafe(out.lines.out)).toBe(false);
+    expect(out.lines.out).toContain("rename_\\u202etnemucod call-\\u202e1 in scope doc-\\u202e1");
+    expect(out.lines.out).toContain(`operatorRef:  INC-\\u202e7${ALL_ESCAPED} (recorded in the audit trail)`);
+    store.close();
+  });
+
+  it("audit: a result, tool name and scope id with format characters are escaped, and each line is the same JSON", async () => {
+    const { store } = sqliteFile();
+    const turn = turnKey({ scopeId: "doc-1", turnId: "t-1" });
+    const event = {
+      at: new Date(T0).toISOString(),
+      decision: "executed",
+      turnKey: turn,
+      scopeId: `doc-${RLO}1`,
+      toolCallId: "call-1",
+      toolName: `rename_${RLO}tnemucod`,
+      result: `{"title":"${RLO}txt.exe ${ALL_FORMAT}"}`,
+    } as const;
+    await store.appendAudit(event);
+    const out = sink();
+    await audit(store, {}, out);
+    expect(hasUnsafe(out.lines.out)).toBe(false);
+    expect(out.lines.out).toContain(ALL_ESCAPED);
+    expect(JSON.parse(out.lines.out)).toEqual({ ...event, seq: 1 });
+    store.close();
+  });
+
+  it("main: an error message quoting a value escapes it on stderr, line by line", async () => {
+    const run = await cli(["--sqlite", "/nonexistent/g.sqlite", "audit", "--since", `2026-11-29${RLO}`]);
+    expect(run.code).toBe(EXIT.usage);
+    expect(hasUnsafe(run.stderr)).toBe(false);
+    expect(run.stderr).toContain('got "2026-11-29\\u202e"');
+    expect(run.stderr).toContain("\nRun 'arkah-guardrails audit --help' for usage.");
   });
 });
 

@@ -1,7 +1,25 @@
-import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import {
+  AIMessage,
+  ChatMessage,
+  ChatMessageChunk,
+  FunctionMessage,
+  HumanMessage,
+  HumanMessageChunk,
+  RemoveMessage,
+  SystemMessage,
+  ToolMessage,
+  type BaseMessage,
+} from "@langchain/core/messages";
 import { describe, expect, it } from "vitest";
 import type { ToolKind } from "arkah-agent-guardrails";
-import { findStep, latestHumanIndex, readCandidates, textContent } from "../../src/decision/transcript.js";
+import {
+  findStep,
+  isSummaryMarked,
+  isUserText,
+  latestUserTextIndex,
+  readCandidates,
+  textContent,
+} from "../../src/decision/transcript.js";
 
 const KINDS: Record<string, ToolKind> = {
   read_document: "document-read",
@@ -64,10 +82,10 @@ describe("textContent", () => {
   });
 });
 
-describe("latestHumanIndex", () => {
+describe("latestUserTextIndex", () => {
   it("returns -1 without a HumanMessage", () => {
-    expect(latestHumanIndex([])).toBe(-1);
-    expect(latestHumanIndex([new SystemMessage("sys"), ai({ id: "a", name: "remember" })])).toBe(-1);
+    expect(latestUserTextIndex([])).toBe(-1);
+    expect(latestUserTextIndex([new SystemMessage("sys"), ai({ id: "a", name: "remember" })])).toBe(-1);
   });
 
   it("returns the index of the latest HumanMessage", () => {
@@ -80,12 +98,97 @@ describe("latestHumanIndex", () => {
       ai({ id: "w1", name: "rename_document" }),
       result("w1", "done"),
     ];
-    expect(latestHumanIndex(messages)).toBe(4);
-    expect(latestHumanIndex(messages.slice(0, 4))).toBe(1);
+    expect(latestUserTextIndex(messages)).toBe(4);
+    expect(latestUserTextIndex(messages.slice(0, 4))).toBe(1);
   });
 
   it("finds a HumanMessage that is the last message", () => {
-    expect(latestHumanIndex([new HumanMessage("a"), new HumanMessage("b")])).toBe(1);
+    expect(latestUserTextIndex([new HumanMessage("a"), new HumanMessage("b")])).toBe(1);
+  });
+
+  it("counts a ChatMessage after the latest HumanMessage", () => {
+    const messages: BaseMessage[] = [new HumanMessage("a"), ai({ id: "r1", name: "read_document" }), new ChatMessage("b", "user")];
+    expect(latestUserTextIndex(messages)).toBe(2);
+  });
+});
+
+describe("isUserText", () => {
+  const serialized = (className: string) => ({
+    lc: 1,
+    type: "constructor",
+    id: ["langchain_core", "messages", className],
+    kwargs: { content: "x" },
+  });
+
+  const users: [string, unknown][] = [
+    ["a HumanMessage", new HumanMessage("x")],
+    ["a HumanMessageChunk", new HumanMessageChunk("x")],
+    ["an image-only HumanMessage", new HumanMessage({ content: [{ type: "image_url", image_url: { url: "data:," } }] })],
+    ["a HumanMessage subclass", new (class Shouted extends HumanMessage {})("X")],
+    ["a ChatMessage with role user", new ChatMessage("x", "user")],
+    ["a ChatMessage with role human", new ChatMessage("x", "human")],
+    ["a ChatMessage with role User", new ChatMessage("x", "User")],
+    ["a ChatMessage with role ' user '", new ChatMessage("x", " user ")],
+    ["a ChatMessage with role HUMAN", new ChatMessage("x", "HUMAN")],
+    // Ollama sends every ChatMessage as the user's; OpenAI's v1 converter every unknown role.
+    ["a ChatMessage with role assistant", new ChatMessage("x", "assistant")],
+    ["a ChatMessage with role system", new ChatMessage("x", "system")],
+    ["a ChatMessage with an unknown role", new ChatMessage("x", "customer")],
+    ["a ChatMessageChunk", new ChatMessageChunk({ content: "x", role: "user" })],
+    ["a string", "x"],
+    ['["human", text]', ["human", "x"]],
+    ['["user", text]', ["user", "x"]],
+    ['[" Human ", text]', [" Human ", "x"]],
+    ["{ role: 'user' }", { role: "user", content: "x" }],
+    ["{ role: 'human' }", { role: "human", content: "x" }],
+    ["{ role: 'USER' }", { role: "USER", content: "x" }],
+    ["{ type: 'human' }", { type: "human", content: "x" }],
+    ["{ type: 'user' }", { type: "user", content: "x" }],
+    ["{ type: 'generic', role: 'assistant' }", { type: "generic", role: "assistant", content: "x" }],
+    ["{ role: 'assistant', type: 'human' }", { role: "assistant", type: "human", content: "x" }],
+    ["a serialized HumanMessage", serialized("HumanMessage")],
+    ["a serialized HumanMessageChunk", serialized("HumanMessageChunk")],
+    ["a serialized ChatMessage", serialized("ChatMessage")],
+    ["a message whose _getType says human", { type: "ai", _getType: () => "human", content: "x" }],
+    ["a message whose _getType throws", { type: "ai", _getType: () => { throw new Error("no"); } }],
+  ];
+
+  it.each(users)("%s is user text", (_name, message) => {
+    expect(isUserText(message)).toBe(true);
+  });
+
+  const others: [string, unknown][] = [
+    ["an AIMessage", new AIMessage("x")],
+    ["a SystemMessage", new SystemMessage("x")],
+    ["a ToolMessage", result("r1", "x")],
+    ["a FunctionMessage", new FunctionMessage({ content: "x", name: "f" })],
+    ["a RemoveMessage", new RemoveMessage({ id: "m1" })],
+    ['["ai", text]', ["ai", "x"]],
+    ['["system", text]', ["system", "x"]],
+    ["{ role: 'assistant' }", { role: "assistant", content: "x" }],
+    ["{ role: 'developer' }", { role: "developer", content: "x" }],
+    ["{ type: 'tool' }", { type: "tool", content: "x", tool_call_id: "r1" }],
+    ["a serialized AIMessage", serialized("AIMessage")],
+    ["null", null],
+    ["a number", 7],
+    ["an empty object", {}],
+    ["an empty array", []],
+  ];
+
+  it.each(others)("%s is not user text", (_name, message) => {
+    expect(isUserText(message)).toBe(false);
+  });
+});
+
+describe("isSummaryMarked", () => {
+  const marked = (source: string) => ({ additional_kwargs: { lc_source: source } });
+
+  it("recognises the summarization middleware's marker and nothing else", () => {
+    expect(isSummaryMarked(new HumanMessage({ content: "s", ...marked("summarization") }))).toBe(true);
+    expect(isSummaryMarked(new HumanMessage({ content: "s", ...marked("other") }))).toBe(false);
+    expect(isSummaryMarked(new HumanMessage("s"))).toBe(false);
+    expect(isSummaryMarked(undefined)).toBe(false);
+    expect(isSummaryMarked({ additional_kwargs: null })).toBe(false);
   });
 });
 
