@@ -164,6 +164,13 @@ export const MutationSettlementSchema = z.discriminatedUnion("outcome", [
 ]);
 export type MutationSettlement = z.infer<typeof MutationSettlementSchema>;
 
+/**
+ * Gives a `pending` claim back, by its token, when the tool body provably never started: the
+ * turn's slot is open again exactly as if it had never been claimed.
+ */
+export const MutationReleaseSchema = z.strictObject({ turnKey: DigestSchema, token: IdSchema });
+export type MutationRelease = z.infer<typeof MutationReleaseSchema>;
+
 // ---------------------------------------------------------------------------------------------
 // Guardrail verdicts and approvals
 
@@ -253,6 +260,8 @@ export const AUDIT_DECISIONS = [
   "approval",
   /** An operator reconciled an unresolved mutation. */
   "reconciled",
+  /** A claim whose tool body provably never started was released. */
+  "released",
 ] as const;
 
 /** One decision, as the audit trail records it. Values only if the host opted in. */
@@ -362,6 +371,13 @@ export interface GuardrailStore {
    * `token` is the one `claimMutation` issued. A settlement that throws leaves the claim pending.
    */
   settleMutation(settlement: MutationSettlement): Promise<boolean>;
+  /**
+   * Releases a pending claim whose tool body provably never started, with a `released` audit
+   * event, atomically: the turn's slot is open again as if it had never been claimed. Returns
+   * false, changing nothing, unless the claim is pending and `token` is the one `claimMutation`
+   * issued. Never use it for a body that may have started: settle that `unknown`.
+   */
+  releaseMutation(release: MutationRelease): Promise<boolean>;
   /** Stores a guardrail's verdict unless one exists for its key; returns whichever won. */
   recordVerdict(record: VerdictRecord): Promise<VerdictRecord>;
   getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined>;

@@ -18,6 +18,7 @@ const STORE_METHODS = [
   "hasSuccessfulRead",
   "claimMutation",
   "settleMutation",
+  "releaseMutation",
   "recordVerdict",
   "getVerdict",
   "recordApproval",

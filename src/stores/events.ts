@@ -16,3 +16,18 @@ export function reconciledEvent(identity: MutationIdentity, reconciliation: Reco
     operatorRef: reconciliation.operatorRef,
   };
 }
+
+/** The `released` audit event every store appends with a release, in the same transaction. */
+export function releasedEvent(identity: MutationIdentity, at: string): AuditEvent {
+  return {
+    at,
+    decision: "released",
+    turnKey: identity.turnKey,
+    scopeId: identity.scopeId,
+    toolCallId: identity.toolCallId,
+    toolName: identity.toolName,
+    kind: "mutation",
+    argsDigest: identity.argsDigest,
+    mutationKey: identity.mutationKey,
+  };
+}

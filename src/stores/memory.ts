@@ -22,6 +22,7 @@ import {
   type ClaimResult,
   type GuardrailStore,
   type MutationIdentity,
+  type MutationRelease,
   type MutationResult,
   type MutationSettlement,
   type PruneOptions,
@@ -34,11 +35,12 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { reconciledEvent } from "./events.js";
+import { reconciledEvent, releasedEvent } from "./events.js";
 import {
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseRelease,
   parseSettlement,
   parseStoreValue,
   requiresResolvedScope,
@@ -153,6 +155,16 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       claim.state = "unknown";
       this.#markUnknown(claim.identity, true);
     }
+    return true;
+  }
+
+  async releaseMutation(release: MutationRelease): Promise<boolean> {
+    const parsed = parseRelease(release);
+    const claim = this.#claims.get(parsed.turnKey);
+    if (claim?.state !== "pending" || claim.token !== parsed.token) return false;
+    // A pending claim is not counted against its scope: deleting it is all there is to undo.
+    this.#claims.delete(parsed.turnKey);
+    this.#append(releasedEvent(claim.identity, this.#timestamp()));
     return true;
   }
 

@@ -10,7 +10,8 @@
  *   that makes a claim `unknown` or un-`unknown` takes the same scope row lock first, so the scope
  *   rule is decided under the lock against the latest committed state: linearizable, not a
  *   snapshot read that a concurrent `unknown` settlement could slip past.
- * - Settlement: a compare-and-set `UPDATE ... WHERE turn_key AND token AND state = 'pending'`.
+ * - Settlement: a compare-and-set `UPDATE ... WHERE turn_key AND token AND state = 'pending'`;
+ *   a release is the same compare-and-set as a `DELETE`, with its audit event.
  * - Audit: sequence numbers are taken under a transaction-scoped advisory lock held until commit,
  *   so `seq` order is commit order and paging with `afterSeq` never skips an event.
  * - Every row read back is parsed with the exported zod schemas; a corrupt row is a
@@ -41,6 +42,7 @@ import {
   type ClaimResult,
   type GuardrailStore,
   type MutationIdentity,
+  type MutationRelease,
   type MutationSettlement,
   type PruneOptions,
   type PruneResult,
@@ -52,13 +54,14 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { reconciledEvent } from "./events.js";
+import { reconciledEvent, releasedEvent } from "./events.js";
 import { ConfigurationError, errorBrand, StoreContractError } from "../errors.js";
 import {
   parseClaimResult,
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseRelease,
   parseSettlement,
   parseStoreValue,
   requiresResolvedScope,
@@ -149,6 +152,9 @@ const FAILURE_STATE: Readonly<Record<string, string>> = {
   settleMutation:
     "the settlement may not have been recorded: the claim stays pending (closed) unless the database committed it, " +
     "and it never runs again until an operator reconciles it",
+  releaseMutation:
+    "the release and its audit event were applied together or not at all: the claim stays pending (closed) " +
+    "unless the release committed",
   reconcileMutation: "the reconciliation and its audit event were applied together or not at all; check listUnresolved",
   prune: "the prune was applied whole or not at all",
 };
@@ -702,6 +708,22 @@ export class PostgresGuardrailStore implements GuardrailStore {
     });
   }
 
+  async releaseMutation(release: MutationRelease): Promise<boolean> {
+    const parsed = parseRelease(release);
+    return this.#run("releaseMutation", () =>
+      // A pending claim is not counted in its scope's unknown_count: no scope lock is needed. The
+      // delete and its audit event commit together.
+      this.#transaction(async (client) => {
+        const { rows } = await this.#query(this.#sql.releaseClaim, [parsed.turnKey, encodeText(parsed.token)], client);
+        const row = rows[0];
+        if (row === undefined) return false;
+        const identity = parseStoreValue(MutationIdentitySchema, identityFromRow(row), "claim row");
+        await this.#append(releasedEvent(identity, this.#timestamp()), client);
+        return true;
+      }),
+    );
+  }
+
   // -- verdicts and approvals -----------------------------------------------------------------
 
   async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
@@ -1107,6 +1129,11 @@ function statements(schema: string) {
        WHERE turn_key = $1`,
     ),
     deleteClaim: statement("delete_claim", `DELETE FROM ${s}.claims WHERE turn_key = $1`),
+    releaseClaim: statement(
+      "release_claim",
+      `DELETE FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'
+       RETURNING turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key`,
+    ),
     releaseScope: statement(
       "release_scope",
       `UPDATE ${s}.scopes SET unknown_count = unknown_count - 1 WHERE scope_id = $1`,

@@ -48,6 +48,7 @@ import {
   type ClaimResult,
   type GuardrailStore,
   type MutationIdentity,
+  type MutationRelease,
   type MutationSettlement,
   type PruneOptions,
   type PruneResult,
@@ -59,12 +60,13 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { reconciledEvent } from "./events.js";
+import { reconciledEvent, releasedEvent } from "./events.js";
 import { ConfigurationError, StoreContractError } from "../errors.js";
 import {
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseRelease,
   parseSettlement,
   parseStoreValue,
   requiresResolvedScope,
@@ -492,6 +494,10 @@ export class SqliteGuardrailStore implements GuardrailStore {
     return this.#tx.settle.immediate(parseSettlement(settlement));
   }
 
+  async releaseMutation(release: MutationRelease): Promise<boolean> {
+    return this.#tx.release.immediate(parseRelease(release));
+  }
+
   // -- verdicts and approvals -----------------------------------------------------------------
 
   async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
@@ -633,6 +639,18 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
     return applied.changes === 1;
   });
 
+  /** Deletes a pending claim by its token, with its `released` audit event. */
+  const release = db.transaction((input: MutationRelease): boolean => {
+    const token = encodeText(input.token);
+    const row = sql.getClaim.get(input.turnKey);
+    if (row === undefined) return false;
+    const existing = claimFromRow(row);
+    if (existing.state !== "pending" || !sameText(row.token, token)) return false;
+    if (sql.releaseClaim.run(input.turnKey, token).changes !== 1) return false;
+    appendEvent(sql, releasedEvent(existing.identity, timestamp()));
+    return true;
+  });
+
   /** Insert-if-absent of a verdict or approval; returns whichever record won. */
   const putKeyed = <T extends VerdictKey>(insert: Statement, select: Statement, schema: z.ZodType<T>, what: string) =>
     db.transaction((record: T): T => {
@@ -679,6 +697,7 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
     putReceipt,
     claim,
     settle,
+    release,
     putVerdict: putKeyed(sql.insertVerdict, sql.getVerdict, VerdictRecordSchema, "verdict record"),
     putApproval: putKeyed(sql.insertApproval, sql.getApproval, ApprovalRecordSchema, "approval record"),
     reconcile,
@@ -745,6 +764,7 @@ function prepareStatements(db: Database.Database) {
         "WHERE turn_key = ? AND state IN ('pending', 'unknown')",
     ),
     deleteClaim: prepare("DELETE FROM claims WHERE turn_key = ? AND state IN ('pending', 'unknown')"),
+    releaseClaim: prepare("DELETE FROM claims WHERE turn_key = ? AND token = ? AND state = 'pending'"),
     listUnresolved: prepare(
       `SELECT ${CLAIM_COLUMNS} FROM claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
     ),

@@ -1,8 +1,8 @@
 /**
  * Parsing at the store boundary. The zod schemas in contracts.ts define what is valid. The
- * records on the per-call hot path (claims, settlements, read evidence) also get a structural
- * fast path, which accepts only values its schema accepts and builds the same detached copy;
- * anything it is unsure of falls through to zod, which decides and words the error.
+ * records on the per-call hot path (claims, settlements, releases, read evidence) also get a
+ * structural fast path, which accepts only values its schema accepts and builds the same detached
+ * copy; anything it is unsure of falls through to zod, which decides and words the error.
  */
 import { z } from "zod";
 import {
@@ -10,10 +10,12 @@ import {
   ClaimResultSchema,
   DigestSchema,
   MutationIdentitySchema,
+  MutationReleaseSchema,
   MutationSettlementSchema,
   ReadEvidenceSchema,
   type ClaimResult,
   type MutationIdentity,
+  type MutationRelease,
   type MutationResult,
   type MutationSettlement,
   type ReadEvidence,
@@ -67,6 +69,7 @@ const EVIDENCE_KEYS = keySet("turnKey", "evidenceDigest");
 const RESULT_KEYS = keySet("content", "status");
 const COMPLETE_KEYS = keySet("turnKey", "token", "outcome", "result");
 const UNKNOWN_KEYS = keySet("turnKey", "token", "outcome");
+const RELEASE_KEYS = keySet("turnKey", "token");
 const OPTION_KEYS = keySet("requireResolvedScope");
 const STATUS_KEYS = keySet("status");
 const ACQUIRED_KEYS = keySet("status", "token");
@@ -126,6 +129,15 @@ export function parseSettlement(value: unknown): MutationSettlement {
     if (isDigest(turnKey) && isId(token) && outcome === "unknown") return { turnKey, token, outcome };
   }
   return parseStoreValue(MutationSettlementSchema, value, "mutation settlement");
+}
+
+export function parseRelease(value: unknown): MutationRelease {
+  const record = exactRecord(value, RELEASE_KEYS);
+  if (record !== undefined) {
+    const { turnKey, token } = record;
+    if (isDigest(turnKey) && isId(token)) return { turnKey, token };
+  }
+  return parseStoreValue(MutationReleaseSchema, value, "mutation release");
 }
 
 /** Whether a claim must wait for the scope's `unknown` claims; an omitted argument means yes. */

@@ -502,6 +502,51 @@ describePostgres("PostgresGuardrailStore", (url) => {
       ]);
     });
 
+    it("a release whose audit event cannot be written changes nothing: the claim stays pending", async () => {
+      const { store, schema } = await openStore();
+      const identity = claimIdentity({ scopeId: "doc-release", turnId: "t1" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      await admin.query(`ALTER TABLE "${schema}".audit ADD CONSTRAINT no_released CHECK (decision <> 'released')`);
+      const error = await rejection(store.releaseMutation({ turnKey: identity.turnKey, token: claim.token }));
+      expect(PostgresStoreError.isInstance(error)).toBe(true);
+      expect(error.message).toContain("releaseMutation");
+      expect(error.message).toContain("stays pending");
+      expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
+      expect(await store.readAudit()).toEqual([]);
+
+      await admin.query(`ALTER TABLE "${schema}".audit DROP CONSTRAINT no_released`);
+      expect(await store.releaseMutation({ turnKey: identity.turnKey, token: claim.token })).toBe(true);
+      expect((await store.claimMutation(identity)).status).toBe("acquired");
+      expect((await store.readAudit()).map((event) => [event.decision, event.toolCallId])).toEqual([["released", "w1"]]);
+    });
+
+    it("8 connections releasing and claiming one turn at once: one release applies, the slot has one owner", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const workers = await Promise.all(
+        Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
+      );
+      stores.push(...workers);
+      const identity = claimIdentity({ scopeId: "doc-release-race", turnId: "t1" });
+      const first = await workers[0]?.claimMutation(identity);
+      if (first?.status !== "acquired") throw new Error(String(first?.status));
+      const answers = await Promise.all(
+        workers.map((store, index) =>
+          index % 2 === 0
+            ? store.releaseMutation({ turnKey: identity.turnKey, token: first.token })
+            : store.claimMutation(identity),
+        ),
+      );
+      expect(answers.filter((answer) => answer === true)).toHaveLength(1);
+      const claims = answers.filter((answer): answer is ClaimResult => typeof answer === "object");
+      expect(claims.filter((answer) => answer.status === "acquired").length).toBeLessThanOrEqual(1);
+      // Whoever holds the slot now, it is held once: the same call is pending, or acquired by this last claim.
+      const after = await workers[1]?.claimMutation(identity);
+      expect(["pending", "acquired"]).toContain(after?.status);
+      expect((await workers[0]?.listUnresolved())?.filter((entry) => entry.turnKey === identity.turnKey)).toHaveLength(1);
+    });
+
     it("four prunes at once all succeed, and together prune each settled turn once", async () => {
       const { store } = await openStore({ now: () => new Date("2031-01-01T00:00:00.000Z") });
       for (let turn = 0; turn < 30; turn++) {

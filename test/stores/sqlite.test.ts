@@ -380,6 +380,7 @@ describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractE
     expect(error.message).toMatch(/corrupt claim/);
     await contractError(store.claimMutation(identity(TURN, "other-call")));
     await contractError(store.reconcileMutation({ turnKey: TURN_KEY, resolution: "no-effect", operatorRef: "INC-9" }));
+    await contractError(store.releaseMutation({ turnKey: TURN_KEY, token: "any-token" }));
     expect(db.prepare("SELECT count(*) FROM claims").pluck().get()).toBe(1);
     expect(db.prepare("SELECT count(*) FROM audit_events").pluck().get()).toBe(0);
   });
@@ -588,7 +589,7 @@ describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () =>
           if (claim.status === "acquired") tokens[index].set(tk, claim.token);
           return claim;
         };
-      } else if (roll < 0.6) {
+      } else if (roll < 0.56) {
         const forged = next() < 0.2;
         const result = next() < 0.7 ? pick(results) : undefined;
         name = `settleMutation ${turn.turnId}@${turn.scopeId} ${forged ? "forged" : "own"} ${result === undefined ? "unknown" : "complete"}`;
@@ -600,6 +601,11 @@ describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () =>
               : { turnKey: tk, token, outcome: "complete", result },
           );
         };
+      } else if (roll < 0.6) {
+        const forged = next() < 0.2;
+        name = `releaseMutation ${turn.turnId}@${turn.scopeId} ${forged ? "forged" : "own"}`;
+        op = (store, index) =>
+          store.releaseMutation({ turnKey: tk, token: forged ? "forged-token" : (tokens[index].get(tk) ?? "no-token") });
       } else if (roll < 0.66) {
         const k = key();
         const write = next() < 0.5;

@@ -20,6 +20,7 @@ import {
   type GuardrailLogger,
   type GuardrailStore,
   type MutationIdentity,
+  type MutationRelease,
   type MutationSettlement,
   type PruneOptions,
   type PruneResult,
@@ -255,6 +256,9 @@ export class ForwardingStore implements GuardrailStore {
   }
   settleMutation(settlement: MutationSettlement): Promise<boolean> {
     return this.inner.settleMutation(settlement);
+  }
+  releaseMutation(release: MutationRelease): Promise<boolean> {
+    return this.inner.releaseMutation(release);
   }
   recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
     return this.inner.recordVerdict(record);

@@ -181,6 +181,27 @@ describe("InMemoryGuardrailStore: input validation", () => {
     }
     expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
   });
+
+  const badReleases = (token: string): [string, unknown][] => [
+    ["null", null],
+    ["a string", token],
+    ["a bad turn key", { turnKey: "t", token }],
+    ["an empty token", { turnKey: TURN_KEY, token: "" }],
+    ["a missing token", { turnKey: TURN_KEY }],
+    ["a numeric token", { turnKey: TURN_KEY, token: 7 }],
+    ["an unknown field", { turnKey: TURN_KEY, token, outcome: "unknown" }],
+  ];
+
+  it("releaseMutation rejects every invalid release, leaving the claim pending and the trail empty", async () => {
+    const store = new InMemoryGuardrailStore();
+    const token = await acquire(store);
+    for (const [label, value] of badReleases(token)) {
+      await expectContractRejection(() => store.releaseMutation(untyped(value)));
+      expect((await store.claimMutation(identity())).status, label).toBe("pending");
+    }
+    expect(await store.readAudit()).toEqual([]);
+    expect(await store.releaseMutation({ turnKey: TURN_KEY, token })).toBe(true);
+  });
 });
 
 describe("InMemoryGuardrailStore: admission receipts", () => {

@@ -8,16 +8,18 @@ import {
   ClaimResultSchema,
   DigestSchema,
   MutationIdentitySchema,
+  MutationReleaseSchema,
   MutationSettlementSchema,
   ReadEvidenceSchema,
   StoreContractError,
 } from "arkah-agent-guardrails";
 import type { z } from "zod";
 import {
-    parseClaimResult,
+  parseClaimResult,
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseRelease,
   parseSettlement,
   requiresResolvedScope,
 } from "../../src/stores/validate.js";
@@ -36,6 +38,7 @@ const valid = {
   evidence: { turnKey: hex("a"), evidenceDigest: hex("d") },
   complete: { turnKey: hex("a"), token: "t-1", outcome: "complete", result: { content: "ok", status: "success" } },
   unknown: { turnKey: hex("a"), token: "t-1", outcome: "unknown" },
+  release: { turnKey: hex("a"), token: "t-1" },
   claims: [
     { status: "acquired", token: "t-1" },
     { status: "replay", result: { content: "ok", status: "error" } },
@@ -93,6 +96,12 @@ describe("store boundary fast paths agree with the schemas", () => {
     }
   });
 
+  it("releases", () => {
+    for (const value of [valid.release, ...corruptions(valid.release), valid.unknown, valid.complete]) {
+      agreesWithSchema(parseRelease, MutationReleaseSchema, value);
+    }
+  });
+
   it("claim answers", () => {
     for (const claim of valid.claims) {
       for (const value of [claim, ...corruptions(claim)]) agreesWithSchema(parseClaimResult, ClaimResultSchema, value);
@@ -126,5 +135,7 @@ describe("store boundary fast paths agree with the schemas", () => {
     const parsed = parseSettlement(settlement);
     expect(parsed).not.toBe(settlement);
     expect(parsed.outcome === "complete" && parsed.result).not.toBe(result);
+    const release = { ...valid.release };
+    expect(parseRelease(release)).not.toBe(release);
   });
 });

@@ -1,9 +1,10 @@
 /**
- * The turn's single mutation slot: atomic claims with their six outcomes, and settlement as a
- * compare-and-set from `pending` by the claim token.
+ * The turn's single mutation slot: atomic claims with their six outcomes, settlement as a
+ * compare-and-set from `pending` by the claim token, and releasing a claim whose tool body never
+ * started.
  */
 import { expect } from "vitest";
-import type { GuardrailStore, MutationResult } from "../../contracts.js";
+import type { GuardrailStore, MutationIdentity, MutationResult } from "../../contracts.js";
 import { turnKey } from "../../keys.js";
 import {
   acquire,
@@ -12,8 +13,11 @@ import {
   complete,
   ERROR_RESULT,
   expectBoolean,
+  expectInstant,
   identity,
   leaveUnknown,
+  OPERATOR_RESULT,
+  readAudit,
   RESULT,
   RIVAL_CALLS,
   SIBLING,
@@ -300,5 +304,171 @@ export function settlementSuite(test: StoreTest): void {
     result.content = "changed";
     result.status = "error";
     expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Release
+
+export function releaseSuite(test: StoreTest): void {
+  const release = async (store: GuardrailStore, token: string, key = TURN_KEY) => {
+    const released = await store.releaseMutation({ turnKey: key, token });
+    expect(typeof released, "releaseMutation must answer a boolean").toBe("boolean");
+    return released;
+  };
+  const releasedEvents = async (store: GuardrailStore) =>
+    (await readAudit(store)).filter((event) => event.decision === "released");
+
+  /** The audit event a release must leave: the claim's identity, at the store's time. */
+  function expectReleasedEvent(event: unknown, id: MutationIdentity, atMs: number): void {
+    expect(event).toMatchObject({
+      decision: "released",
+      turnKey: id.turnKey,
+      scopeId: id.scopeId,
+      toolCallId: id.toolCallId,
+      toolName: id.toolName,
+      argsDigest: id.argsDigest,
+      mutationKey: id.mutationKey,
+    });
+    expect(event).not.toHaveProperty("operatorRef");
+    expect(event).not.toHaveProperty("args");
+    expectInstant((event as { at?: string } | undefined)?.at, atMs, "the released event's time");
+  }
+
+  test("releases a pending claim with its token: true, and the same call acquires again with a new token", async ({ store }) => {
+    const oldToken = await acquire(store);
+    expectBoolean(await release(store, oldToken), true, "releasing with the claim's token");
+    expect(await unresolved(store)).toEqual([]);
+    const newToken = await acquire(store);
+    expect(newToken).not.toBe(oldToken);
+    expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: "complete", result: RESULT }), true, "the new token");
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  for (const [label, call] of RIVAL_CALLS) {
+    test(`the released slot is open to any call of the turn: ${label}`, async ({ store }) => {
+      await release(store, await acquire(store));
+      const rival = identity(TURN, call);
+      await acquire(store, rival);
+      expect(await claim(store)).toEqual({ status: "conflict" });
+    });
+  }
+
+  test("appends one released event with the claim's identity, at the store's time", async ({ store, clock }) => {
+    const token = await acquire(store);
+    clock.advance(60_000);
+    await release(store, token);
+    const events = await releasedEvents(store);
+    expect(events).toHaveLength(1);
+    expectReleasedEvent(events[0], identity(), clock.ms);
+  });
+
+  test("the old token is dead: it cannot settle or release the slot once claimed again", async ({ store }) => {
+    const oldToken = await acquire(store);
+    await release(store, oldToken);
+    expectBoolean(await release(store, oldToken), false, "releasing twice");
+    await acquire(store);
+    expectBoolean(await release(store, oldToken), false, "the old token against the new claim");
+    expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "unknown" }), false, "settling with it");
+    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await releasedEvents(store)).toHaveLength(1);
+  });
+
+  test("refuses a wrong token (false), changing nothing and appending nothing", async ({ store }) => {
+    const token = await acquire(store);
+    const before = await unresolved(store);
+    for (const wrong of [`${token}x`, token.slice(0, -1), "token"].filter((value) => value !== token && value !== "")) {
+      expectBoolean(await release(store, wrong), false, `release with token ${wrong}`);
+    }
+    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await unresolved(store)).toEqual(before);
+    expect(await readAudit(store)).toEqual([]);
+    expectBoolean(await release(store, token), true, "the right token afterwards");
+  });
+
+  test("refuses a token against another turn's claim, even in another scope", async ({ store }) => {
+    const mine = await acquire(store, identity(TURN));
+    await acquire(store, identity(STRANGER));
+    expectBoolean(await release(store, mine, turnKey(STRANGER)), false, "turn 1's token on another scope's turn");
+    expect(await claim(store, identity(STRANGER))).toEqual({ status: "pending" });
+    expect(await readAudit(store)).toEqual([]);
+  });
+
+  test("refuses a turn without a claim (false), and creates nothing", async ({ store }) => {
+    expectBoolean(await release(store, "no-such-token"), false, "releasing an unclaimed turn");
+    expect(await unresolved(store)).toEqual([]);
+    expect(await readAudit(store)).toEqual([]);
+    await acquire(store);
+  });
+
+  test("not after settlement complete: false, and the call still replays", async ({ store }) => {
+    const token = await acquire(store);
+    await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
+    expectBoolean(await release(store, token), false, "releasing a completed claim");
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await releasedEvents(store)).toEqual([]);
+  });
+
+  test("not after settlement unknown: false, the call stays unknown and the scope stays blocked", async ({ store }) => {
+    const token = await leaveUnknown(store);
+    expectBoolean(await release(store, token), false, "releasing an unknown claim");
+    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await claim(store, identity(SIBLING))).toEqual({ status: "scope_unresolved" });
+    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "unknown" }]);
+    expect(await releasedEvents(store)).toEqual([]);
+  });
+
+  test("not after reconciliation: false, and the operator's result stands", async ({ store }) => {
+    const token = await acquire(store);
+    await store.reconcileMutation({ turnKey: TURN_KEY, resolution: "completed", result: OPERATOR_RESULT, operatorRef: "INC-1" });
+    expectBoolean(await release(store, token), false, "releasing a reconciled claim");
+    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+  });
+
+  test("the scope rule is unaffected: the reopened slot is claimed under it like any free slot", async ({ store }) => {
+    const token = await acquire(store, identity(TURN));
+    // Another turn of the scope is left unknown while this one is pending (pending does not block).
+    await leaveUnknown(store, identity(SIBLING));
+    expectBoolean(await release(store, token), true, "releasing the pending claim");
+    expect(await claim(store, identity(TURN))).toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, identity(TURN), { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
+    expect((await unresolved(store)).map((entry) => [entry.turnKey, entry.state])).toEqual([
+      [turnKey(SIBLING), "unknown"],
+      [TURN_KEY, "pending"],
+    ]);
+  });
+
+  test("a release racing a claim of another call: the claim is refused before it, acquires after it", async ({ store }) => {
+    const token = await acquire(store);
+    const rival = identity(TURN, { ...CALL, id: "call-2" });
+    const [released, claimed] = await Promise.all([release(store, token), claim(store, rival)]);
+    expect(released).toBe(true);
+    expect(["conflict", "acquired"]).toContain(claimed.status);
+    if (claimed.status === "conflict") await acquire(store, rival);
+    expect(await claim(store)).toEqual({ status: "conflict" });
+    expect((await unresolved(store)).map((entry) => entry.toolCallId)).toEqual(["call-2"]);
+  });
+
+  test("8 racing releases with the token: exactly one applies and is audited", async ({ store }) => {
+    const token = await acquire(store);
+    const released = await Promise.all(Array.from({ length: 8 }, () => release(store, token)));
+    expect(released.filter((value) => value)).toHaveLength(1);
+    expect(await releasedEvents(store)).toHaveLength(1);
+    await acquire(store);
+  });
+
+  test("a racing release and settlement: exactly one of them applies", async ({ store }) => {
+    const token = await acquire(store);
+    const [released, settled] = await Promise.all([
+      release(store, token),
+      store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: ERROR_RESULT }),
+    ]);
+    expect(released !== settled, `released: ${String(released)}, settled: ${String(settled)}`).toBe(true);
+    if (settled) {
+      expect(await claim(store)).toEqual({ status: "replay", result: ERROR_RESULT });
+    } else {
+      await acquire(store);
+    }
+    expect(await releasedEvents(store)).toHaveLength(released ? 1 : 0);
   });
 }

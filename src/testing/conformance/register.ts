@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe } from "vitest";
 import type { GuardrailStore } from "../../contracts.js";
 import type { ConformanceSuite } from "./suites.js";
 import { auditSuite } from "./audit.js";
-import { claimsSuite, settlementSuite } from "./claims.js";
+import { claimsSuite, releaseSuite, settlementSuite } from "./claims.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
 import { approvalsSuite, readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
@@ -17,6 +17,7 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
   reads: { title: "reads: read evidence is exact-match and idempotent", register: readsSuite },
   claims: { title: "claims: one atomic mutation slot per turn", register: claimsSuite },
   settlement: { title: "settlement: compare-and-set from pending by the claim token", register: settlementSuite },
+  release: { title: "release: a pending claim given back by its token reopens the slot", register: releaseSuite },
   verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent", register: verdictsSuite },
   approvals: { title: "approvals: approval decisions are insert-if-absent", register: approvalsSuite },
   audit: { title: "audit: an append-only trail in append order", register: auditSuite },

@@ -4,6 +4,7 @@ export const CONFORMANCE_SUITES = [
   "reads",
   "claims",
   "settlement",
+  "release",
   "verdicts",
   "approvals",
   "audit",

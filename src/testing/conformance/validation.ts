@@ -12,6 +12,7 @@ import {
   ClaimOptionsSchema,
   DigestSchema,
   MutationIdentitySchema,
+  MutationReleaseSchema,
   MutationSettlementSchema,
   PruneOptionsSchema,
   ReadEvidenceSchema,
@@ -46,6 +47,13 @@ import type { ManualClock, StoreTest } from "./harness.js";
 
 /** Lets a test pass a value the types forbid, as an untyped caller could. */
 const untyped = (value: unknown): never => value as never;
+
+/** `value` with the placeholder token "TOKEN" replaced by the seeded pending claim's real one. */
+function withSeededToken(value: unknown, seeded: Seeded): unknown {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && "token" in value && value.token === "TOKEN"
+    ? { ...value, token: seeded.token }
+    : value;
+}
 
 /** A copy of `record` without `key`. */
 function without(record: object, key: string): Record<string, unknown> {
@@ -273,14 +281,25 @@ function validationCases(): Case[] {
         ["an extra key", { ...settlement("TOKEN"), force: true }],
       ],
       // The real token of the pending claim: only the malformation may stop the settlement.
-      (store, seeded, value) =>
-        store.settleMutation(
-          untyped(
-            typeof value === "object" && value !== null && !Array.isArray(value) && "token" in value && value.token === "TOKEN"
-              ? { ...value, token: seeded.token }
-              : value,
-          ),
-        ),
+      (store, seeded, value) => store.settleMutation(untyped(withSeededToken(value, seeded))),
+    ),
+
+    ...cases(
+      "releaseMutation",
+      MutationReleaseSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { turnKey: "t", token: "TOKEN" }],
+        ["an upper-case turn key", { turnKey: TURN_KEY.toUpperCase(), token: "TOKEN" }],
+        ["an empty token", { turnKey: TURN_KEY, token: "" }],
+        ["a numeric token", { turnKey: TURN_KEY, token: 1 }],
+        ["no token", { turnKey: TURN_KEY }],
+        ["no turn key", { token: "TOKEN" }],
+        ["a settlement's outcome", { turnKey: TURN_KEY, token: "TOKEN", outcome: "unknown" }],
+        ["an extra key", { turnKey: TURN_KEY, token: "TOKEN", force: true }],
+      ],
+      // The real token of the pending claim: only the malformation may stop the release.
+      (store, seeded, value) => store.releaseMutation(untyped(withSeededToken(value, seeded))),
     ),
 
     ...cases(
