@@ -394,7 +394,13 @@ describe("the dialect comes from $schema, else 2020-12, overridable with draft",
     );
     // The recorded verdict is the guardrail's own answer. (LangChain's own validation of a JSON
     // Schema tool always uses 2019-09, so an allowed call may still fail inside the tool.)
-    const recorded = await store.getVerdict({ turnKey: turnKey(input), toolCallId: "n1", guardrail: "dialect", argsDigest: digest(args) });
+    const recorded = await store.getVerdict({
+      turnKey: turnKey(input),
+      toolCallId: "n1",
+      toolName: "counted",
+      guardrail: "dialect",
+      argsDigest: digest(args),
+    });
     expect(recorded?.verdict.action).toBe(action);
     if (action === "deny") {
       expect(refusalBody(outcomeOf(messages, "n1").content).issues).toEqual([{ path: "/n", message: "50 is greater than 10." }]);
@@ -419,7 +425,7 @@ describe("options", () => {
       [{ id: "c1", name: "issue-credit", args }],
       [createSchemaGuardrail({ name: "mcp-schema" })],
     );
-    const key = { turnKey: turnKey(input), toolCallId: "c1", argsDigest: digest(args) };
+    const key = { turnKey: turnKey(input), toolCallId: "c1", toolName: "issue-credit", argsDigest: digest(args) };
     expect((await store.getVerdict({ ...key, guardrail: "mcp-schema" }))?.verdict).toMatchObject({
       action: "deny",
       outcome: "complete",
