@@ -3,7 +3,7 @@
  * not `allow` wins (`observe` is recorded and the call goes on), so a later guardrail never
  * overturns an earlier refusal. Verdicts are recorded under (turn, call, guardrail, arguments):
  * a replay of the call reads them instead of running the detector again. An `approve` verdict
- * pauses the call for a person, whose decision is recorded under the same key.
+ * pauses the call for a person; the store keeps the call's approval request and its decision.
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
