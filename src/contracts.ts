@@ -226,10 +226,14 @@ export const GuardrailVerdictSchema = z.strictObject({
 export type GuardrailVerdict = z.infer<typeof GuardrailVerdictSchema>;
 export type GuardrailAction = GuardrailVerdict["action"];
 
-/** Which check of which call a verdict or approval is bound to. */
+/**
+ * Which check of which call a verdict is bound to. The tool name is part of it: a verdict recorded
+ * for one tool never answers for another tool's call, whatever its id and arguments.
+ */
 export const VerdictKeySchema = z.strictObject({
   turnKey: DigestSchema,
   toolCallId: IdSchema,
+  toolName: IdSchema,
   guardrail: IdSchema,
   argsDigest: DigestSchema,
 });
@@ -249,11 +253,132 @@ export const ApprovalDecisionSchema = z.discriminatedUnion("decision", [
 ]);
 export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
 
-export const ApprovalRecordSchema = VerdictKeySchema.extend({
-  decision: ApprovalDecisionSchema,
-  decidedAt: TimestampSchema,
+/**
+ * Where an approval request is in its lifecycle:
+ * - `pending`: asked, not yet decided;
+ * - `approved`, `rejected`, `edited`: decided (the first decision wins; it is never changed);
+ * - `applied`: an approved or edited request whose call was carried out (its decision is kept);
+ * - `expired`: nobody decided before `expireApprovals` retired it; it can no longer be decided.
+ */
+export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "edited", "applied", "expired"] as const;
+export const ApprovalStatusSchema = z.enum(APPROVAL_STATUSES);
+export type ApprovalStatus = z.infer<typeof ApprovalStatusSchema>;
+
+/** The status a decision moves a pending request to. */
+export const DECIDED_STATUS = { approve: "approved", reject: "rejected", edit: "edited" } as const satisfies Record<
+  ApprovalDecision["decision"],
+  ApprovalStatus
+>;
+
+/**
+ * What the middleware submits when a call needs a person's approval: one request per call, bound
+ * to the turn, the tool, the call id and the arguments by `approvalId`, naming every guardrail
+ * that asked.
+ */
+export const ApprovalRequestSchema = z.strictObject({
+  /** `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolCallId, argsDigest })`. */
+  approvalId: DigestSchema,
+  turnKey: DigestSchema,
+  scopeId: IdSchema,
+  toolCallId: IdSchema,
+  toolName: IdSchema,
+  argsDigest: DigestSchema,
+  /** The arguments the person is asked about. */
+  args: z.record(z.string(), JsonValueSchema),
+  /** The guardrails that asked for approval, in order. */
+  guardrails: z.array(IdSchema).min(1, "name at least one guardrail"),
+  /** The guardrails' reasons, shown to the person. */
+  reason: z.string().optional(),
+  requestedAt: TimestampSchema,
+});
+/** (Named apart from the port's `ApprovalRequest`, the interrupt payload a person answers.) */
+export type ApprovalSubmission = z.infer<typeof ApprovalRequestSchema>;
+
+/**
+ * A stored approval request and where it is in its lifecycle. Its fields agree with its status:
+ * a decision (with `decidedAt`, and `operatorRef` if one was given) exactly when it was decided,
+ * of the kind its status names (an applied one was approved or edited); `appliedAt` exactly when
+ * applied; `expiredAt` exactly when expired.
+ */
+export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
+  status: ApprovalStatusSchema,
+  /** Present once decided, and kept when applied. */
+  decision: ApprovalDecisionSchema.optional(),
+  /** Who decided, when the decision named someone. */
+  operatorRef: IdSchema.optional(),
+  decidedAt: TimestampSchema.optional(),
+  appliedAt: TimestampSchema.optional(),
+  expiredAt: TimestampSchema.optional(),
+}).superRefine((record, ctx) => {
+  const problem = (path: string, message: string) => {
+    ctx.addIssue({ code: "custom", path: [path], message });
+  };
+  const decided = record.status !== "pending" && record.status !== "expired";
+  if (decided !== (record.decision !== undefined)) {
+    problem("decision", `a ${record.status} request ${decided ? "needs" : "has no"} decision`);
+  }
+  if (decided !== (record.decidedAt !== undefined)) {
+    problem("decidedAt", `a ${record.status} request ${decided ? "needs" : "has no"} decidedAt`);
+  }
+  if (!decided && record.operatorRef !== undefined) problem("operatorRef", `a ${record.status} request has no operatorRef`);
+  if (record.decision !== undefined) {
+    const status = DECIDED_STATUS[record.decision.decision];
+    const consistent = record.status === status || (record.status === "applied" && status !== "rejected");
+    if (!consistent) problem("status", `a ${record.decision.decision} decision cannot leave a request ${record.status}`);
+  }
+  if ((record.status === "applied") !== (record.appliedAt !== undefined)) {
+    problem("appliedAt", "appliedAt is present exactly when the request is applied");
+  }
+  if ((record.status === "expired") !== (record.expiredAt !== undefined)) {
+    problem("expiredAt", "expiredAt is present exactly when the request is expired");
+  }
 });
 export type ApprovalRecord = z.infer<typeof ApprovalRecordSchema>;
+
+/** A person's (or an operator's) decision on a pending request. */
+export const DecideApprovalInputSchema = z.strictObject({
+  approvalId: DigestSchema,
+  decision: ApprovalDecisionSchema,
+  /** Who decided, for the record and the audit trail. */
+  operatorRef: IdSchema.optional(),
+  decidedAt: TimestampSchema,
+});
+export type DecideApprovalInput = z.infer<typeof DecideApprovalInputSchema>;
+
+export const ApprovalDecisionResultSchema = z.discriminatedUnion("decided", [
+  /** The request was pending: this decision is now its decision. */
+  z.strictObject({ decided: z.literal(true), record: ApprovalRecordSchema }),
+  /**
+   * Nothing changed: no such request (`not_found`, no record), or it was decided (or applied)
+   * before (`already_decided`), or it expired (`expired`); `record` is the request as it stands.
+   */
+  z.strictObject({
+    decided: z.literal(false),
+    reason: z.enum(["not_found", "already_decided", "expired"]),
+    record: ApprovalRecordSchema.optional(),
+  }),
+]);
+export type ApprovalDecisionResult = z.infer<typeof ApprovalDecisionResultSchema>;
+
+/** Marks an approved or edited request applied: its call was carried out. */
+export const ApplyApprovalInputSchema = z.strictObject({ approvalId: DigestSchema, appliedAt: TimestampSchema });
+export type ApplyApprovalInput = z.infer<typeof ApplyApprovalInputSchema>;
+
+export const ApprovalQuerySchema = z.strictObject({
+  status: ApprovalStatusSchema.optional(),
+  turnKey: DigestSchema.optional(),
+  limit: z.int().min(1).max(10_000).optional(),
+});
+export type ApprovalQuery = z.infer<typeof ApprovalQuerySchema>;
+
+export const ExpireApprovalsInputSchema = z.strictObject({
+  /** Pending requests made before this instant expire. */
+  olderThan: TimestampSchema,
+});
+export type ExpireApprovalsInput = z.infer<typeof ExpireApprovalsInputSchema>;
+
+export const ExpireApprovalsResultSchema = z.strictObject({ expired: z.int().min(0) });
+export type ExpireApprovalsResult = z.infer<typeof ExpireApprovalsResultSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Audit trail
@@ -271,7 +396,11 @@ export const AUDIT_DECISIONS = [
   "failed",
   /** A guardrail's verdict other than `allow` (deny, observe, approve). */
   "verdict",
-  /** A person's approval decision. */
+  /**
+   * A step in an approval request's lifecycle, written by the store: `action` is `requested`, the
+   * decision (`approve`, `reject`, `edit`), `decision_refused` (with the reason as `code`),
+   * `applied` or `expired`.
+   */
   "approval",
   /** An operator reconciled an unresolved mutation. */
   "reconciled",
@@ -289,11 +418,13 @@ export const AuditEventSchema = z.strictObject({
   toolName: IdSchema.optional(),
   kind: ToolKindSchema.optional(),
   argsDigest: DigestSchema.optional(),
-  /** The refusal code, or the guardrail's code on a verdict. */
+  /** The refusal code, the guardrail's code on a verdict, or why an approval decision was refused. */
   code: z.string().optional(),
   guardrail: IdSchema.optional(),
-  /** The verdict's action, or the approval's decision. */
+  /** The verdict's action, the approval step, or the reconciliation's resolution. */
   action: z.string().optional(),
+  /** The approval request an `approval` event is about. */
+  approvalId: DigestSchema.optional(),
   mutationKey: DigestSchema.optional(),
   operatorRef: IdSchema.optional(),
   /** Argument values and tool results: only with `audit: { includeValues: true }`. */
@@ -395,10 +526,30 @@ export interface GuardrailStore {
   releaseMutation(release: MutationRelease): Promise<boolean>;
   /** Stores a guardrail's verdict unless one exists for its key; returns whichever won. */
   recordVerdict(record: VerdictRecord): Promise<VerdictRecord>;
+  /** The verdict recorded for exactly this key (turn, call id, tool, guardrail, arguments). */
   getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined>;
-  /** Stores an approval decision unless one exists for its key; returns whichever won. */
-  recordApproval(record: ApprovalRecord): Promise<ApprovalRecord>;
-  getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined>;
+  /**
+   * Stores `request` as a `pending` approval unless one exists for its `approvalId`, appending a
+   * `requested` audit event with it, atomically. Returns the stored record: the new one, or the
+   * existing one, unchanged, whatever its status.
+   */
+  requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord>;
+  getApproval(approvalId: string): Promise<ApprovalRecord | undefined>;
+  /**
+   * Decides a pending request (the first decision wins) and audits it, atomically. A refused
+   * decision (`already_decided`, `expired`) changes nothing but is audited (`decision_refused`);
+   * `not_found` changes and appends nothing.
+   */
+  decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult>;
+  /**
+   * Compare-and-set of an `approved` or `edited` request to `applied`, audited. False, changing
+   * nothing, for any other status or no request.
+   */
+  applyApproval(input: ApplyApprovalInput): Promise<boolean>;
+  /** Approval requests, oldest `requestedAt` first (ties in the order they were requested). */
+  listApprovals(query?: ApprovalQuery): Promise<ApprovalRecord[]>;
+  /** Expires every `pending` request made before `olderThan`, one audit event each. */
+  expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult>;
   /** Appends to the audit trail. Append-only: events are never changed or removed by the store. */
   appendAudit(event: AuditEvent): Promise<void>;
   /** Audit events in the order they were appended, oldest first. */
@@ -412,7 +563,7 @@ export interface GuardrailStore {
   reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult>;
   /**
    * Removes completed mutations settled before `olderThan`, with their turns' read evidence,
-   * verdicts and approvals, keeping a tombstone per turn so a replay is refused, not reopened.
+   * verdicts and approval requests, keeping a tombstone per turn so a replay is refused, not reopened.
    * Unresolved claims, receipts and the audit trail are kept.
    */
   prune(options: PruneOptions): Promise<PruneResult>;

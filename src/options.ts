@@ -21,8 +21,10 @@ const STORE_METHODS = [
   "releaseMutation",
   "recordVerdict",
   "getVerdict",
-  "recordApproval",
+  "requestApproval",
   "getApproval",
+  "decideApproval",
+  "applyApproval",
   "appendAudit",
 ] as const;
 

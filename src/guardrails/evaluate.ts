@@ -3,22 +3,27 @@
  * not `allow` wins (`observe` is recorded and the call goes on), so a later guardrail never
  * overturns an earlier refusal. Verdicts are recorded under (turn, call, guardrail, arguments):
  * a replay of the call reads them instead of running the detector again. An `approve` verdict
- * pauses the call for a person, whose decision is recorded under the same key.
+ * pauses the call for a person; the store keeps the call's approval request and its decision.
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { interrupt } from "@langchain/langgraph";
 import {
+  ApprovalDecisionResultSchema,
   ApprovalDecisionSchema,
+  ApprovalRecordSchema,
   GuardrailVerdictSchema,
   type ApprovalDecision,
+  type ApprovalRecord,
   type GuardrailStore,
   type GuardrailVerdict,
   type JsonValue,
   type ToolKind,
   type VerdictKey,
 } from "../contracts.js";
+import { digest } from "../digest.js";
 import { ApprovalError } from "../errors.js";
+import { parseStoreValue } from "../stores/validate.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal } from "../tool-messages.js";
@@ -187,6 +192,7 @@ async function verdictOf(
   const key: VerdictKey = {
     turnKey: env.turn.turnKey,
     toolCallId: call.id,
+    toolName: call.name,
     guardrail: guardrail.name,
     argsDigest: call.argsDigest,
   };
@@ -272,9 +278,11 @@ function failedCheck(what: string): GuardrailVerdict {
 }
 
 /**
- * The person's decision on an `approve` verdict: the recorded one if any (so nobody is asked
- * twice), else it pauses the run with an interrupt and records the resume value. Throws
- * `ApprovalError` for a resume value that is not a valid decision.
+ * The person's decision on an `approve` verdict. With a store, the call's approval request is
+ * stored first (once: its id binds turn, tool, call id and arguments) and a request decided
+ * before is answered from the store, so nobody is asked twice; otherwise the run pauses with an
+ * interrupt, and the resume value is submitted as the decision, where the first decision wins.
+ * Throws `ApprovalError` for a resume value that is not a valid decision.
  */
 async function approvalDecision(
   env: GuardrailEnvironment,
@@ -282,20 +290,36 @@ async function approvalDecision(
   call: CheckedCall,
 ): Promise<ApprovalDecision> {
   const guardrails = approvals.map((approval) => approval.guardrail);
-  const guardrail = guardrails.join(",");
-  const key: VerdictKey = { turnKey: env.turn.turnKey, toolCallId: call.id, guardrail, argsDigest: call.argsDigest };
-  const recorded = await env.store?.getApproval(key);
-  if (recorded !== undefined) return recorded.decision;
-
   const reasons = approvals.flatMap((approval) => (approval.reason === undefined ? [] : [approval.reason]));
+  const reason = reasons.length === 0 ? undefined : reasons.join(" ");
+  const { turnKey } = env.turn;
+  const approvalId = digest({ kind: "arkah.approval", v: 1, turnKey, toolName: call.name, toolCallId: call.id, argsDigest: call.argsDigest });
+  if (env.store !== undefined) {
+    const submission = {
+      approvalId,
+      turnKey,
+      scopeId: env.scopeId,
+      toolCallId: call.id,
+      toolName: call.name,
+      argsDigest: call.argsDigest,
+      args: call.args,
+      guardrails,
+      ...(reason === undefined ? {} : { reason }),
+      requestedAt: new Date().toISOString(),
+    };
+    const stored = parseStoreValue(ApprovalRecordSchema, await env.store.requestApproval(submission), "requestApproval answer");
+    if (stored.status !== "pending") return recordedDecision(stored);
+  }
+
   const request: ApprovalRequest = {
     type: "arkah.approval",
+    approvalId,
     guardrails,
     toolCallId: call.id,
     tool: call.name,
     args: call.args,
     argsDigest: call.argsDigest,
-    reason: reasons.length === 0 ? undefined : reasons.join(" "),
+    reason,
   };
   const answer: unknown = interrupt(request);
   const parsed = ApprovalDecisionSchema.safeParse(answer);
@@ -305,22 +329,23 @@ async function approvalDecision(
       `the resume value for approval of ${call.name} call ${call.id} is not { decision: "approve" | "reject" | "edit" }`,
     );
   }
-  const decision =
-    env.store === undefined
-      ? parsed.data
-      : (await env.store.recordApproval({ ...key, decision: parsed.data, decidedAt: new Date().toISOString() }))
-          .decision;
-  await env.audit.record({
-    decision: "approval",
-    turnKey: env.turn.turnKey,
-    scopeId: env.scopeId,
-    toolCallId: call.id,
-    toolName: call.name,
-    ...(call.kind === undefined ? {} : { kind: call.kind }),
-    argsDigest: call.argsDigest,
-    guardrail,
-    action: decision.decision,
-    args: decision.decision === "edit" ? decision.args : call.args,
-  });
-  return decision;
+  if (env.store === undefined) return parsed.data;
+  const result = parseStoreValue(
+    ApprovalDecisionResultSchema,
+    await env.store.decideApproval({ approvalId, decision: parsed.data, decidedAt: new Date().toISOString() }),
+    "decideApproval answer",
+  );
+  // Decided now, or before (the first decision wins), or expired meanwhile: the stored record says.
+  if (result.record === undefined) {
+    throw new Error(`the approval request for ${call.name} call ${call.id} vanished before its decision was stored`);
+  }
+  return recordedDecision(result.record);
+}
+
+/**
+ * What a request that is no longer pending decides: its decision (an applied request was approved
+ * or edited, so it counts as that); an expired one, which nobody decided, counts as a rejection.
+ */
+function recordedDecision(record: ApprovalRecord): ApprovalDecision {
+  return record.decision ?? { decision: "reject" };
 }

@@ -53,6 +53,8 @@ export interface Guardrail {
  */
 export interface ApprovalRequest {
   readonly type: "arkah.approval";
+  /** The stored approval request this asks about (`GuardrailStore.getApproval`). */
+  readonly approvalId: string;
   readonly guardrails: readonly string[];
   readonly toolCallId: string;
   readonly tool: string;

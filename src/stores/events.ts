@@ -1,4 +1,13 @@
-import type { AuditEvent, MutationIdentity, Reconciliation } from "../contracts.js";
+import {
+  DECIDED_STATUS,
+  type ApprovalDecision,
+  type ApprovalDecisionResult,
+  type ApprovalRecord,
+  type AuditEvent,
+  type DecideApprovalInput,
+  type MutationIdentity,
+  type Reconciliation,
+} from "../contracts.js";
 
 /** The `reconciled` audit event every store appends with a reconciliation, in the same transaction. */
 export function reconciledEvent(identity: MutationIdentity, reconciliation: Reconciliation, at: string): AuditEvent {
@@ -30,4 +39,76 @@ export function releasedEvent(identity: MutationIdentity, at: string): AuditEven
     argsDigest: identity.argsDigest,
     mutationKey: identity.mutationKey,
   };
+}
+
+/** A step of an approval request's lifecycle. */
+export type ApprovalAction = "requested" | ApprovalDecision["decision"] | "decision_refused" | "applied" | "expired";
+
+/**
+ * The `approval` audit event a store appends with each lifecycle step, in the same transaction:
+ * the request's identity, never its argument values.
+ */
+export function approvalEvent(
+  record: ApprovalRecord,
+  action: ApprovalAction,
+  at: string,
+  extra: { readonly code?: string; readonly operatorRef?: string | undefined } = {},
+): AuditEvent {
+  return {
+    at,
+    decision: "approval",
+    approvalId: record.approvalId,
+    turnKey: record.turnKey,
+    scopeId: record.scopeId,
+    toolCallId: record.toolCallId,
+    toolName: record.toolName,
+    argsDigest: record.argsDigest,
+    action,
+    ...(extra.code === undefined ? {} : { code: extra.code }),
+    ...(extra.operatorRef === undefined ? {} : { operatorRef: extra.operatorRef }),
+  };
+}
+
+/**
+ * What `decideApproval` does to `record` (undefined: no such request), as every store decides it:
+ * the answer, the record to store if it changed, and the audit event to append (none for
+ * `not_found`, which has no request to attach it to).
+ */
+export function decideOutcome(
+  record: ApprovalRecord | undefined,
+  input: DecideApprovalInput,
+  at: string,
+): { readonly result: ApprovalDecisionResult; readonly changed?: ApprovalRecord; readonly event?: AuditEvent } {
+  if (record === undefined) return { result: { decided: false, reason: "not_found" } };
+  const operatorRef = input.operatorRef;
+  if (record.status !== "pending") {
+    const reason = record.status === "expired" ? "expired" : "already_decided";
+    return {
+      result: { decided: false, reason, record },
+      event: approvalEvent(record, "decision_refused", at, { code: reason, operatorRef }),
+    };
+  }
+  const decided: ApprovalRecord = {
+    ...record,
+    status: DECIDED_STATUS[input.decision.decision],
+    decision: input.decision,
+    ...(operatorRef === undefined ? {} : { operatorRef }),
+    decidedAt: input.decidedAt,
+  };
+  return {
+    result: { decided: true, record: decided },
+    changed: decided,
+    event: approvalEvent(decided, input.decision.decision, at, { operatorRef }),
+  };
+}
+
+/** The record `applyApproval` stores, or undefined if `record` cannot be applied. */
+export function appliedRecord(record: ApprovalRecord | undefined, appliedAt: string): ApprovalRecord | undefined {
+  if (record?.status !== "approved" && record?.status !== "edited") return undefined;
+  return { ...record, status: "applied", appliedAt };
+}
+
+/** The record `expireApprovals` stores for a pending request. */
+export function expiredRecord(record: ApprovalRecord, expiredAt: string): ApprovalRecord {
+  return { ...record, status: "expired", expiredAt };
 }

@@ -7,19 +7,30 @@
 import { randomUUID } from "node:crypto";
 import {
   AdmissionReceiptSchema,
-  ApprovalRecordSchema,
+  ApplyApprovalInputSchema,
+  ApprovalQuerySchema,
+  ApprovalRequestSchema,
   AuditEventSchema,
   AuditQuerySchema,
+  DecideApprovalInputSchema,
+  ExpireApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type ApplyApprovalInput,
+  type ApprovalDecisionResult,
+  type ApprovalQuery,
   type ApprovalRecord,
+  type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
   type ClaimOptions,
   type ClaimResult,
+  type DecideApprovalInput,
+  type ExpireApprovalsInput,
+  type ExpireApprovalsResult,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
@@ -35,7 +46,14 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { reconciledEvent, releasedEvent } from "./events.js";
+import {
+  appliedRecord,
+  approvalEvent,
+  decideOutcome,
+  expiredRecord,
+  reconciledEvent,
+  releasedEvent,
+} from "./events.js";
 import {
   parseDigest,
   parseEvidence,
@@ -61,7 +79,8 @@ export interface InMemoryGuardrailStoreOptions {
   readonly now?: () => Date;
 }
 
-const verdictKey = (key: VerdictKey) => JSON.stringify([key.turnKey, key.toolCallId, key.guardrail, key.argsDigest]);
+const verdictKey = (key: VerdictKey) =>
+  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.guardrail, key.argsDigest]);
 
 export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #now: () => Date;
@@ -72,6 +91,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   /** Turn keys with an `unknown` claim, per scope: they block the scope's other turns. */
   readonly #unknownByScope = new Map<string, Set<string>>();
   readonly #verdicts = new Map<string, VerdictRecord>();
+  /** approval id -> request; Map order is request order, the tie-break of listApprovals. */
   readonly #approvals = new Map<string, ApprovalRecord>();
   readonly #audit: StoredAuditEvent[] = [];
 
@@ -176,7 +196,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     else this.#unknownByScope.delete(identity.scopeId);
   }
 
-  // -- verdicts and approvals -----------------------------------------------------------------
+  // -- verdicts --------------------------------------------------------------------------------
 
   async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
     const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
@@ -191,17 +211,65 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     return record === undefined ? undefined : structuredClone(record);
   }
 
-  async recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
-    const candidate = parseStoreValue(ApprovalRecordSchema, record, "approval record");
-    const key = verdictKey(candidate);
-    const winner = this.#approvals.get(key) ?? candidate;
-    this.#approvals.set(key, winner);
-    return structuredClone(winner);
+  // -- approval requests ----------------------------------------------------------------------
+
+  async requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
+    const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
+    const existing = this.#approvals.get(candidate.approvalId);
+    if (existing !== undefined) return structuredClone(existing);
+    const record: ApprovalRecord = { ...candidate, status: "pending" };
+    this.#approvals.set(record.approvalId, record);
+    this.#append(approvalEvent(record, "requested", this.#timestamp()));
+    return structuredClone(record);
   }
 
-  async getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
-    const record = this.#approvals.get(verdictKey(parseStoreValue(VerdictKeySchema, key, "approval key")));
+  async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
+    const record = this.#approvals.get(parseDigest(approvalId, "approval id"));
     return record === undefined ? undefined : structuredClone(record);
+  }
+
+  async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
+    const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
+    const { result, changed, event } = decideOutcome(this.#approvals.get(parsed.approvalId), parsed, this.#timestamp());
+    if (changed !== undefined) this.#approvals.set(changed.approvalId, changed);
+    if (event !== undefined) this.#append(event);
+    return structuredClone(result);
+  }
+
+  async applyApproval(input: ApplyApprovalInput): Promise<boolean> {
+    const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
+    const applied = appliedRecord(this.#approvals.get(parsed.approvalId), parsed.appliedAt);
+    if (applied === undefined) return false;
+    this.#approvals.set(applied.approvalId, applied);
+    this.#append(approvalEvent(applied, "applied", this.#timestamp()));
+    return true;
+  }
+
+  async listApprovals(query: ApprovalQuery = {}): Promise<ApprovalRecord[]> {
+    const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
+    return this.#approvalsByTime()
+      .filter((record) => (status === undefined || record.status === status) && (turnKey === undefined || record.turnKey === turnKey))
+      .slice(0, limit)
+      .map((record) => structuredClone(record));
+  }
+
+  async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
+    const cutoff = Date.parse(parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry").olderThan);
+    const at = this.#timestamp();
+    let expired = 0;
+    for (const record of this.#approvalsByTime()) {
+      if (record.status !== "pending" || !(Date.parse(record.requestedAt) < cutoff)) continue;
+      const retired = expiredRecord(record, at);
+      this.#approvals.set(retired.approvalId, retired);
+      this.#append(approvalEvent(retired, "expired", at));
+      expired++;
+    }
+    return { expired };
+  }
+
+  /** Oldest request first; a stable sort keeps request order among equal times. */
+  #approvalsByTime(): ApprovalRecord[] {
+    return [...this.#approvals.values()].sort((a, b) => Date.parse(a.requestedAt) - Date.parse(b.requestedAt));
   }
 
   // -- audit trail ----------------------------------------------------------------------------

@@ -22,10 +22,15 @@ import pg from "pg";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  ApplyApprovalInputSchema,
+  ApprovalQuerySchema,
   ApprovalRecordSchema,
+  ApprovalRequestSchema,
   AuditEventSchema,
   AuditQuerySchema,
+  DecideApprovalInputSchema,
   DigestSchema,
+  ExpireApprovalsInputSchema,
   MutationIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
@@ -35,11 +40,18 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type ApplyApprovalInput,
+  type ApprovalDecisionResult,
+  type ApprovalQuery,
   type ApprovalRecord,
+  type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
   type ClaimOptions,
   type ClaimResult,
+  type DecideApprovalInput,
+  type ExpireApprovalsInput,
+  type ExpireApprovalsResult,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
@@ -54,7 +66,14 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { reconciledEvent, releasedEvent } from "./events.js";
+import {
+  appliedRecord,
+  approvalEvent,
+  decideOutcome,
+  expiredRecord,
+  reconciledEvent,
+  releasedEvent,
+} from "./events.js";
 import { ConfigurationError, errorBrand, StoreContractError } from "../errors.js";
 import {
   parseClaimResult,
@@ -156,6 +175,10 @@ const FAILURE_STATE: Readonly<Record<string, string>> = {
     "the release and its audit event were applied together or not at all: the claim stays pending (closed) " +
     "unless the release committed",
   reconcileMutation: "the reconciliation and its audit event were applied together or not at all; check listUnresolved",
+  requestApproval: "the request and its audit event were stored together or not at all; check getApproval",
+  decideApproval: "the decision and its audit event were applied together or not at all; check getApproval",
+  applyApproval: "the change to applied and its audit event were made together or not at all; check getApproval",
+  expireApprovals: "the expiry was applied whole, with its audit events, or not at all",
   prune: "the prune was applied whole or not at all",
 };
 
@@ -318,6 +341,40 @@ const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX audit_turn ON ${s}.audit (turn_key)`,
     ],
   },
+  {
+    // The package was unreleased (0.1.0) when this shipped, so the two tables are recreated,
+    // not converted.
+    version: 2,
+    description: "verdicts bound to the tool; approval requests with a lifecycle; audit approval_id",
+    statements: (s) => [
+      `DROP TABLE ${s}.verdicts`,
+      `DROP TABLE ${s}.approvals`,
+      `CREATE TABLE ${s}.verdicts (
+        turn_key text NOT NULL,
+        tool_call_id text NOT NULL,
+        tool_name text NOT NULL,
+        guardrail text NOT NULL,
+        args_digest text NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, tool_name, guardrail, args_digest)
+      )`,
+      // record: the ApprovalRecord as JSON text; turn_key, status and requested_ms repeat it for
+      // queries; approval_order is request order, the tie-break of listApprovals.
+      `CREATE TABLE ${s}.approvals (
+        approval_id text PRIMARY KEY,
+        approval_order bigint GENERATED ALWAYS AS IDENTITY,
+        turn_key text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'approved', 'rejected', 'edited', 'applied', 'expired')),
+        requested_ms bigint,
+        record text NOT NULL
+      )`,
+      `CREATE INDEX approvals_listed ON ${s}.approvals (requested_ms, approval_order)`,
+      `CREATE INDEX approvals_pending ON ${s}.approvals (requested_ms, approval_order) WHERE status = 'pending'`,
+      `CREATE INDEX approvals_turn ON ${s}.approvals (turn_key)`,
+      `ALTER TABLE ${s}.audit ADD COLUMN approval_id text`,
+      `CREATE INDEX audit_approval ON ${s}.audit (approval_id) WHERE approval_id IS NOT NULL`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads. */
@@ -360,6 +417,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
   readonly #password: string | undefined;
   readonly #auditLock: string;
   readonly #pruneLock: string;
+  readonly #expiryLock: string;
   readonly #sql: ReturnType<typeof statements>;
   #closed = false;
 
@@ -379,6 +437,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
     this.#password = init.password;
     this.#auditLock = lockKey(`arkah-agent-guardrails:audit:${init.schema}`);
     this.#pruneLock = lockKey(`arkah-agent-guardrails:prune:${init.schema}`);
+    this.#expiryLock = lockKey(`arkah-agent-guardrails:expire-approvals:${init.schema}`);
     this.#sql = statements(init.schema);
   }
 
@@ -724,60 +783,125 @@ export class PostgresGuardrailStore implements GuardrailStore {
     );
   }
 
-  // -- verdicts and approvals -----------------------------------------------------------------
+  // -- verdicts --------------------------------------------------------------------------------
 
   async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
     const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
-    return this.#run("recordVerdict", () =>
-      this.#insertIfAbsent(this.#sql.putVerdict, this.#sql.getVerdict, candidate, VerdictRecordSchema, "verdict record"),
-    );
+    return this.#run("recordVerdict", async () => {
+      const key = verdictKeyValues(candidate);
+      for (let attempt = 0; attempt < 16; attempt++) {
+        const inserted = await this.#query(this.#sql.putVerdict, [...key, JSON.stringify(candidate)]);
+        if (inserted.rows[0] !== undefined) return verdictFromRow(inserted.rows[0], candidate);
+        const { rows } = await this.#query(this.#sql.getVerdict, key);
+        if (rows[0] !== undefined) return verdictFromRow(rows[0], candidate);
+        // Only prune deletes verdicts; after it, the next insert wins.
+      }
+      throw new Error("the verdict record was neither inserted nor found after 16 attempts");
+    });
   }
 
   async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
     const parsed = parseStoreValue(VerdictKeySchema, key, "verdict key");
-    return this.#run("getVerdict", () => this.#getRecord(this.#sql.getVerdict, parsed, VerdictRecordSchema, "verdict record"));
+    return this.#run("getVerdict", async () => {
+      const { rows } = await this.#query(this.#sql.getVerdict, verdictKeyValues(parsed));
+      return rows[0] === undefined ? undefined : verdictFromRow(rows[0], parsed);
+    });
   }
 
-  async recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
-    const candidate = parseStoreValue(ApprovalRecordSchema, record, "approval record");
-    return this.#run("recordApproval", () =>
-      this.#insertIfAbsent(this.#sql.putApproval, this.#sql.getApproval, candidate, ApprovalRecordSchema, "approval record"),
+  // -- approval requests ----------------------------------------------------------------------
+
+  async requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
+    const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
+    const record: ApprovalRecord = { ...candidate, status: "pending" };
+    return this.#run("requestApproval", async () => {
+      for (let attempt = 0; attempt < 16; attempt++) {
+        const stored = await this.#transaction(async (client): Promise<ApprovalRecord | undefined> => {
+          // ON CONFLICT waits for a concurrent insert of the same id to commit or roll back.
+          const inserted = await this.#query(
+            this.#sql.insertApproval,
+            [record.approvalId, record.turnKey, epochMs(record.requestedAt), JSON.stringify(record)],
+            client,
+          );
+          if (inserted.rowCount === 1) {
+            await this.#append(approvalEvent(record, "requested", this.#timestamp()), client);
+            return structuredClone(record);
+          }
+          const { rows } = await this.#query(this.#sql.getApproval, [record.approvalId], client);
+          return rows[0] === undefined ? undefined : approvalFromRow(rows[0]);
+        });
+        // Undefined: pruned between the insert and the read. Try again.
+        if (stored !== undefined) return stored;
+      }
+      throw new Error("the approval request was neither inserted nor found after 16 attempts");
+    });
+  }
+
+  async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
+    const id = parseDigest(approvalId, "approval id");
+    return this.#run("getApproval", async () => {
+      const { rows } = await this.#query(this.#sql.getApproval, [id]);
+      return rows[0] === undefined ? undefined : approvalFromRow(rows[0]);
+    });
+  }
+
+  async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
+    const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
+    return this.#run("decideApproval", () =>
+      // The row lock serializes decisions: the first to commit wins, the others read its result.
+      this.#transaction(async (client) => {
+        const { rows } = await this.#query(this.#sql.lockApproval, [parsed.approvalId], client);
+        const current = rows[0] === undefined ? undefined : approvalFromRow(rows[0]);
+        const { result, changed, event } = decideOutcome(current, parsed, this.#timestamp());
+        if (changed !== undefined) await this.#storeApproval(changed, client);
+        if (event !== undefined) await this.#append(event, client);
+        return structuredClone(result);
+      }),
     );
   }
 
-  async getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
-    const parsed = parseStoreValue(VerdictKeySchema, key, "approval key");
-    return this.#run("getApproval", () =>
-      this.#getRecord(this.#sql.getApproval, parsed, ApprovalRecordSchema, "approval record"),
+  async applyApproval(input: ApplyApprovalInput): Promise<boolean> {
+    const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
+    return this.#run("applyApproval", () =>
+      this.#transaction(async (client) => {
+        const { rows } = await this.#query(this.#sql.lockApproval, [parsed.approvalId], client);
+        const applied = appliedRecord(rows[0] === undefined ? undefined : approvalFromRow(rows[0]), parsed.appliedAt);
+        if (applied === undefined) return false;
+        await this.#storeApproval(applied, client);
+        await this.#append(approvalEvent(applied, "applied", this.#timestamp()), client);
+        return true;
+      }),
     );
   }
 
-  async #insertIfAbsent<T extends VerdictKey>(
-    put: Statement,
-    get: Statement,
-    candidate: T,
-    schema: z.ZodType<T>,
-    what: string,
-  ): Promise<T> {
-    const key = verdictKeyValues(candidate);
-    for (let attempt = 0; attempt < 16; attempt++) {
-      const inserted = await this.#query(put, [...key, JSON.stringify(candidate)]);
-      if (inserted.rows[0] !== undefined) return recordFromRow(inserted.rows[0], candidate, schema, what);
-      const { rows } = await this.#query(get, key);
-      if (rows[0] !== undefined) return recordFromRow(rows[0], candidate, schema, what);
-      // Only prune deletes these; after it, the next insert wins.
-    }
-    throw new Error(`the ${what} was neither inserted nor found after 16 attempts`);
+  async listApprovals(query: ApprovalQuery = {}): Promise<ApprovalRecord[]> {
+    const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
+    return this.#run("listApprovals", async () => {
+      const { rows } = await this.#query(this.#sql.listApprovals, [status ?? null, turnKey ?? null, limit]);
+      return rows.map(approvalFromRow);
+    });
   }
 
-  async #getRecord<T extends VerdictKey>(
-    get: Statement,
-    key: VerdictKey,
-    schema: z.ZodType<T>,
-    what: string,
-  ): Promise<T | undefined> {
-    const { rows } = await this.#query(get, verdictKeyValues(key));
-    return rows[0] === undefined ? undefined : recordFromRow(rows[0], key, schema, what);
+  async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
+    const { olderThan } = parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry");
+    return this.#run("expireApprovals", () =>
+      this.#transaction(async (client) => {
+        // One expiry at a time per schema, so two never wait on each other's row locks.
+        await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [this.#expiryLock]);
+        // FOR UPDATE re-checks each row once locked: one decided meanwhile is no longer pending.
+        const { rows } = await this.#query(this.#sql.lockPendingBefore, [epochMs(olderThan)], client);
+        const at = this.#timestamp();
+        for (const row of rows) {
+          const retired = expiredRecord(approvalFromRow(row), at);
+          await this.#storeApproval(retired, client);
+          await this.#append(approvalEvent(retired, "expired", at), client);
+        }
+        return { expired: rows.length };
+      }),
+    );
+  }
+
+  async #storeApproval(record: ApprovalRecord, client: Queryable): Promise<void> {
+    await this.#query(this.#sql.updateApproval, [record.approvalId, record.status, JSON.stringify(record)], client);
   }
 
   // -- audit trail ----------------------------------------------------------------------------
@@ -802,6 +926,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         event.decision,
         event.turnKey,
         encodeText(event.scopeId),
+        event.approvalId ?? null,
         JSON.stringify(event),
       ],
       client,
@@ -1026,24 +1151,29 @@ function receiptFromRow(row: Record<string, unknown>): AdmissionReceipt {
 }
 
 function verdictKeyValues(key: VerdictKey): string[] {
-  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.guardrail), key.argsDigest];
+  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.toolName), encodeText(key.guardrail), key.argsDigest];
 }
 
-/** A stored verdict or approval; it must still be the record for the key it is stored under. */
-function recordFromRow<T extends VerdictKey>(
-  row: Record<string, unknown>,
-  key: VerdictKey,
-  schema: z.ZodType<T>,
-  what: string,
-): T {
-  const record = parseStoreValue(schema, decodeJson(row.record, what), `stored ${what}`);
+/** A stored verdict; it must still be the record for the key it is stored under. */
+function verdictFromRow(row: Record<string, unknown>, key: VerdictKey): VerdictRecord {
+  const record = parseStoreValue(VerdictRecordSchema, decodeJson(row.record, "verdict record"), "stored verdict record");
   if (
     record.turnKey !== key.turnKey ||
     record.toolCallId !== key.toolCallId ||
+    record.toolName !== key.toolName ||
     record.guardrail !== key.guardrail ||
     record.argsDigest !== key.argsDigest
   ) {
-    throw new StoreContractError(`corrupt ${what}: stored under another key`);
+    throw new StoreContractError("corrupt verdict record: stored under another key");
+  }
+  return record;
+}
+
+/** A stored approval request; it must agree with the columns it is filed under. */
+function approvalFromRow(row: Record<string, unknown>): ApprovalRecord {
+  const record = parseStoreValue(ApprovalRecordSchema, decodeJson(row.record, "approval request"), "stored approval request");
+  if (record.approvalId !== row.approval_id || record.turnKey !== row.turn_key || record.status !== row.status) {
+    throw new StoreContractError(`corrupt approval request ${String(row.approval_id)}: the record does not match its row`);
   }
   return record;
 }
@@ -1057,6 +1187,7 @@ function statements(schema: string) {
     "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms";
   const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint";
   const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at";
+  const approvalColumns = "approval_id, turn_key, status, record";
   return {
     getReceipt: statement("get_receipt", `SELECT ${receiptColumns} FROM ${s}.receipts WHERE turn_key = $1`),
     putReceipt: statement(
@@ -1140,28 +1271,41 @@ function statements(schema: string) {
     ),
     putVerdict: statement(
       "put_verdict",
-      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, guardrail, args_digest, record) VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, guardrail, args_digest, record) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT DO NOTHING RETURNING record`,
     ),
     getVerdict: statement(
       "get_verdict",
-      `SELECT record FROM ${s}.verdicts WHERE turn_key = $1 AND tool_call_id = $2 AND guardrail = $3 AND args_digest = $4`,
+      `SELECT record FROM ${s}.verdicts
+       WHERE turn_key = $1 AND tool_call_id = $2 AND tool_name = $3 AND guardrail = $4 AND args_digest = $5`,
     ),
-    putApproval: statement(
-      "put_approval",
-      `INSERT INTO ${s}.approvals (turn_key, tool_call_id, guardrail, args_digest, record) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT DO NOTHING RETURNING record`,
+    insertApproval: statement(
+      "insert_approval",
+      `INSERT INTO ${s}.approvals (approval_id, turn_key, status, requested_ms, record) VALUES ($1, $2, 'pending', $3::bigint, $4)
+       ON CONFLICT (approval_id) DO NOTHING`,
     ),
-    getApproval: statement(
-      "get_approval",
-      `SELECT record FROM ${s}.approvals WHERE turn_key = $1 AND tool_call_id = $2 AND guardrail = $3 AND args_digest = $4`,
+    getApproval: statement("get_approval", `SELECT ${approvalColumns} FROM ${s}.approvals WHERE approval_id = $1`),
+    lockApproval: statement("lock_approval", `SELECT ${approvalColumns} FROM ${s}.approvals WHERE approval_id = $1 FOR UPDATE`),
+    updateApproval: statement("update_approval", `UPDATE ${s}.approvals SET status = $2, record = $3 WHERE approval_id = $1`),
+    // NULLS FIRST: where an unparseable time sorts in SQLite (it cannot occur: the schema checks times).
+    listApprovals: statement(
+      "list_approvals",
+      `SELECT ${approvalColumns} FROM ${s}.approvals
+       WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR turn_key = $2)
+       ORDER BY requested_ms NULLS FIRST, approval_order LIMIT $3::integer`,
+    ),
+    lockPendingBefore: statement(
+      "lock_pending_before",
+      `SELECT ${approvalColumns} FROM ${s}.approvals
+       WHERE status = 'pending' AND requested_ms < $1::bigint
+       ORDER BY requested_ms, approval_order FOR UPDATE`,
     ),
     // The lock is taken in a MATERIALIZED CTE the INSERT reads from, so nextval() runs after it.
     appendAudit: statement(
       "append_audit",
       `WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint))
-       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, event)
-       SELECT nextval('${s}.audit_seq'), $2, $3::bigint, $4, $5, $6, $7 FROM locked`,
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $2, $3::bigint, $4, $5, $6, $7, $8 FROM locked`,
     ),
     readAudit: statement(
       "read_audit",

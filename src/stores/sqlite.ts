@@ -29,9 +29,14 @@ import Database from "better-sqlite3";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  ApplyApprovalInputSchema,
+  ApprovalQuerySchema,
   ApprovalRecordSchema,
+  ApprovalRequestSchema,
   AuditEventSchema,
   AuditQuerySchema,
+  DecideApprovalInputSchema,
+  ExpireApprovalsInputSchema,
   MutationIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
@@ -41,11 +46,18 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type ApplyApprovalInput,
+  type ApprovalDecisionResult,
+  type ApprovalQuery,
   type ApprovalRecord,
+  type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
   type ClaimOptions,
   type ClaimResult,
+  type DecideApprovalInput,
+  type ExpireApprovalsInput,
+  type ExpireApprovalsResult,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
@@ -60,7 +72,14 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { reconciledEvent, releasedEvent } from "./events.js";
+import {
+  appliedRecord,
+  approvalEvent,
+  decideOutcome,
+  expiredRecord,
+  reconciledEvent,
+  releasedEvent,
+} from "./events.js";
 import { ConfigurationError, StoreContractError } from "../errors.js";
 import {
   parseDigest,
@@ -103,7 +122,7 @@ const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 // Schema
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 1;
+export const SQLITE_SCHEMA_VERSION = 2;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -185,6 +204,45 @@ const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] 
         decision TEXT NOT NULL,
         event    TEXT NOT NULL
       );
+    `,
+  },
+  {
+    // Verdicts are bound to the tool; approvals become requests with a lifecycle. The package was
+    // unreleased (0.1.0) when this shipped, so the two tables are recreated, not converted.
+    version: 2,
+    sql: `
+      DROP TABLE verdicts;
+      DROP TABLE approvals;
+
+      -- Guardrail verdicts: the first per key wins. record is the JSON VerdictRecord.
+      CREATE TABLE verdicts (
+        turn_key     TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        tool_name    TEXT NOT NULL,
+        guardrail    TEXT NOT NULL,
+        args_digest  TEXT NOT NULL,
+        record       TEXT NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, tool_name, guardrail, args_digest)
+      ) WITHOUT ROWID;
+
+      -- Approval requests, one per approval id. record is the JSON ApprovalRecord; turn_key,
+      -- status and requested_at_ms (Date.parse(requestedAt), NULL if unparseable) repeat it for
+      -- queries. Row order (rowid) is request order, the tie-break of listApprovals.
+      CREATE TABLE approvals (
+        approval_id     TEXT PRIMARY KEY,
+        turn_key        TEXT NOT NULL,
+        status          TEXT NOT NULL
+          CHECK (status IN ('pending', 'approved', 'rejected', 'edited', 'applied', 'expired')),
+        requested_at_ms INTEGER,
+        record          TEXT NOT NULL
+      );
+      CREATE INDEX approvals_by_time ON approvals (requested_at_ms);
+      CREATE INDEX approvals_pending_by_time ON approvals (requested_at_ms) WHERE status = 'pending';
+      CREATE INDEX approvals_by_turn ON approvals (turn_key);
+
+      -- The approval request an event is about, for queries (the event JSON has it too).
+      ALTER TABLE audit_events ADD COLUMN approval_id TEXT;
+      CREATE INDEX audit_events_by_approval ON audit_events (approval_id) WHERE approval_id IS NOT NULL;
     `,
   },
 ];
@@ -300,12 +358,14 @@ function receiptFromRow(row: Row): AdmissionReceipt {
   );
 }
 
-/** A verdict or approval record: its JSON, parsed, and bound to the key it is stored under. */
-function keyedRecordFromRow<T extends VerdictKey>(schema: z.ZodType<T>, row: Row, key: VerdictKey, what: string): T {
-  const record = parseRow(schema, parseJson(row.record, what), what);
+/** A verdict record: its JSON, parsed, and bound to the key it is stored under. */
+function verdictFromRow(row: Row, key: VerdictKey): VerdictRecord {
+  const what = "verdict record";
+  const record = parseRow(VerdictRecordSchema, parseJson(row.record, what), what);
   if (
     record.turnKey !== key.turnKey ||
     record.toolCallId !== key.toolCallId ||
+    record.toolName !== key.toolName ||
     record.guardrail !== key.guardrail ||
     record.argsDigest !== key.argsDigest
   ) {
@@ -314,8 +374,18 @@ function keyedRecordFromRow<T extends VerdictKey>(schema: z.ZodType<T>, row: Row
   return record;
 }
 
-function keyParams(key: VerdictKey): [string, SqlText, SqlText, string] {
-  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.guardrail), key.argsDigest];
+function keyParams(key: VerdictKey): [string, SqlText, SqlText, SqlText, string] {
+  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.toolName), encodeText(key.guardrail), key.argsDigest];
+}
+
+/** An approval row: its JSON record, parsed, and agreeing with the columns it is filed under. */
+function approvalFromRow(row: Row): ApprovalRecord {
+  const what = `approval request ${String(row.approval_id)}`;
+  const record = parseRow(ApprovalRecordSchema, parseJson(row.record, what), what);
+  if (record.approvalId !== row.approval_id || record.turnKey !== row.turn_key || record.status !== row.status) {
+    throw corrupt(what, "the record does not match the row it is stored in");
+  }
+  return record;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -498,7 +568,7 @@ export class SqliteGuardrailStore implements GuardrailStore {
     return this.#tx.release.immediate(parseRelease(release));
   }
 
-  // -- verdicts and approvals -----------------------------------------------------------------
+  // -- verdicts --------------------------------------------------------------------------------
 
   async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
     const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
@@ -508,18 +578,42 @@ export class SqliteGuardrailStore implements GuardrailStore {
   async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
     const parsed = parseStoreValue(VerdictKeySchema, key, "verdict key");
     const row = this.#sql.getVerdict.get(...keyParams(parsed));
-    return row === undefined ? undefined : keyedRecordFromRow(VerdictRecordSchema, row, parsed, "verdict record");
+    return row === undefined ? undefined : verdictFromRow(row, parsed);
   }
 
-  async recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
-    const candidate = parseStoreValue(ApprovalRecordSchema, record, "approval record");
-    return this.#tx.putApproval.immediate(candidate);
+  // -- approval requests ----------------------------------------------------------------------
+
+  async requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
+    const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
+    return this.#tx.requestApproval.immediate(candidate);
   }
 
-  async getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
-    const parsed = parseStoreValue(VerdictKeySchema, key, "approval key");
-    const row = this.#sql.getApproval.get(...keyParams(parsed));
-    return row === undefined ? undefined : keyedRecordFromRow(ApprovalRecordSchema, row, parsed, "approval record");
+  async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
+    const row = this.#sql.getApproval.get(parseDigest(approvalId, "approval id"));
+    return row === undefined ? undefined : approvalFromRow(row);
+  }
+
+  async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
+    const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
+    return this.#tx.decideApproval.immediate(parsed);
+  }
+
+  async applyApproval(input: ApplyApprovalInput): Promise<boolean> {
+    const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
+    return this.#tx.applyApproval.immediate(parsed);
+  }
+
+  async listApprovals(query: ApprovalQuery = {}): Promise<ApprovalRecord[]> {
+    const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
+    const [byStatus, byTurn] = [status ?? null, turnKey ?? null];
+    return this.#sql.listApprovals.all(byStatus, byStatus, byTurn, byTurn, limit).map(approvalFromRow);
+  }
+
+  async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
+    const cutoff = epochMs(parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry").olderThan);
+    // An unparseable cutoff compares false with every time, as in the in-memory store.
+    if (cutoff === null) return { expired: 0 };
+    return this.#tx.expireApprovals.immediate(cutoff);
   }
 
   // -- audit trail ----------------------------------------------------------------------------
@@ -651,16 +745,66 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
     return true;
   });
 
-  /** Insert-if-absent of a verdict or approval; returns whichever record won. */
-  const putKeyed = <T extends VerdictKey>(insert: Statement, select: Statement, schema: z.ZodType<T>, what: string) =>
-    db.transaction((record: T): T => {
-      const params = keyParams(record);
-      const inserted = insert.run(...params, JSON.stringify(record));
-      if (inserted.changes === 1) return structuredClone(record);
-      const row = select.get(...params);
-      if (row === undefined) throw corrupt(what, "neither inserted nor found");
-      return keyedRecordFromRow(schema, row, record, what);
-    });
+  /** Insert-if-absent of a verdict; returns whichever record won. */
+  const putVerdict = db.transaction((record: VerdictRecord): VerdictRecord => {
+    const params = keyParams(record);
+    const inserted = sql.insertVerdict.run(...params, JSON.stringify(record));
+    if (inserted.changes === 1) return structuredClone(record);
+    const row = sql.getVerdict.get(...params);
+    if (row === undefined) throw corrupt("verdict record", "neither inserted nor found");
+    return verdictFromRow(row, record);
+  });
+
+  /** Writes a changed approval record over its row (the id and turn never change). */
+  const storeApproval = (record: ApprovalRecord): void => {
+    sql.updateApproval.run(record.status, JSON.stringify(record), record.approvalId);
+  };
+
+  /** Insert-if-absent of a pending request, audited when inserted; returns the stored record. */
+  const requestApproval = db.transaction((request: ApprovalSubmission): ApprovalRecord => {
+    const record: ApprovalRecord = { ...request, status: "pending" };
+    const inserted = sql.insertApproval.run(
+      record.approvalId,
+      record.turnKey,
+      epochMs(record.requestedAt),
+      JSON.stringify(record),
+    );
+    if (inserted.changes === 1) {
+      appendEvent(sql, approvalEvent(record, "requested", timestamp()));
+      return structuredClone(record);
+    }
+    const row = sql.getApproval.get(record.approvalId);
+    if (row === undefined) throw corrupt("approval request", "neither inserted nor found");
+    return approvalFromRow(row);
+  });
+
+  const decideApproval = db.transaction((input: DecideApprovalInput): ApprovalDecisionResult => {
+    const row = sql.getApproval.get(input.approvalId);
+    const { result, changed, event } = decideOutcome(row === undefined ? undefined : approvalFromRow(row), input, timestamp());
+    if (changed !== undefined) storeApproval(changed);
+    if (event !== undefined) appendEvent(sql, event);
+    return structuredClone(result);
+  });
+
+  const applyApproval = db.transaction((input: ApplyApprovalInput): boolean => {
+    const row = sql.getApproval.get(input.approvalId);
+    const applied = appliedRecord(row === undefined ? undefined : approvalFromRow(row), input.appliedAt);
+    if (applied === undefined) return false;
+    storeApproval(applied);
+    appendEvent(sql, approvalEvent(applied, "applied", timestamp()));
+    return true;
+  });
+
+  const expireApprovals = db.transaction((cutoff: number): ExpireApprovalsResult => {
+    const at = timestamp();
+    const due = sql.pendingApprovalsBefore.all(cutoff).map(approvalFromRow);
+    for (const record of due) {
+      const retired = expiredRecord(record, at);
+      storeApproval(retired);
+      appendEvent(sql, approvalEvent(retired, "expired", at));
+    }
+    return { expired: due.length };
+  });
 
   const reconcile = db.transaction((reconciliation: Reconciliation): ReconcileResult => {
     const row = sql.getClaim.get(reconciliation.turnKey);
@@ -698,15 +842,18 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
     claim,
     settle,
     release,
-    putVerdict: putKeyed(sql.insertVerdict, sql.getVerdict, VerdictRecordSchema, "verdict record"),
-    putApproval: putKeyed(sql.insertApproval, sql.getApproval, ApprovalRecordSchema, "approval record"),
+    putVerdict,
+    requestApproval,
+    decideApproval,
+    applyApproval,
+    expireApprovals,
     reconcile,
     prune,
   };
 }
 
 function appendEvent(sql: Statements, event: AuditEvent): void {
-  sql.appendAudit.run(epochMs(event.at), event.turnKey, event.decision, JSON.stringify(event));
+  sql.appendAudit.run(epochMs(event.at), event.turnKey, event.decision, event.approvalId ?? null, JSON.stringify(event));
 }
 
 function sameText(stored: unknown, expected: SqlText): boolean {
@@ -722,19 +869,12 @@ type Statements = ReturnType<typeof prepareStatements>;
 /** Every statement, prepared once per connection. */
 function prepareStatements(db: Database.Database) {
   const prepare = (source: string): Statement => db.prepare<unknown[], Row>(source);
-  const keyed = (table: "verdicts" | "approvals") => ({
-    insert: prepare(
-      `INSERT OR IGNORE INTO ${table} (turn_key, tool_call_id, guardrail, args_digest, record) VALUES (?, ?, ?, ?, ?)`,
-    ),
-    select: prepare(
-      `SELECT record FROM ${table} WHERE turn_key = ? AND tool_call_id = ? AND guardrail = ? AND args_digest = ?`,
-    ),
-    prune: prepare(
+  /** Deletes the rows of turns whose completed claims settled before the cutoff. */
+  const pruneTurns = (table: "read_evidence" | "verdicts" | "approvals") =>
+    prepare(
       `DELETE FROM ${table} WHERE turn_key IN (SELECT turn_key FROM claims WHERE state = 'complete' AND settled_at_ms < ?)`,
-    ),
-  });
-  const verdicts = keyed("verdicts");
-  const approvals = keyed("approvals");
+    );
+  const approvalColumns = "approval_id, turn_key, status, record";
   return {
     getReceipt: prepare(
       "SELECT turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at FROM receipts WHERE turn_key = ?",
@@ -768,20 +908,32 @@ function prepareStatements(db: Database.Database) {
     listUnresolved: prepare(
       `SELECT ${CLAIM_COLUMNS} FROM claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
     ),
-    insertVerdict: verdicts.insert,
-    getVerdict: verdicts.select,
-    insertApproval: approvals.insert,
-    getApproval: approvals.select,
-    appendAudit: prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (?, ?, ?, ?)"),
+    insertVerdict: prepare(
+      "INSERT OR IGNORE INTO verdicts (turn_key, tool_call_id, tool_name, guardrail, args_digest, record) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    getVerdict: prepare(
+      "SELECT record FROM verdicts WHERE turn_key = ? AND tool_call_id = ? AND tool_name = ? AND guardrail = ? AND args_digest = ?",
+    ),
+    insertApproval: prepare(
+      "INSERT OR IGNORE INTO approvals (approval_id, turn_key, status, requested_at_ms, record) VALUES (?, ?, 'pending', ?, ?)",
+    ),
+    getApproval: prepare(`SELECT ${approvalColumns} FROM approvals WHERE approval_id = ?`),
+    updateApproval: prepare("UPDATE approvals SET status = ?, record = ? WHERE approval_id = ?"),
+    listApprovals: prepare(
+      `SELECT ${approvalColumns} FROM approvals WHERE (? IS NULL OR status = ?) AND (? IS NULL OR turn_key = ?) ` +
+        "ORDER BY requested_at_ms, rowid LIMIT ?",
+    ),
+    pendingApprovalsBefore: prepare(
+      `SELECT ${approvalColumns} FROM approvals WHERE status = 'pending' AND requested_at_ms < ? ORDER BY requested_at_ms, rowid`,
+    ),
+    appendAudit: prepare("INSERT INTO audit_events (at_ms, turn_key, decision, approval_id, event) VALUES (?, ?, ?, ?, ?)"),
     readAudit: prepare("SELECT seq, event FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?"),
     readAuditSince: prepare(
       "SELECT seq, event FROM audit_events WHERE seq > ? AND (at_ms IS NULL OR at_ms >= ?) ORDER BY seq LIMIT ?",
     ),
-    pruneReads: prepare(
-      "DELETE FROM read_evidence WHERE turn_key IN (SELECT turn_key FROM claims WHERE state = 'complete' AND settled_at_ms < ?)",
-    ),
-    pruneVerdicts: verdicts.prune,
-    pruneApprovals: approvals.prune,
+    pruneReads: pruneTurns("read_evidence"),
+    pruneVerdicts: pruneTurns("verdicts"),
+    pruneApprovals: pruneTurns("approvals"),
     pruneClaims: prepare(
       "UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL " +
         "WHERE state = 'complete' AND settled_at_ms < ?",

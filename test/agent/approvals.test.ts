@@ -1,9 +1,10 @@
 /**
  * Approvals through the real `createAgent` loop with a `MemorySaver` checkpointer: an `approve`
- * verdict (and `requireApproval`) pauses the call with a LangGraph interrupt before any claim;
- * the resume value is validated and recorded bound to the call id and the argument digest; on
- * resume the whole wrap chain re-runs and the recorded decision is used, so the person is never
- * asked twice and an approval is never reused for other arguments or another call. `reject`
+ * verdict (and `requireApproval`) stores an approval request (its id binds turn, tool, call id and
+ * arguments) and pauses the call with a LangGraph interrupt before any claim; the resume value is
+ * validated and submitted as the decision, where the first decision wins; on resume the whole
+ * wrap chain re-runs and the stored decision is used, so the person is never asked twice and an
+ * approval is never reused for other arguments or another call. `reject`
  * consumes no slot; `edit` goes through the guardrails and `authorize` again; it composes with
  * LangChain's `humanInTheLoopMiddleware` in either order without its reject bug.
  *
@@ -22,7 +23,9 @@ import {
   requireApproval,
   turnKey,
   type ApprovalRequest,
+  type ApprovalSubmission,
   type Authorize,
+  type GuardrailStore,
   type Guardrail,
   type GuardrailContext,
   type GuardrailVerdict,
@@ -32,6 +35,7 @@ import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   admit,
   DocumentService,
+  ForwardingStore,
   documentTools,
   outcomeOf,
   read,
@@ -90,6 +94,8 @@ interface AgentOptions {
   after?: readonly AgentMiddleware[];
   version?: "v1" | "v2";
   threadId?: string;
+  /** A view of the turn's store for the middleware (default: the store itself). */
+  store?: GuardrailStore;
 }
 
 /** A real agent over the turn's store and service, with a checkpointer and a thread. */
@@ -97,7 +103,7 @@ function approvalAgent(turn: Turn, options: AgentOptions) {
   const model = new ScriptedModel(options.script);
   const guardrails = createDocumentGuardrails({
     input: turn.input,
-    store: turn.store,
+    store: options.store ?? turn.store,
     userMessageLabel: "user",
     authorize: options.authorize ?? (() => true),
     tools: TOOL_POLICIES,
@@ -193,6 +199,21 @@ async function failureOf(promise: Promise<unknown>): Promise<unknown> {
 
 const RENAME_ARGS = rename("w1").args;
 
+/** The approval id the middleware derives for `call` in `input`'s turn. */
+function approvalIdOf(input: TurnInput, call: { id: string; name: string; args: unknown }): string {
+  return digest({
+    kind: "arkah.approval",
+    v: 1,
+    turnKey: turnKey(input),
+    toolName: call.name,
+    toolCallId: call.id,
+    argsDigest: digest(call.args),
+  });
+}
+
+/** The stored approval request for the rename `w1` of `turn`. */
+const renameApproval = (turn: Turn, store: GuardrailStore = turn.store) => store.getApproval(approvalIdOf(turn.input, rename("w1")));
+
 // ---------------------------------------------------------------------------------------------
 
 describe("an approve verdict pauses the call with an interrupt before any claim", () => {
@@ -210,6 +231,7 @@ describe("an approve verdict pauses the call with an interrupt before any claim"
     expect(approvalRequests(paused)).toEqual([
       {
         type: "arkah.approval",
+        approvalId: approvalIdOf(turn.input, rename("w1")),
         guardrails: ["approval"],
         toolCallId: "w1",
         tool: "rename_document",
@@ -223,6 +245,18 @@ describe("an approve verdict pauses the call with an interrupt before any claim"
     // Only the rename asked: the read ran without approval.
     expect(turn.service.reads).toBe(1);
     expect(approval.contexts.map((context) => context.toolCall.id)).toEqual(["w1"]);
+    // The request is stored, pending, before the run pauses.
+    expect(await renameApproval(turn)).toMatchObject({
+      status: "pending",
+      turnKey: turnKey(turn.input),
+      scopeId: turn.input.scopeId,
+      toolCallId: "w1",
+      toolName: "rename_document",
+      args: RENAME_ARGS,
+      argsDigest: digest(RENAME_ARGS),
+      guardrails: ["approval"],
+      reason: 'Rename the document to "Field notes"?',
+    });
   });
 
   it("approve: the call runs once; on resume no detector runs again and the person is not asked again", async () => {
@@ -241,8 +275,7 @@ describe("an approve verdict pauses the call with an interrupt before any claim"
     expect(turn.service.writes).toBe(1);
     expect(before.runs("w1")).toBe(1);
     expect(approval.runs("w1")).toBe(1);
-    const key = { turnKey: turnKey(turn.input), toolCallId: "w1", guardrail: "approval", argsDigest: digest(RENAME_ARGS) };
-    expect((await turn.store.getApproval(key))?.decision).toEqual({ decision: "approve" });
+    expect(await renameApproval(turn)).toMatchObject({ status: "approved", decision: { decision: "approve" } });
   });
 
   it("a transport retry of the approved call is not asked again: the recorded decision is used", async () => {
@@ -322,10 +355,10 @@ describe("an approval is never reused for other arguments or another call", () =
     ]);
     expect(outcomeOf(result.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
     expect(turn.service.writes).toBe(0);
-    const key = { turnKey: turnKey(turn.input), toolCallId: "w1", argsDigest: digest(RENAME_ARGS) };
-    expect((await turn.store.getApproval({ ...key, guardrail: "manager,legal" }))?.decision).toEqual({
-      decision: "reject",
-      message: "Legal says no.",
+    expect(await renameApproval(turn)).toMatchObject({
+      status: "rejected",
+      guardrails: ["manager", "legal"],
+      decision: { decision: "reject", message: "Legal says no." },
     });
   });
 
@@ -342,6 +375,134 @@ describe("an approval is never reused for other arguments or another call", () =
     expect(asked.map((request) => request.toolCallId).sort()).toEqual(["m1", "s1"]);
     expect(outcomeOf(result.messages, "m1")).toMatchObject({ status: "success", content: "Preference saved" });
     expect(outcomeOf(result.messages, "s1")).toMatchObject({ status: "error", code: "approval_rejected" });
+  });
+});
+
+describe("the stored request decides: the first decision wins", () => {
+  it("a decision stored while the run is paused wins: on resume the stored decision is used, not the resume value", async () => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+    });
+    const [request] = approvalRequests(await run.start());
+    // An operator decides through the store while the run is paused.
+    const decided = await turn.store.decideApproval({
+      approvalId: request?.approvalId ?? "",
+      decision: { decision: "approve" },
+      operatorRef: "ops-1",
+      decidedAt: new Date().toISOString(),
+    });
+    expect(decided.decided).toBe(true);
+    const done = await run.resume({ decision: "reject", message: "too late" });
+
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes","revision":1}' });
+    expect(turn.service.writes).toBe(1);
+    expect(await renameApproval(turn)).toMatchObject({ status: "approved", operatorRef: "ops-1" });
+    // The request was decided when the call re-ran, so nobody was asked and nothing else was submitted.
+    const steps = (await turn.store.readAudit()).filter((event) => event.decision === "approval");
+    expect(steps.map((event) => [event.action, event.operatorRef])).toEqual([
+      ["requested", undefined],
+      ["approve", "ops-1"],
+    ]);
+  });
+
+  it("a resume value that loses the race to another decision: the winner's decision is used, the loser audited", async () => {
+    const turn = await admittedTurn();
+    /** Another reviewer's rejection lands just before the middleware submits the resume value. */
+    class RacedStore extends ForwardingStore {
+      override async decideApproval(input: Parameters<GuardrailStore["decideApproval"]>[0]) {
+        await this.inner.decideApproval({ ...input, decision: { decision: "reject", message: "Beaten to it." }, operatorRef: "reviewer-2" });
+        return this.inner.decideApproval(input);
+      }
+    }
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+      store: new RacedStore(turn.store),
+    });
+    await run.start();
+    const done = await run.resume({ decision: "approve" });
+
+    expect(body(outcomeOf(done.messages, "w1").content)).toMatchObject({
+      guardrail: "approval_rejected",
+      reviewerMessage: "Beaten to it.",
+    });
+    expect(turn.service.writes).toBe(0);
+    const steps = (await turn.store.readAudit()).filter((event) => event.decision === "approval");
+    expect(steps.map((event) => [event.action, event.code, event.operatorRef])).toEqual([
+      ["requested", undefined, undefined],
+      ["reject", undefined, "reviewer-2"],
+      ["decision_refused", "already_decided", undefined],
+    ]);
+  });
+
+  it("a request decided before the call is made is used without asking", async () => {
+    const turn = await admittedTurn();
+    const submission: ApprovalSubmission = {
+      approvalId: approvalIdOf(turn.input, rename("w1")),
+      turnKey: turnKey(turn.input),
+      scopeId: turn.input.scopeId,
+      toolCallId: "w1",
+      toolName: "rename_document",
+      argsDigest: digest(RENAME_ARGS),
+      args: structuredClone(RENAME_ARGS) as ApprovalSubmission["args"],
+      guardrails: ["approval"],
+      requestedAt: new Date().toISOString(),
+    };
+    await turn.store.requestApproval(submission);
+    await turn.store.decideApproval({
+      approvalId: submission.approvalId,
+      decision: { decision: "reject", message: "Decided ahead." },
+      decidedAt: new Date().toISOString(),
+    });
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+    });
+    const done = await run.start();
+
+    expect(pending(done)).toEqual([]);
+    expect(body(outcomeOf(done.messages, "w1").content)).toMatchObject({
+      guardrail: "approval_rejected",
+      reviewerMessage: "Decided ahead.",
+    });
+    expect(turn.service.writes).toBe(0);
+  });
+
+  it("an applied request counts as its decision: approved", async () => {
+    const turn = await admittedTurn();
+    const first = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+      threadId: "first",
+    });
+    const [request] = approvalRequests(await first.start());
+    await turn.store.decideApproval({ approvalId: request?.approvalId ?? "", decision: { decision: "approve" }, decidedAt: new Date().toISOString() });
+    expect(await turn.store.applyApproval({ approvalId: request?.approvalId ?? "", appliedAt: new Date().toISOString() })).toBe(true);
+    const done = await first.resume({ decision: "reject" });
+
+    expect(outcomeOf(done.messages, "w1").status).toBe("success");
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it("an expired request is never put to a person again: the call is refused approval_rejected", async () => {
+    const turn = await admittedTurn();
+    const first = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"] })],
+    });
+    await first.start();
+    expect(await turn.store.expireApprovals({ olderThan: "2999-01-01T00:00:00.000Z" })).toEqual({ expired: 1 });
+    const done = await first.resume({ decision: "approve" });
+
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
+    expect(turn.service.writes).toBe(0);
+    expect((await renameApproval(turn))?.status).toBe("expired");
+    expect((await turn.store.readAudit()).filter((event) => event.decision === "approval").map((event) => event.action)).toEqual([
+      "requested",
+      "expired",
+    ]);
   });
 });
 
@@ -476,7 +637,7 @@ describe("an invalid resume value", () => {
     ["a bare string", "yes"],
     ["an approve with extra keys", { decision: "approve", args: { title: "x" } }],
     ["an edit without args", { decision: "edit" }],
-  ])("%s fails the run with ApprovalError invalid_decision and records nothing", async (_name, value) => {
+  ])("%s fails the run with ApprovalError invalid_decision and records no decision", async (_name, value) => {
     const turn = await admittedTurn();
     const run = approvalAgent(turn, {
       script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
@@ -487,8 +648,12 @@ describe("an invalid resume value", () => {
 
     expect(ApprovalError.find(error)?.code).toBe("invalid_decision");
     expect(turn.service.writes).toBe(0);
-    const key = { turnKey: turnKey(turn.input), toolCallId: "w1", guardrail: "approval", argsDigest: digest(RENAME_ARGS) };
-    expect(await turn.store.getApproval(key)).toBeUndefined();
+    const stored = await renameApproval(turn);
+    expect(stored?.status).toBe("pending");
+    expect(stored).not.toHaveProperty("decision");
+    expect((await turn.store.readAudit()).filter((event) => event.decision === "approval").map((event) => event.action)).toEqual([
+      "requested",
+    ]);
   });
 
   it("requireApproval with no tools is a ConfigurationError", () => {

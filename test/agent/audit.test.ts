@@ -1,9 +1,11 @@
 /**
  * The audit trail through the real `createAgent` loop: the `audit` option's sink receives one
- * structured event per decision (executed, replayed, refused with its code, deferred, verdicts,
- * approvals), each with the turn key, scope, call id, tool, kind, argument digest and time; the
- * in-memory store keeps the same events in an append-only log read with `store.readAudit()`.
- * Argument values and tool results stay out of events unless `audit: { includeValues: true }`.
+ * structured event per decision (executed, replayed, refused with its code, deferred, verdicts),
+ * each with the turn key, scope, call id, tool, kind, argument digest and time; the in-memory
+ * store keeps the same events in an append-only log read with `store.readAudit()`, together with
+ * the approval steps the store writes itself (requested, decided). Argument values and tool
+ * results stay out of events unless `audit: { includeValues: true }`; approval steps never hold
+ * them.
  */
 import { HumanMessage } from "@langchain/core/messages";
 import { Command, MemorySaver } from "@langchain/langgraph";
@@ -332,29 +334,42 @@ describe("approval decisions are audited", () => {
     return agent.invoke(new Command({ resume: { decision: "edit", args: { title: "Edited", expectedRevision: 0 } } }), config);
   }
 
-  it("a reject is an approval event and a refusal with code approval_rejected; an edit is an approval event", async () => {
+  it("the store audits each approval step: requested, then reject (and the refusal), or edit (and the run)", async () => {
     const turn = await admittedTurn();
     await approvalRun(turn);
     expect(turn.service.title).toBe("Edited");
 
-    const w1 = eventsOf(turn.sunk, "w1").filter((event) => event.decision !== "verdict");
+    const trail = await turn.store.readAudit();
+    const w1 = eventsOf(trail, "w1").filter((event) => event.decision !== "verdict");
+    const w1Args = digest(rename("w1", "FIELD NOTES").args);
     expect(w1).toMatchObject([
-      { decision: "approval", guardrail: "approval", action: "reject", argsDigest: digest(rename("w1", "FIELD NOTES").args) },
+      { decision: "approval", action: "requested", toolName: "rename_document", argsDigest: w1Args },
+      { decision: "approval", action: "reject", argsDigest: w1Args },
       { decision: "refused", code: "approval_rejected" },
     ]);
-    const w2 = eventsOf(turn.sunk, "w2").filter((event) => event.decision !== "verdict");
+    const w2 = eventsOf(trail, "w2").filter((event) => event.decision !== "verdict");
     expect(w2).toMatchObject([
-      { decision: "approval", guardrail: "approval", action: "edit", argsDigest: digest(rename("w2").args) },
+      { decision: "approval", action: "requested", argsDigest: digest(rename("w2").args) },
+      { decision: "approval", action: "edit", argsDigest: digest(rename("w2").args) },
       { decision: "executed", argsDigest: digest({ title: "Edited", expectedRevision: 0 }) },
     ]);
-    for (const event of turn.sunk) expect(event).not.toHaveProperty("args");
+    // Each step names its request, which binds the turn, the tool, the call and the arguments.
+    const [requested] = w2;
+    expect(requested?.approvalId).toMatch(/^[0-9a-f]{64}$/);
+    expect(w2[1]?.approvalId).toBe(requested?.approvalId);
+    expect(w1[0]?.approvalId).not.toBe(requested?.approvalId);
+    for (const event of trail) expect(event).not.toHaveProperty("args");
+    // The store writes the approval steps itself; the middleware's sink gets its own decisions.
+    expect(turn.sunk.filter((event) => event.decision === "approval")).toEqual([]);
   });
 
-  it("with includeValues, an edit's approval event holds the person's arguments", async () => {
+  it("with includeValues, the edited run holds the person's arguments; approval steps hold none", async () => {
     const turn = await admittedTurn();
     await approvalRun(turn, { includeValues: true });
-    const approval = eventsOf(turn.sunk, "w2").find((event) => event.decision === "approval");
-    expect(approval?.args).toEqual({ title: "Edited", expectedRevision: 0 });
+    const trail = await turn.store.readAudit();
+    const executed = eventsOf(trail, "w2").find((event) => event.decision === "executed");
+    expect(executed?.args).toEqual({ title: "Edited", expectedRevision: 0 });
+    for (const event of trail.filter((each) => each.decision === "approval")) expect(event).not.toHaveProperty("args");
   });
 
   it("a resumed call does not repeat the verdict events of verdicts it read back from the store", async () => {

@@ -120,8 +120,8 @@ function body(content: string): Record<string, unknown> {
   return JSON.parse(content) as Record<string, unknown>;
 }
 
-function verdictKey(input: TurnInput, toolCallId: string, guardrail: string, args: unknown) {
-  return { turnKey: turnKey(input), toolCallId, guardrail, argsDigest: digest(args) };
+function verdictKey(input: TurnInput, call: { id: string; name: string; args: unknown }, guardrail: string) {
+  return { turnKey: turnKey(input), toolCallId: call.id, toolName: call.name, guardrail, argsDigest: digest(call.args) };
 }
 
 /** A JSON Schema tool, as an MCP adapter builds one: no zod schema to fall back on. */
@@ -252,7 +252,7 @@ describe("what a guardrail is given", () => {
     await invoke(turn, [{ toolCalls: [remember("m1")] }, { content: "done" }], [meddler.guardrail, after.guardrail]);
 
     expect(after.runs("m1")).toBe(1);
-    const recorded = await turn.store.getVerdict(verdictKey(turn.input, "m1", "after", remember("m1").args));
+    const recorded = await turn.store.getVerdict(verdictKey(turn.input, remember("m1"), "after"));
     expect(recorded?.verdict.action).toBe("observe");
     const events = await turn.store.readAudit();
     expect(events.filter((event) => event.toolCallId === "m1").map((event) => event.turnKey)).not.toContain("0".repeat(64));
@@ -320,8 +320,8 @@ describe("in listed order, the first verdict that is not allow wins", () => {
     // Arguments the tool would reject never reach a guardrail, so no verdict is recorded either.
     expect(outcomeOf(messages, "w1").code).toBe("invalid_arguments");
     expect(policy.runs()).toBe(0);
-    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "policy", { title: "" }))).toBeUndefined();
-    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "strict-schema", { title: "" }))).toBeUndefined();
+    expect(await turn.store.getVerdict(verdictKey(turn.input, { ...rename("w1"), args: { title: "" } }, "policy"))).toBeUndefined();
+    expect(await turn.store.getVerdict(verdictKey(turn.input, { ...rename("w1"), args: { title: "" } }, "strict-schema"))).toBeUndefined();
   });
 
   it("a schema guardrail in the list replaces the default and keeps its listed place", async () => {
@@ -335,9 +335,8 @@ describe("in listed order, the first verdict that is not allow wins", () => {
     // The policy now comes first and its refusal wins; the listed schema guardrail never ran.
     expect(outcomeOf(messages, "w1").code).toBe("policy_says_no");
     expect(policy.runs()).toBe(1);
-    const args = { title: "Field notes", expectedRevision: 0 };
-    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "schema", args))).toBeUndefined();
-    expect(await turn.store.getVerdict(verdictKey(turn.input, "w1", "strict-schema", args))).toBeUndefined();
+    expect(await turn.store.getVerdict(verdictKey(turn.input, rename("w1"), "schema"))).toBeUndefined();
+    expect(await turn.store.getVerdict(verdictKey(turn.input, rename("w1"), "strict-schema"))).toBeUndefined();
   });
 
   it("only guardrails for the tool-args placement and for the call's tool run", async () => {
@@ -369,7 +368,7 @@ describe("observe records what it would have refused and lets the call run", () 
     expect(turn.service.writes).toBe(1);
     expect([watcher.runs(), later.runs()]).toEqual([1, 1]);
 
-    const recorded = await turn.store.getVerdict(verdictKey(turn.input, "w1", "watcher", rename("w1").args));
+    const recorded = await turn.store.getVerdict(verdictKey(turn.input, rename("w1"), "watcher"));
     expect(recorded?.verdict).toEqual(OBSERVE);
     const verdictEvents = (await turn.store.readAudit()).filter((event) => event.decision === "verdict");
     expect(verdictEvents).toMatchObject([{ toolCallId: "w1", guardrail: "watcher", action: "observe" }]);
@@ -510,7 +509,7 @@ describe("a check that cannot finish is a partial denial", () => {
     expect(refusal.content).not.toContain("sk-live-123");
     expect(later.runs()).toBe(0);
     expect(turn.service.writes).toBe(0);
-    const recorded = await turn.store.getVerdict(verdictKey(turn.input, "w1", "broken", rename("w1").args));
+    const recorded = await turn.store.getVerdict(verdictKey(turn.input, rename("w1"), "broken"));
     expect(recorded?.verdict).toMatchObject({ action: "deny", outcome: "partial" });
   });
 
@@ -519,7 +518,7 @@ describe("a check that cannot finish is a partial denial", () => {
     const broken = detector("broken", () => Promise.reject(new Error("upstream 503")), { tools: ["remember"] });
     const { messages } = await invoke(turn, [{ toolCalls: [remember("m1")] }, { content: "done" }], [broken.guardrail]);
     expect(outcomeOf(messages, "m1")).toMatchObject({ status: "error", code: "guardrail_denied" });
-    const recorded = await turn.store.getVerdict(verdictKey(turn.input, "m1", "broken", remember("m1").args));
+    const recorded = await turn.store.getVerdict(verdictKey(turn.input, remember("m1"), "broken"));
     expect(recorded?.verdict).toMatchObject({ action: "deny", outcome: "partial" });
   });
 
@@ -549,7 +548,7 @@ describe("a check that cannot finish is a partial denial", () => {
     expect(abortedSignal).toBe(true);
     expect(outcomeOf(messages, "w1")).toMatchObject({ status: "error", code: "guardrail_denied" });
     expect(turn.service.writes).toBe(0);
-    const recorded = await turn.store.getVerdict(verdictKey(turn.input, "w1", "hanging", rename("w1").args));
+    const recorded = await turn.store.getVerdict(verdictKey(turn.input, rename("w1"), "hanging"));
     expect(recorded?.verdict).toMatchObject({ action: "deny", outcome: "partial" });
   });
 
@@ -558,23 +557,24 @@ describe("a check that cannot finish is a partial denial", () => {
     const nonsense = detector("nonsense", () => ({ action: "maybe" }) as unknown as GuardrailVerdict, { tools: ["remember"] });
     const { messages } = await invoke(turn, [{ toolCalls: [remember("m1")] }, { content: "done" }], [nonsense.guardrail]);
     expect(outcomeOf(messages, "m1").code).toBe("guardrail_denied");
-    const recorded = await turn.store.getVerdict(verdictKey(turn.input, "m1", "nonsense", remember("m1").args));
+    const recorded = await turn.store.getVerdict(verdictKey(turn.input, remember("m1"), "nonsense"));
     expect(recorded?.verdict).toMatchObject({ action: "deny", outcome: "partial" });
   });
 });
 
 describe("verdicts are recorded and a replay of the same call reads them", () => {
-  it("records each verdict under turn, call id, guardrail name and argument digest", async () => {
+  it("records each verdict under turn, call id, tool, guardrail name and argument digest", async () => {
     const turn = await admittedTurn();
     const watcher = detector("watcher", OBSERVE, { tools: ["rename_document"] });
     await invoke(turn, [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }], [watcher.guardrail]);
 
-    const key = verdictKey(turn.input, "w1", "watcher", rename("w1").args);
+    const key = verdictKey(turn.input, rename("w1"), "watcher");
     expect(await turn.store.getVerdict(key)).toMatchObject({ ...key, verdict: OBSERVE });
     // The schema guardrail's allow is recorded too, under its own name.
     expect((await turn.store.getVerdict({ ...key, guardrail: "schema" }))?.verdict.action).toBe("allow");
-    // Nothing under another call id, other arguments or another turn.
+    // Nothing under another call id, another tool, other arguments or another turn.
     expect(await turn.store.getVerdict({ ...key, toolCallId: "w2" })).toBeUndefined();
+    expect(await turn.store.getVerdict({ ...key, toolName: "remember" })).toBeUndefined();
     expect(await turn.store.getVerdict({ ...key, argsDigest: digest({ title: "Other", expectedRevision: 0 }) })).toBeUndefined();
     expect(
       await turn.store.getVerdict({ ...key, turnKey: turnKey({ scopeId: "doc-1", turnId: "turn-2" }) }),

@@ -397,7 +397,7 @@ describe("the dialect comes from $schema, else 2020-12, overridable with draft",
     const outcome = outcomeOf(messages, "n1");
     expect(outcome.code).toBe("invalid_arguments");
     expect(refusalBody(outcome.content).issues).toEqual([{ path: "/n", message: "50 is greater than 10." }]);
-    const key = { turnKey: turnKey(input), toolCallId: "n1", guardrail: "dialect", argsDigest: digest(args) };
+    const key = { turnKey: turnKey(input), toolCallId: "n1", toolName: "counted", guardrail: "dialect", argsDigest: digest(args) };
     expect(await store.getVerdict(key)).toBeUndefined();
     expect(ran(effects, "counted")).toEqual([]);
   });
@@ -420,7 +420,7 @@ describe("options", () => {
       [createSchemaGuardrail({ name: "mcp-schema" })],
     );
     // LangChain's dialect accepts it; the declared draft-04 refuses it, under the given name.
-    const key = { turnKey: turnKey(input), toolCallId: "c1", argsDigest: digest(args) };
+    const key = { turnKey: turnKey(input), toolCallId: "c1", toolName: "bounded", argsDigest: digest(args) };
     expect((await store.getVerdict({ ...key, guardrail: "mcp-schema" }))?.verdict).toMatchObject({
       action: "deny",
       outcome: "complete",

@@ -140,8 +140,8 @@ function body(content: string): Record<string, unknown> {
   return JSON.parse(content) as Record<string, unknown>;
 }
 
-function verdictKey(toolCallId: string, guardrail: string, args: unknown, key = turnKey(TURN)) {
-  return { turnKey: key, toolCallId, guardrail, argsDigest: digest(args) };
+function verdictKey(call: ScriptedToolCall, guardrail: string, key = turnKey(TURN)) {
+  return { turnKey: key, toolCallId: call.id, toolName: call.name, guardrail, argsDigest: digest(call.args) };
 }
 
 function approvalRequests(result: { __interrupt__?: { value?: unknown }[] }): ApprovalRequest[] {
@@ -215,8 +215,8 @@ describe("verdicts, in listed order", () => {
     expect(body(refusal.content)).toEqual({ guardrail: "over_limit", message: "Transfers over 10.00 need a manager." });
     expect(effects.transfers).toEqual([]);
     expect([watcher.runs("t1"), limit.runs("t1"), never.runs("t1")]).toEqual([1, 1, 0]);
-    expect((await store.getVerdict(verdictKey("l1", "watcher", LOOKUP("l1").args)))?.verdict.action).toBe("observe");
-    expect((await store.getVerdict(verdictKey("t1", "limit", TRANSFER("t1", 5000).args)))?.verdict.code).toBe("over_limit");
+    expect((await store.getVerdict(verdictKey(LOOKUP("l1"), "watcher")))?.verdict.action).toBe("observe");
+    expect((await store.getVerdict(verdictKey(TRANSFER("t1", 5000), "limit")))?.verdict.code).toBe("over_limit");
   });
 
   it("a guardrail that never answers is stopped at its timeoutMs and the call is denied partial", async () => {
@@ -239,7 +239,7 @@ describe("verdicts, in listed order", () => {
     expect(aborted).toBe(true);
     expect(outcomeOf(messages, "t1")).toMatchObject({ status: "error", code: "guardrail_denied" });
     expect(effects.transfers).toEqual([]);
-    expect((await store.getVerdict(verdictKey("t1", "hanging", TRANSFER("t1").args)))?.verdict).toMatchObject({
+    expect((await store.getVerdict(verdictKey(TRANSFER("t1"), "hanging")))?.verdict).toMatchObject({
       action: "deny",
       outcome: "partial",
     });
@@ -288,7 +288,7 @@ describe("replays read the recorded verdicts", () => {
     // No mutation slot here: the tool itself runs on each attempt.
     expect(first.effects.transfers).toHaveLength(1);
     expect(retry.effects.transfers).toHaveLength(1);
-    expect(await store.getVerdict(verdictKey("t1", "counter", TRANSFER("t1").args))).toMatchObject({ verdict: ALLOW });
+    expect(await store.getVerdict(verdictKey(TRANSFER("t1"), "counter"))).toMatchObject({ verdict: ALLOW });
   });
 
   it("without a turn in context, verdicts are keyed by the thread and its latest user message", async () => {
@@ -305,7 +305,7 @@ describe("replays read the recorded verdicts", () => {
       { configurable: { thread_id: "thread-9" } },
     );
     const key = turnKey({ scopeId: "thread-9", turnId: "human-1" });
-    expect(await store.getVerdict(verdictKey("t1", "counter", TRANSFER("t1").args, key))).toMatchObject({ verdict: ALLOW });
+    expect(await store.getVerdict(verdictKey(TRANSFER("t1"), "counter", key))).toMatchObject({ verdict: ALLOW });
     expect(counter.contexts[0]?.turn).toEqual({ scopeId: "thread-9", turnId: "human-1", turnKey: key });
   });
 
@@ -335,9 +335,11 @@ describe("replays read the recorded verdicts", () => {
 
 describe("approvals", () => {
   function approvalRun(options: Partial<ToolGuardrailsOptions> & { script: readonly ScriptStep[] }) {
-    const { agent, effects, model } = build({ store: new InMemoryGuardrailStore(), checkpointer: true, ...options });
+    const store = new InMemoryGuardrailStore();
+    const { agent, effects, model } = build({ store, checkpointer: true, ...options });
     const config = { context: turnContext(TURN), configurable: { thread_id: "payments" } };
     return {
+      store,
       effects,
       model,
       start: () => agent.invoke({ messages: [new HumanMessage("Pay my landlord.")] }, config),
@@ -352,9 +354,18 @@ describe("approvals", () => {
       script: [{ toolCalls: [TRANSFER("t1")] }, { content: "done" }],
     });
     const paused = await run.start();
+    const approvalId = digest({
+      kind: "arkah.approval",
+      v: 1,
+      turnKey: turnKey(TURN),
+      toolName: "transfer",
+      toolCallId: "t1",
+      argsDigest: digest(TRANSFER("t1").args),
+    });
     expect(approvalRequests(paused)).toEqual([
       {
         type: "arkah.approval",
+        approvalId,
         guardrails: ["approval"],
         toolCallId: "t1",
         tool: "transfer",
@@ -370,6 +381,14 @@ describe("approvals", () => {
     expect(outcomeOf(done.messages, "t1").status).toBe("success");
     expect(run.effects.transfers).toHaveLength(1);
     expect(limit.runs("t1")).toBe(1);
+    expect(await run.store.getApproval(approvalId)).toMatchObject({
+      status: "approved",
+      scopeId: TURN.scopeId,
+      toolName: "transfer",
+      guardrails: ["approval"],
+      reason: "Send 500 cents?",
+      decision: { decision: "approve" },
+    });
   });
 
   it("reject answers approval_rejected and every other call of the step is still answered", async () => {

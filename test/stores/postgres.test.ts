@@ -14,6 +14,7 @@ import {
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
+  type ApprovalSubmission,
   type ClaimResult,
   digest,
 } from "arkah-agent-guardrails";
@@ -73,6 +74,96 @@ function rawIdentity(index: number, scopeId: string, toolCallId = "w1", toolName
 
 const RESULT = { content: '{"title":"Field notes"}', status: "success" as const };
 
+/** An approval request as the middleware would submit it, with awkward-but-valid values where given. */
+function approvalRequest(turnKeyValue: string, scopeId: string, overrides: Partial<ApprovalSubmission> = {}): ApprovalSubmission {
+  const args = { title: "Field notes" };
+  return {
+    approvalId: digest({ kind: "arkah.approval", v: 1, turnKey: turnKeyValue, toolName: "rename_document", toolCallId: "w1", argsDigest: digest(args) }),
+    turnKey: turnKeyValue,
+    scopeId,
+    toolCallId: "w1",
+    toolName: "rename_document",
+    argsDigest: digest(args),
+    args,
+    guardrails: ["approval"],
+    requestedAt: "2031-02-03T04:05:06.789+05:30",
+    ...overrides,
+  };
+}
+
+/** Schema version 1 as it shipped (PostgreSQL migration 1), to test the upgrade from it. */
+function v1Statements(s: string): string[] {
+  return [
+  `CREATE TABLE ${s}.receipts (
+    turn_key text PRIMARY KEY,
+    scope_id text NOT NULL,
+    turn_id text NOT NULL,
+    policy_version text NOT NULL,
+    moderation_digest text NOT NULL,
+    allowed boolean NOT NULL,
+    decided_at text NOT NULL
+  )`,
+  `CREATE TABLE ${s}.read_evidence (
+    turn_key text NOT NULL,
+    evidence_digest text NOT NULL,
+    PRIMARY KEY (turn_key, evidence_digest)
+  )`,
+  // One row per scope that ever had a claim. Its row lock serializes every decision and change
+  // that the scope rule depends on; unknown_count is how many of its claims are 'unknown'.
+  `CREATE TABLE ${s}.scopes (
+    scope_id text PRIMARY KEY,
+    unknown_count integer NOT NULL DEFAULT 0 CHECK (unknown_count >= 0)
+  )`,
+  `CREATE TABLE ${s}.claims (
+    turn_key text PRIMARY KEY,
+    claim_order bigint GENERATED ALWAYS AS IDENTITY,
+    scope_id text NOT NULL,
+    tool_call_id text NOT NULL,
+    tool_name text NOT NULL,
+    args_digest text NOT NULL,
+    mutation_key text NOT NULL,
+    token text NOT NULL,
+    state text NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
+    result_content text,
+    result_status text,
+    claimed_at text NOT NULL,
+    claimed_ms bigint NOT NULL,
+    settled_at text,
+    settled_ms bigint
+  )`,
+  `CREATE INDEX claims_unresolved ON ${s}.claims (claimed_ms, claim_order) WHERE state IN ('pending', 'unknown')`,
+  `CREATE INDEX claims_complete ON ${s}.claims (settled_ms) WHERE state = 'complete'`,
+  `CREATE TABLE ${s}.verdicts (
+    turn_key text NOT NULL,
+    tool_call_id text NOT NULL,
+    guardrail text NOT NULL,
+    args_digest text NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
+  )`,
+  `CREATE TABLE ${s}.approvals (
+    turn_key text NOT NULL,
+    tool_call_id text NOT NULL,
+    guardrail text NOT NULL,
+    args_digest text NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
+  )`,
+  `CREATE SEQUENCE ${s}.audit_seq AS bigint`,
+  // event: the whole AuditEvent as JSON text; the other columns are for filtering and operators.
+  `CREATE TABLE ${s}.audit (
+    seq bigint PRIMARY KEY,
+    at text NOT NULL,
+    at_ms bigint,
+    decision text NOT NULL,
+    turn_key text NOT NULL,
+    scope_id text NOT NULL,
+    event text NOT NULL
+  )`,
+  `CREATE INDEX audit_turn ON ${s}.audit (turn_key)`,
+  ];
+}
+
 describePostgres("PostgresGuardrailStore", (url) => {
   let admin: pg.Pool;
   const schemas: string[] = [];
@@ -106,8 +197,9 @@ describePostgres("PostgresGuardrailStore", (url) => {
         Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
       );
       stores.push(...opened);
-      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations`);
-      expect(rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY version`);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+      expect(POSTGRES_SCHEMA_VERSION).toBe(2);
       // Every store works against the one schema.
       const turn = { scopeId: "doc-open", turnId: "t-open" };
       const answers = await Promise.all(opened.map((store) => store.claimMutation(claimIdentity(turn))));
@@ -123,7 +215,55 @@ describePostgres("PostgresGuardrailStore", (url) => {
       stores.push(again);
       expect(await again.claimMutation(claimIdentity(turn))).toEqual({ status: "pending" });
       const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_migrations`);
-      expect(rows).toHaveLength(1);
+      expect(rows).toHaveLength(2);
+    });
+
+    it("upgrades a version 1 schema once when 8 workers open it at the same time; claims and the trail stay", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const s = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${s}`);
+      for (const statement of v1Statements(s)) await admin.query(statement);
+      await admin.query(
+        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
+      );
+      await admin.query(`INSERT INTO ${s}.schema_migrations VALUES (1, 'version 1', '2031-01-01T00:00:00.000Z')`);
+      const identity = claimIdentity({ scopeId: "doc-v1", turnId: "t1" });
+      await admin.query(
+        `INSERT INTO ${s}.claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, 'old-token', 'pending', '2031-01-01T00:00:00.000Z', 1924992000000)`,
+        [identity.turnKey, identity.scopeId, identity.toolCallId, identity.toolName, identity.argsDigest, identity.mutationKey],
+      );
+      await admin.query(`INSERT INTO ${s}.scopes (scope_id) VALUES ('doc-v1')`);
+      await admin.query(`INSERT INTO ${s}.verdicts VALUES ($1, 'w1', 'pii', $2, '{}')`, [identity.turnKey, identity.argsDigest]);
+      await admin.query(`INSERT INTO ${s}.approvals VALUES ($1, 'w1', 'approval', $2, '{}')`, [identity.turnKey, identity.argsDigest]);
+      const event = { at: "2031-01-01T00:00:00.000Z", decision: "executed", turnKey: identity.turnKey, scopeId: "doc-v1" };
+      await admin.query(
+        `INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, event) VALUES (nextval('${s}.audit_seq'), $1, 0, 'executed', $2, 'doc-v1', $3)`,
+        [event.at, identity.turnKey, JSON.stringify(event)],
+      );
+
+      const opened = await Promise.all(
+        Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
+      );
+      stores.push(...opened);
+      const [store] = opened;
+      if (store === undefined) throw new Error("no store");
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+      expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
+      expect(await store.releaseMutation({ turnKey: identity.turnKey, token: "old-token" })).toBe(true);
+      expect((await admin.query(`SELECT 1 FROM ${s}.verdicts`)).rowCount).toBe(0);
+      expect(await store.listApprovals()).toEqual([]);
+      const request = approvalRequest(identity.turnKey, "doc-v1");
+      await store.requestApproval(request);
+      expect((await store.readAudit()).map((each) => [each.seq, each.decision, each.approvalId])).toEqual([
+        [1, "executed", undefined],
+        [2, "released", undefined],
+        [3, "approval", request.approvalId],
+      ]);
+      const column = await admin.query(`SELECT approval_id FROM ${s}.audit ORDER BY seq`);
+      expect(column.rows).toEqual([{ approval_id: null }, { approval_id: null }, { approval_id: request.approvalId }]);
     });
 
     it("refuses a database migrated by a newer version, saying so", async () => {
@@ -267,7 +407,13 @@ describePostgres("PostgresGuardrailStore", (url) => {
         expect(await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result })).toBe(true);
         expect(await store.claimMutation(identity)).toEqual({ status: "replay", result });
 
-        const key = { turnKey: identity.turnKey, toolCallId: identity.toolCallId, guardrail: `g ${text}`, argsDigest: identity.argsDigest };
+        const key = {
+          turnKey: identity.turnKey,
+          toolCallId: identity.toolCallId,
+          toolName: identity.toolName,
+          guardrail: `g ${text}`,
+          argsDigest: identity.argsDigest,
+        };
         const verdict = {
           ...key,
           verdict: { action: "observe" as const, outcome: "complete" as const, detections: [{ rule: text, detected: true, note: text }] },
@@ -276,6 +422,29 @@ describePostgres("PostgresGuardrailStore", (url) => {
         expect(await store.recordVerdict(verdict)).toEqual(verdict);
         expect(await store.getVerdict(key)).toEqual(verdict);
         expect(await store.getVerdict({ ...key, guardrail: "g other" })).toBeUndefined();
+        expect(await store.getVerdict({ ...key, toolName: "tool other" })).toBeUndefined();
+
+        const request = approvalRequest(identity.turnKey, turn.scopeId, {
+          approvalId: digest({ approval: index }),
+          toolCallId: identity.toolCallId,
+          toolName: identity.toolName,
+          args: { [text]: text, nested: [text] },
+          guardrails: [`g ${text}`],
+          reason: `reason ${text}`,
+        });
+        expect(await store.requestApproval(request)).toEqual({ ...request, status: "pending" });
+        const decision = { decision: "reject" as const, message: `no ${text}` };
+        const decided = await store.decideApproval({ approvalId: request.approvalId, decision, operatorRef: `op ${text}`, decidedAt: "2031-02-03T05:00:00Z" });
+        expect(decided).toEqual({
+          decided: true,
+          record: { ...request, status: "rejected", decision, operatorRef: `op ${text}`, decidedAt: "2031-02-03T05:00:00Z" },
+        });
+        expect(await store.getApproval(request.approvalId)).toEqual(decided.record);
+        const steps = (await store.readAudit()).filter((event) => event.approvalId === request.approvalId);
+        expect(steps.map((event) => [event.scopeId, event.toolCallId, event.toolName, event.operatorRef])).toEqual([
+          [turn.scopeId, identity.toolCallId, identity.toolName, undefined],
+          [turn.scopeId, identity.toolCallId, identity.toolName, `op ${text}`],
+        ]);
       }
     });
 
@@ -337,7 +506,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
     it("a verdict that is not JSON, or is stored under another key, or an audit event that does not parse", async () => {
       const { store, schema } = await openStore();
       const identity = await settledTurn(store, "doc-corrupt-records");
-      const key = { turnKey: identity.turnKey, toolCallId: "w1", guardrail: "pii", argsDigest: identity.argsDigest };
+      const key = { turnKey: identity.turnKey, toolCallId: "w1", toolName: "rename_document", guardrail: "pii", argsDigest: identity.argsDigest };
       const record = { ...key, verdict: { action: "deny" as const, outcome: "complete" as const, detections: [] }, recordedAt: "2031-01-01T00:00:00Z" };
       await store.recordVerdict(record);
       await admin.query(`UPDATE "${schema}".verdicts SET record = '{not json'`);
@@ -345,10 +514,42 @@ describePostgres("PostgresGuardrailStore", (url) => {
       await admin.query(`UPDATE "${schema}".verdicts SET record = $1`, [JSON.stringify({ ...record, guardrail: "other" })]);
       expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
       expect(StoreContractError.isInstance(await rejection(store.recordVerdict(record)))).toBe(true);
+      await admin.query(`UPDATE "${schema}".verdicts SET record = $1`, [JSON.stringify({ ...record, toolName: "delete_document" })]);
+      expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
 
       await store.appendAudit({ at: "2031-01-01T00:00:00Z", decision: "executed", turnKey: identity.turnKey, scopeId: "doc" });
       await admin.query(`UPDATE "${schema}".audit SET event = '{"at":"never","decision":"executed"}'`);
       expect(StoreContractError.isInstance(await rejection(store.readAudit()))).toBe(true);
+    });
+
+    const approvalCorruptions: [string, string][] = [
+      ["JSON that does not parse", "UPDATE {s}.approvals SET record = '{not json'"],
+      ["a record stored under another id", `UPDATE {s}.approvals SET record = replace(record, approval_id, '${"0".repeat(64)}')`],
+      ["a status column that disagrees with the record", "UPDATE {s}.approvals SET status = 'rejected'"],
+      ["a decided status without a decision", `UPDATE {s}.approvals SET status = 'approved', record = replace(record, '"status":"pending"', '"status":"approved"')`],
+      ["a record with an unknown field", `UPDATE {s}.approvals SET record = replace(record, '{"approvalId"', '{"extra":1,"approvalId"')`],
+    ];
+
+    it.each(approvalCorruptions)("an approval request with %s: every method that reads it rejects, nothing changes", async (_name, sql) => {
+      const { store, schema } = await openStore();
+      const request = approvalRequest(digest({ turn: "corrupt" }), "doc-corrupt-approval");
+      await store.requestApproval(request);
+      await admin.query(sql.replaceAll("{s}", `"${schema}"`));
+      const before = (await admin.query(`SELECT * FROM "${schema}".approvals`)).rows;
+      const trail = await store.readAudit();
+      const reads: (() => Promise<unknown>)[] = [
+        () => store.getApproval(request.approvalId),
+        () => store.requestApproval(request),
+        () => store.decideApproval({ approvalId: request.approvalId, decision: { decision: "approve" }, decidedAt: "2031-02-03T05:00:00Z" }),
+        () => store.applyApproval({ approvalId: request.approvalId, appliedAt: "2031-02-03T05:00:00Z" }),
+        () => store.listApprovals(),
+      ];
+      for (const read of reads) expect(StoreContractError.isInstance(await rejection(read()))).toBe(true);
+      // Expiry reads only rows filed as pending: it rejects the row, or (filed as decided) skips it.
+      const expiry: unknown = await store.expireApprovals({ olderThan: "2099-01-01T00:00:00Z" }).catch((error: unknown) => error);
+      expect(StoreContractError.isInstance(expiry) || JSON.stringify(expiry) === '{"expired":0}', String(expiry)).toBe(true);
+      expect((await admin.query(`SELECT * FROM "${schema}".approvals`)).rows).toEqual(before);
+      expect(await store.readAudit()).toEqual(trail);
     });
   });
 
@@ -500,6 +701,67 @@ describePostgres("PostgresGuardrailStore", (url) => {
       expect((await store.readAudit()).map((event) => [event.decision, event.action, event.operatorRef])).toEqual([
         ["reconciled", "completed", "op-1"],
       ]);
+    });
+
+    it("an approval step whose audit event cannot be written changes nothing", async () => {
+      const { store, schema } = await openStore();
+      const request = approvalRequest(digest({ turn: "atomic" }), "doc-atomic");
+      const other = approvalRequest(digest({ turn: "atomic-2" }), "doc-atomic");
+      await store.requestApproval(request);
+      await admin.query(`ALTER TABLE "${schema}".audit ADD CONSTRAINT no_approval_steps CHECK (approval_id IS NULL) NOT VALID`);
+      const decide = () =>
+        store.decideApproval({ approvalId: request.approvalId, decision: { decision: "approve" }, decidedAt: "2031-02-03T05:00:00Z" });
+      for (const [operation, attempt] of [
+        ["requestApproval", () => store.requestApproval(other)],
+        ["decideApproval", decide],
+        ["expireApprovals", () => store.expireApprovals({ olderThan: "2099-01-01T00:00:00Z" })],
+      ] as const) {
+        const error = await rejection(attempt());
+        expect(PostgresStoreError.isInstance(error), operation).toBe(true);
+        expect(error.message).toContain(operation);
+      }
+      expect(await store.getApproval(other.approvalId)).toBeUndefined();
+      expect(await store.getApproval(request.approvalId)).toEqual({ ...request, status: "pending" });
+      expect((await store.readAudit()).map((event) => event.action)).toEqual(["requested"]);
+
+      await admin.query(`ALTER TABLE "${schema}".audit DROP CONSTRAINT no_approval_steps`);
+      expect((await decide()).decided).toBe(true);
+      await admin.query(`ALTER TABLE "${schema}".audit ADD CONSTRAINT no_approval_steps CHECK (approval_id IS NULL) NOT VALID`);
+      const error = await rejection(store.applyApproval({ approvalId: request.approvalId, appliedAt: "2031-02-03T06:00:00Z" }));
+      expect(error.message).toContain("applyApproval");
+      expect((await store.getApproval(request.approvalId))?.status).toBe("approved");
+    });
+
+    it("8 connections deciding one request at once: one decision wins, the others are refused with it", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const workers = await Promise.all(
+        Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
+      );
+      stores.push(...workers);
+      const request = approvalRequest(digest({ turn: "race" }), "doc-race");
+      // Every worker submits the request too: one insert, one requested event.
+      await Promise.all(workers.map((store) => store.requestApproval(request)));
+      const results = await Promise.all(
+        workers.map((store, index) =>
+          store.decideApproval({
+            approvalId: request.approvalId,
+            decision: index % 2 === 0 ? { decision: "approve" } : { decision: "reject", message: `no ${String(index)}` },
+            operatorRef: `reviewer-${String(index)}`,
+            decidedAt: "2031-02-03T05:00:00Z",
+          }),
+        ),
+      );
+      const winners = results.flatMap((result) => (result.decided ? [result.record] : []));
+      expect(winners).toHaveLength(1);
+      expect(results.filter((result) => !result.decided)).toEqual(
+        Array.from({ length: 7 }, () => ({ decided: false, reason: "already_decided", record: winners[0] })),
+      );
+      expect(await workers[0]?.getApproval(request.approvalId)).toEqual(winners[0]);
+      const actions = ((await workers[0]?.readAudit()) ?? []).map((event) => event.action);
+      expect(actions.filter((action) => action === "requested")).toHaveLength(1);
+      expect(actions.filter((action) => action === "decision_refused")).toHaveLength(7);
+      expect(actions).toHaveLength(9);
     });
 
     it("a release whose audit event cannot be written changes nothing: the claim stays pending", async () => {

@@ -16,7 +16,9 @@ import {
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
-  type ApprovalRecord,
+  type ApprovalDecision,
+  type ApprovalQuery,
+  type ApprovalSubmission,
   type AuditEvent,
   type GuardrailStore,
   type MutationIdentity,
@@ -94,7 +96,13 @@ function receipt(overrides: Partial<AdmissionReceipt> = {}): AdmissionReceipt {
   };
 }
 
-const VERDICT_KEY: VerdictKey = { turnKey: TURN_KEY, toolCallId: "w1", guardrail: "pii", argsDigest: digest({ title: "x" }) };
+const VERDICT_KEY: VerdictKey = {
+  turnKey: TURN_KEY,
+  toolCallId: "w1",
+  toolName: "rename_document",
+  guardrail: "pii",
+  argsDigest: digest({ title: "x" }),
+};
 
 function verdict(key: VerdictKey = VERDICT_KEY): VerdictRecord {
   return {
@@ -111,9 +119,27 @@ function verdict(key: VerdictKey = VERDICT_KEY): VerdictRecord {
   };
 }
 
-function approval(key: VerdictKey = VERDICT_KEY): ApprovalRecord {
-  return { ...key, decision: { decision: "edit", args: { title: "Safe", tags: ["a", 1, null] } }, decidedAt: "2031-02-03T04:05:07Z" };
+/** The approval request the middleware would submit for rename `callId` in `turn`. */
+function approvalRequest(turn: TurnRef = TURN, callId = "w1", overrides: Partial<ApprovalSubmission> = {}): ApprovalSubmission {
+  const args = { title: "Field notes" };
+  const key = turnKey(turn);
+  return {
+    approvalId: digest({ kind: "arkah.approval", v: 1, turnKey: key, toolName: "rename_document", toolCallId: callId, argsDigest: digest(args) }),
+    turnKey: key,
+    scopeId: turn.scopeId,
+    toolCallId: callId,
+    toolName: "rename_document",
+    argsDigest: digest(args),
+    args: { ...args, tags: ["a", 1, null] },
+    guardrails: ["approval"],
+    reason: "Rename the document?",
+    requestedAt: "2031-02-03T04:05:06.789+01:00",
+    ...overrides,
+  };
 }
+
+const APPROVAL_ID = approvalRequest().approvalId;
+const EDIT: ApprovalDecision = { decision: "edit", args: { title: "Safe", tags: ["a", 1, null] } };
 
 function auditEvent(overrides: Partial<AuditEvent> = {}): AuditEvent {
   return {
@@ -156,6 +182,80 @@ function openError(path: string): Error {
 }
 
 const untyped = (value: unknown): never => value as never;
+
+/** Schema version 1 as it shipped (SQLite migration 1), to test the upgrade from it. */
+const V1_SCHEMA = `
+    -- Admission receipts: the first one per turn wins and is never changed.
+    CREATE TABLE receipts (
+      turn_key          TEXT PRIMARY KEY,
+      scope_id          TEXT NOT NULL,
+      turn_id           TEXT NOT NULL,
+      policy_version    TEXT NOT NULL,
+      moderation_digest TEXT NOT NULL,
+      allowed           INTEGER NOT NULL,
+      decided_at        TEXT NOT NULL
+    );
+
+    -- Read evidence: (turn, digest) pairs.
+    CREATE TABLE read_evidence (
+      turn_key        TEXT NOT NULL,
+      evidence_digest TEXT NOT NULL,
+      PRIMARY KEY (turn_key, evidence_digest)
+    ) WITHOUT ROWID;
+
+    -- Mutation claims: one row per turn. 'pruned' is a tombstone (the slot is used, the result
+    -- gone). Row order (rowid) is claim order, the tie-break of listUnresolved.
+    CREATE TABLE claims (
+      turn_key       TEXT PRIMARY KEY,
+      scope_id       TEXT NOT NULL,
+      tool_call_id   TEXT NOT NULL,
+      tool_name      TEXT NOT NULL,
+      args_digest    TEXT NOT NULL,
+      mutation_key   TEXT NOT NULL,
+      token          TEXT NOT NULL,
+      state          TEXT NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
+      result_content TEXT,
+      result_status  TEXT,
+      claimed_at     TEXT NOT NULL,
+      claimed_at_ms  INTEGER NOT NULL,
+      settled_at     TEXT,
+      settled_at_ms  INTEGER
+    );
+    -- The scope rule: is any claim in this scope 'unknown'?
+    CREATE INDEX claims_unknown_by_scope ON claims (scope_id) WHERE state = 'unknown';
+    -- listUnresolved, oldest first.
+    CREATE INDEX claims_unresolved_by_time ON claims (claimed_at_ms) WHERE state IN ('pending', 'unknown');
+    -- prune.
+    CREATE INDEX claims_complete_by_settled ON claims (settled_at_ms) WHERE state = 'complete';
+
+    -- Guardrail verdicts and approval decisions: the first per key wins. record is JSON.
+    CREATE TABLE verdicts (
+      turn_key     TEXT NOT NULL,
+      tool_call_id TEXT NOT NULL,
+      guardrail    TEXT NOT NULL,
+      args_digest  TEXT NOT NULL,
+      record       TEXT NOT NULL,
+      PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
+    ) WITHOUT ROWID;
+    CREATE TABLE approvals (
+      turn_key     TEXT NOT NULL,
+      tool_call_id TEXT NOT NULL,
+      guardrail    TEXT NOT NULL,
+      args_digest  TEXT NOT NULL,
+      record       TEXT NOT NULL,
+      PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
+    ) WITHOUT ROWID;
+
+    -- The audit trail, append-only. event is the JSON AuditEvent; at_ms is Date.parse(event.at)
+    -- (NULL if unparseable), for readAudit's since filter.
+    CREATE TABLE audit_events (
+      seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+      at_ms    INTEGER,
+      turn_key TEXT NOT NULL,
+      decision TEXT NOT NULL,
+      event    TEXT NOT NULL
+    );
+`;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -227,14 +327,14 @@ describe("SqliteGuardrailStore.open: options and paths", () => {
 });
 
 describe("SqliteGuardrailStore: pragmas and migrations", () => {
-  it("puts the file in WAL mode and records schema version 1 once", () => {
+  it("puts the file in WAL mode and records schema versions 1 and 2 once", () => {
     const path = tempPath();
     open(path).close();
     open(path).close();
     const db = raw(path);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1]);
-    expect(SQLITE_SCHEMA_VERSION).toBe(1);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2]);
+    expect(SQLITE_SCHEMA_VERSION).toBe(2);
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     expect(tables).toEqual(
       expect.arrayContaining(["approvals", "audit_events", "claims", "read_evidence", "receipts", "schema_migrations", "verdicts"]),
@@ -246,13 +346,54 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     const store = open(path);
     await store.putReceiptIfAbsent(receipt());
     store.close();
-    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (2, '2040-01-01T00:00:00Z')").run();
+    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (3, '2040-01-01T00:00:00Z')").run();
 
     const error = openError(path);
     expect(error.message).toContain(JSON.stringify(path));
-    expect(error.message).toMatch(/schema version 2/);
-    expect(error.message).toMatch(/supports up to 1/);
+    expect(error.message).toMatch(/schema version 3/);
+    expect(error.message).toMatch(/supports up to 2/);
     expect(raw(path).prepare("SELECT count(*) FROM receipts").pluck().get()).toBe(1);
+  });
+
+  it("upgrades a version 1 file: receipts, claims and the audit trail stay; verdicts and approvals start empty", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    // Version 1 exactly as it shipped, with a row in every table.
+    db.exec(`${V1_SCHEMA}
+      CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+      INSERT INTO schema_migrations VALUES (1, '2031-01-01T00:00:00.000Z');`);
+    const identityV1 = identity();
+    db.prepare("INSERT INTO receipts VALUES (?, ?, ?, ?, ?, ?, ?)").run(
+      TURN_KEY, TURN.scopeId, TURN.turnId, "v1", digest({ segments: "user" }), 1, "2031-02-03T04:05:06.789+01:00",
+    );
+    db.prepare(
+      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_at_ms) " +
+        "VALUES (?, ?, ?, ?, ?, ?, 'old-token', 'pending', '2031-02-03T04:05:06.789Z', 1927857906789)",
+    ).run(identityV1.turnKey, identityV1.scopeId, identityV1.toolCallId, identityV1.toolName, identityV1.argsDigest, identityV1.mutationKey);
+    db.prepare("INSERT INTO verdicts VALUES (?, 'w1', 'pii', ?, '{}')").run(TURN_KEY, digest({ title: "x" }));
+    db.prepare("INSERT INTO approvals VALUES (?, 'w1', 'approval', ?, '{}')").run(TURN_KEY, digest({ title: "x" }));
+    db.prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (0, ?, 'executed', ?)").run(
+      TURN_KEY,
+      JSON.stringify(auditEvent()),
+    );
+
+    const store = open(path);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2]);
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
+    expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
+    expect(await store.releaseMutation({ turnKey: TURN_KEY, token: "old-token" })).toBe(true);
+    expect(db.prepare("SELECT count(*) FROM verdicts").pluck().get()).toBe(0);
+    expect(await store.listApprovals()).toEqual([]);
+    await store.recordVerdict(verdict());
+    expect(await store.getVerdict(VERDICT_KEY)).toEqual(verdict());
+    await store.requestApproval(approvalRequest());
+    expect((await store.readAudit()).map((event) => [event.seq, event.decision, event.action])).toEqual([
+      [1, "executed", undefined],
+      [2, "released", undefined],
+      [3, "approval", "requested"],
+    ]);
+    expect(db.prepare("SELECT approval_id FROM audit_events ORDER BY seq").pluck().all()).toEqual([null, null, APPROVAL_ID]);
   });
 
   it("refuses another application's database without changing it", () => {
@@ -300,7 +441,9 @@ describe("SqliteGuardrailStore: durability and sharing", () => {
     const pendingTurn = { scopeId: "doc-1", turnId: "turn-2" };
     await acquire(first, identity(pendingTurn));
     await first.recordVerdict(verdict());
-    await first.recordApproval(approval());
+    await first.requestApproval(approvalRequest());
+    await first.decideApproval({ approvalId: APPROVAL_ID, decision: EDIT, operatorRef: "op-1", decidedAt: "2031-02-03T04:05:07Z" });
+    await first.requestApproval(approvalRequest(pendingTurn));
     await first.appendAudit(auditEvent());
     first.close();
 
@@ -310,12 +453,27 @@ describe("SqliteGuardrailStore: durability and sharing", () => {
     expect(await second.claimMutation(identity())).toEqual({ status: "replay", result: RESULT });
     expect(await second.claimMutation(identity(pendingTurn))).toEqual({ status: "pending" });
     expect(await second.getVerdict(VERDICT_KEY)).toEqual(verdict());
-    expect(await second.getApproval(VERDICT_KEY)).toEqual(approval());
+    expect(await second.getApproval(APPROVAL_ID)).toEqual({
+      ...approvalRequest(),
+      status: "edited",
+      decision: EDIT,
+      operatorRef: "op-1",
+      decidedAt: "2031-02-03T04:05:07Z",
+    });
+    expect(await second.listApprovals({ status: "pending" })).toEqual([{ ...approvalRequest(pendingTurn), status: "pending" }]);
+    expect(await second.decideApproval({ approvalId: APPROVAL_ID, decision: { decision: "approve" }, decidedAt: "2031-02-03T04:05:08Z" }))
+      .toMatchObject({ decided: false, reason: "already_decided" });
     await second.appendAudit(auditEvent({ decision: "replayed" }));
-    expect(await second.readAudit()).toEqual([
-      { ...auditEvent(), seq: 1 },
-      { ...auditEvent({ decision: "replayed" }), seq: 2 },
+    const trail = await second.readAudit();
+    expect(trail.map((event) => [event.seq, event.decision, event.action])).toEqual([
+      [1, "approval", "requested"],
+      [2, "approval", "edit"],
+      [3, "approval", "requested"],
+      [4, "executed", undefined],
+      [5, "approval", "decision_refused"],
+      [6, "replayed", undefined],
     ]);
+    expect(trail[3]).toEqual({ ...auditEvent(), seq: 4 });
     expect(await second.listUnresolved()).toEqual([
       expect.objectContaining({ turnKey: turnKey(pendingTurn), state: "pending" }),
     ]);
@@ -405,22 +563,47 @@ describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractE
   });
 
   it.each([
-    ["JSON that does not parse", `UPDATE {table} SET record = '{"turnKey":'`],
-    ["JSON that is not a record", `UPDATE {table} SET record = '[1,2,3]'`],
-    ["a record stored under another key", `UPDATE {table} SET record = json_set(record, '$.toolCallId', 'w2')`],
-    ["a record with an unknown field", `UPDATE {table} SET record = json_set(record, '$.extra', 1)`],
-  ])("verdicts and approvals with %s are rejected on read and on insert", async (_label, edit) => {
+    ["JSON that does not parse", `UPDATE verdicts SET record = '{"turnKey":'`],
+    ["JSON that is not a record", `UPDATE verdicts SET record = '[1,2,3]'`],
+    ["a record stored under another call id", `UPDATE verdicts SET record = json_set(record, '$.toolCallId', 'w2')`],
+    ["a record stored under another tool", `UPDATE verdicts SET record = json_set(record, '$.toolName', 'delete_document')`],
+    ["a record with an unknown field", `UPDATE verdicts SET record = json_set(record, '$.extra', 1)`],
+  ])("a verdict with %s is rejected on read and on insert", async (_label, edit) => {
     const path = tempPath();
     const store = open(path);
     await store.recordVerdict(verdict());
-    await store.recordApproval(approval());
-    const db = raw(path);
-    db.exec(edit.replace("{table}", "verdicts"));
-    db.exec(edit.replace("{table}", "approvals"));
+    raw(path).exec(edit);
     await contractError(store.getVerdict(VERDICT_KEY));
     await contractError(store.recordVerdict(verdict()));
-    await contractError(store.getApproval(VERDICT_KEY));
-    await contractError(store.recordApproval(approval()));
+  });
+
+  it.each([
+    ["JSON that does not parse", `UPDATE approvals SET record = '{"approvalId":'`],
+    ["JSON that is not a record", `UPDATE approvals SET record = '[1,2,3]'`],
+    ["a record stored under another id", `UPDATE approvals SET record = json_set(record, '$.approvalId', '${"0".repeat(64)}')`],
+    ["a record stored under another turn", `UPDATE approvals SET record = json_set(record, '$.turnKey', '${"0".repeat(64)}')`],
+    ["a status column that disagrees with the record", `UPDATE approvals SET status = 'approved'`],
+    ["a decided status without a decision", `UPDATE approvals SET status = 'approved', record = json_set(record, '$.status', 'approved')`],
+    ["a record with an unknown field", `UPDATE approvals SET record = json_set(record, '$.extra', 1)`],
+    ["a record without its arguments", `UPDATE approvals SET record = json_remove(record, '$.args')`],
+  ])("an approval request with %s is rejected by every method that reads it, and nothing changes", async (_label, edit) => {
+    const path = tempPath();
+    const store = open(path);
+    await store.requestApproval(approvalRequest());
+    const db = raw(path);
+    db.exec(edit);
+    const row = db.prepare("SELECT * FROM approvals").get();
+    const trail = await store.readAudit();
+    await contractError(store.getApproval(APPROVAL_ID));
+    await contractError(store.requestApproval(approvalRequest()));
+    await contractError(store.decideApproval({ approvalId: APPROVAL_ID, decision: { decision: "approve" }, decidedAt: "2031-02-03T05:00:00Z" }));
+    await contractError(store.applyApproval({ approvalId: APPROVAL_ID, appliedAt: "2031-02-03T05:00:00Z" }));
+    await contractError(store.listApprovals());
+    // Expiry reads only rows filed as pending: it rejects the row, or (filed as decided) skips it.
+    const expiry: unknown = await store.expireApprovals({ olderThan: "2099-01-01T00:00:00Z" }).catch((error: unknown) => error);
+    expect(StoreContractError.isInstance(expiry) || JSON.stringify(expiry) === '{"expired":0}', String(expiry)).toBe(true);
+    expect(db.prepare("SELECT * FROM approvals").get()).toEqual(row);
+    expect(await store.readAudit()).toEqual(trail);
   });
 
   it.each([
@@ -468,10 +651,37 @@ describe("SqliteGuardrailStore: strings round-trip exactly", () => {
     expect(await store.claimMutation(identity())).toEqual({ status: "replay", result });
   });
 
+  it("keeps approval requests with lone surrogates exact, in the record and in its audit events", async () => {
+    const store = open(tempPath());
+    const request = approvalRequest(TURN, "w1", {
+      scopeId: A,
+      toolCallId: `call ${B}`,
+      toolName: `tool ${A}`,
+      args: { [A]: B, nested: [A, "\u0000"] },
+      guardrails: [A, B],
+      reason: `why ${B}\u0000`,
+    });
+    expect(await store.requestApproval(request)).toEqual({ ...request, status: "pending" });
+    expect(await store.getApproval(request.approvalId)).toEqual({ ...request, status: "pending" });
+    const decision = { decision: "edit" as const, args: { title: `${A}${B}` } };
+    await store.decideApproval({ approvalId: request.approvalId, decision, operatorRef: `op ${A}`, decidedAt: "2031-02-03T05:00:00Z" });
+    expect(await store.listApprovals()).toEqual([
+      { ...request, status: "edited", decision, operatorRef: `op ${A}`, decidedAt: "2031-02-03T05:00:00Z" },
+    ]);
+    expect((await store.readAudit()).map((event) => [event.scopeId, event.toolCallId, event.toolName, event.operatorRef])).toEqual([
+      [A, `call ${B}`, `tool ${A}`, undefined],
+      [A, `call ${B}`, `tool ${A}`, `op ${A}`],
+    ]);
+  });
+
   it("keeps verdict keys that differ only in a lone surrogate apart, and settles only with the exact token", async () => {
     const store = open(tempPath());
     const keyA = { ...VERDICT_KEY, guardrail: A };
     const keyB = { ...VERDICT_KEY, guardrail: B };
+    const toolA = { ...VERDICT_KEY, toolName: A };
+    await store.recordVerdict(verdict(toolA));
+    expect(await store.getVerdict({ ...VERDICT_KEY, toolName: B })).toBeUndefined();
+    expect(await store.getVerdict(toolA)).toEqual(verdict(toolA));
     await store.recordVerdict(verdict(keyA));
     expect(await store.getVerdict(keyB)).toBeUndefined();
     expect(await store.recordVerdict(verdict(keyB))).toEqual(verdict(keyB));
@@ -545,6 +755,7 @@ describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () =>
     const key = (): VerdictKey => ({
       turnKey: turnKey(pick(turns)),
       toolCallId: pick(["w1", "w2"]),
+      toolName: pick(["rename_document", "delete_document"]),
       guardrail: pick(["pii", "policy"]),
       argsDigest: digest(pick(["a", "b"])),
     });
@@ -612,13 +823,45 @@ describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () =>
         const record = next() < 0.5 ? verdict(k) : { ...verdict(k), verdict: { action: "observe" as const, outcome: "partial" as const, detections: [] } };
         name = write ? "recordVerdict" : "getVerdict";
         op = (store) => (write ? store.recordVerdict(record) : store.getVerdict(k));
-      } else if (roll < 0.7) {
-        const k = key();
-        const write = next() < 0.5;
-        const record: ApprovalRecord = next() < 0.5 ? approval(k) : { ...k, decision: { decision: "reject", message: "no" }, decidedAt: iso() };
-        name = write ? "recordApproval" : "getApproval";
-        op = (store) => (write ? store.recordApproval(record) : store.getApproval(k));
-      } else if (roll < 0.77) {
+      } else if (roll < 0.74) {
+        const request = approvalRequest(turn, callId, { requestedAt: pick([iso(), withOffset(-1), iso(-60_000)]) });
+        const id = request.approvalId;
+        const which = next();
+        if (which < 0.3) {
+          name = `requestApproval ${turn.turnId}@${turn.scopeId} ${callId}`;
+          op = (store) => store.requestApproval(request);
+        } else if (which < 0.4) {
+          name = "getApproval";
+          op = (store) => store.getApproval(id);
+        } else if (which < 0.65) {
+          const decision = pick<ApprovalDecision>([{ decision: "approve" }, { decision: "reject", message: "no" }, EDIT]);
+          const operatorRef = pick([undefined, "op-1"]);
+          const decidedAt = iso();
+          name = `decideApproval ${turn.turnId}@${turn.scopeId} ${callId} ${decision.decision}`;
+          op = (store) =>
+            store.decideApproval({ approvalId: id, decision, ...(operatorRef === undefined ? {} : { operatorRef }), decidedAt });
+        } else if (which < 0.75) {
+          const appliedAt = iso();
+          name = `applyApproval ${turn.turnId}@${turn.scopeId} ${callId}`;
+          op = (store) => store.applyApproval({ approvalId: id, appliedAt });
+        } else if (which < 0.9) {
+          const query = pick<ApprovalQuery | undefined>([
+            undefined,
+            {},
+            { status: "pending" },
+            { status: "approved" },
+            { turnKey: tk },
+            { limit: 2 },
+            { status: "edited", turnKey: tk, limit: 1 },
+          ]);
+          name = `listApprovals ${JSON.stringify(query)}`;
+          op = (store) => store.listApprovals(query);
+        } else {
+          const olderThan = pick([iso(), iso(-60_000), withOffset(0), iso(86_400_000)]);
+          name = `expireApprovals ${olderThan}`;
+          op = (store) => store.expireApprovals({ olderThan });
+        }
+      } else if (roll < 0.78) {
         const event = auditEvent({ at: pick([iso(), withOffset(-1), iso(-60_000)]), decision: pick(decisions), turnKey: tk, scopeId: turn.scopeId });
         name = "appendAudit";
         op = (store) => store.appendAudit(event);
@@ -662,6 +905,7 @@ describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () =>
     }
     // And the final states agree in full.
     expect(await sqlite.listUnresolved()).toEqual(await memory.listUnresolved());
+    expect(await sqlite.listApprovals()).toEqual(await memory.listApprovals());
     expect(await sqlite.readAudit()).toEqual(await memory.readAudit());
   });
 });

@@ -11,12 +11,19 @@ import {
   createDocumentGuardrails,
   InMemoryGuardrailStore,
   type AdmissionReceipt,
+  type ApplyApprovalInput,
+  type ApprovalDecisionResult,
+  type ApprovalQuery,
   type ApprovalRecord,
+  type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
   type ClaimOptions,
   type ClaimResult,
+  type DecideApprovalInput,
   type DocumentGuardrailsOptions,
+  type ExpireApprovalsInput,
+  type ExpireApprovalsResult,
   type GuardrailLogger,
   type GuardrailStore,
   type MutationIdentity,
@@ -266,11 +273,23 @@ export class ForwardingStore implements GuardrailStore {
   getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
     return this.inner.getVerdict(key);
   }
-  recordApproval(record: ApprovalRecord): Promise<ApprovalRecord> {
-    return this.inner.recordApproval(record);
+  requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
+    return this.inner.requestApproval(request);
   }
-  getApproval(key: VerdictKey): Promise<ApprovalRecord | undefined> {
-    return this.inner.getApproval(key);
+  getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
+    return this.inner.getApproval(approvalId);
+  }
+  decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
+    return this.inner.decideApproval(input);
+  }
+  applyApproval(input: ApplyApprovalInput): Promise<boolean> {
+    return this.inner.applyApproval(input);
+  }
+  listApprovals(query?: ApprovalQuery): Promise<ApprovalRecord[]> {
+    return this.inner.listApprovals(query);
+  }
+  expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
+    return this.inner.expireApprovals(input);
   }
   appendAudit(event: AuditEvent): Promise<void> {
     return this.inner.appendAudit(event);

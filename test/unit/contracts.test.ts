@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import {
   AdmissionReceiptSchema,
+  ApprovalDecisionResultSchema,
+  ApprovalRecordSchema,
+  AUDIT_DECISIONS,
   ClaimOptionsSchema,
   ClaimResultSchema,
   digest,
@@ -270,5 +273,68 @@ describe("store record schemas", () => {
     expect(MutationResultSchema.safeParse({ content: "", status: "success", extra: 1 }).success).toBe(false);
     expect(ClaimOptionsSchema.parse({})).toEqual({});
     expect(ClaimOptionsSchema.safeParse({ requireResolvedScope: false, extra: 1 }).success).toBe(false);
+  });
+});
+
+describe("approval records: fields agree with the status", () => {
+  const request = {
+    approvalId: D,
+    turnKey: D,
+    scopeId: "doc-1",
+    toolCallId: "w1",
+    toolName: "rename_document",
+    argsDigest: D,
+    args: { title: "x" },
+    guardrails: ["approval"],
+    requestedAt: "2031-01-01T00:00:00Z",
+  };
+  const at = "2031-01-02T00:00:00Z";
+  const approve = { decision: "approve" };
+  const reject = { decision: "reject", message: "no" };
+  const edit = { decision: "edit", args: { title: "y" } };
+
+  it.each<[string, Record<string, unknown>]>([
+    ["pending", { status: "pending" }],
+    ["approved", { status: "approved", decision: approve, decidedAt: at }],
+    ["approved by someone", { status: "approved", decision: approve, operatorRef: "op-1", decidedAt: at }],
+    ["rejected", { status: "rejected", decision: reject, decidedAt: at }],
+    ["edited", { status: "edited", decision: edit, decidedAt: at }],
+    ["applied after approve", { status: "applied", decision: approve, decidedAt: at, appliedAt: at }],
+    ["applied after edit", { status: "applied", decision: edit, decidedAt: at, appliedAt: at }],
+    ["expired", { status: "expired", expiredAt: at }],
+  ])("accepts %s", (_label, fields) => {
+    expect(ApprovalRecordSchema.safeParse({ ...request, ...fields }).success).toBe(true);
+  });
+
+  it.each<[string, Record<string, unknown>]>([
+    ["pending with a decision", { status: "pending", decision: approve, decidedAt: at }],
+    ["pending with an operator", { status: "pending", operatorRef: "op-1" }],
+    ["approved without a decision", { status: "approved", decidedAt: at }],
+    ["approved without decidedAt", { status: "approved", decision: approve }],
+    ["approved by a rejection", { status: "approved", decision: reject, decidedAt: at }],
+    ["rejected by an edit", { status: "rejected", decision: edit, decidedAt: at }],
+    ["edited by an approval", { status: "edited", decision: approve, decidedAt: at }],
+    ["applied after a rejection", { status: "applied", decision: reject, decidedAt: at, appliedAt: at }],
+    ["applied without appliedAt", { status: "applied", decision: approve, decidedAt: at }],
+    ["approved with appliedAt", { status: "approved", decision: approve, decidedAt: at, appliedAt: at }],
+    ["expired without expiredAt", { status: "expired" }],
+    ["expired with a decision", { status: "expired", decision: approve, decidedAt: at, expiredAt: at }],
+    ["pending with expiredAt", { status: "pending", expiredAt: at }],
+    ["an unknown status", { status: "open" }],
+  ])("rejects %s", (_label, fields) => {
+    expect(ApprovalRecordSchema.safeParse({ ...request, ...fields }).success).toBe(false);
+  });
+
+  it("a decision result names its reason; not_found carries no record in practice, but the schema allows one", () => {
+    const record = { ...request, status: "approved", decision: approve, decidedAt: at };
+    expect(ApprovalDecisionResultSchema.safeParse({ decided: true, record }).success).toBe(true);
+    expect(ApprovalDecisionResultSchema.safeParse({ decided: true }).success).toBe(false);
+    expect(ApprovalDecisionResultSchema.safeParse({ decided: false, reason: "already_decided", record }).success).toBe(true);
+    expect(ApprovalDecisionResultSchema.safeParse({ decided: false, reason: "not_found" }).success).toBe(true);
+    expect(ApprovalDecisionResultSchema.safeParse({ decided: false, reason: "gone" }).success).toBe(false);
+  });
+
+  it("the audit trail has a released decision", () => {
+    expect(AUDIT_DECISIONS).toContain("released");
   });
 });

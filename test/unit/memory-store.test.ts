@@ -498,3 +498,61 @@ describe("InMemoryGuardrailStore: mutation claims", () => {
     expect(claims.every((claim) => claim.status === "acquired")).toBe(true);
   });
 });
+
+describe("InMemoryGuardrailStore: approval requests", () => {
+  const request = (turnId: string, requestedAt: string) => {
+    const args = { title: "Field notes" };
+    const key = turnKey({ ...TURN, turnId });
+    return {
+      approvalId: digest({ kind: "arkah.approval", v: 1, turnKey: key, toolName: "rename_document", toolCallId: "w1", argsDigest: digest(args) }),
+      turnKey: key,
+      scopeId: TURN.scopeId,
+      toolCallId: "w1",
+      toolName: "rename_document",
+      argsDigest: digest(args),
+      args,
+      guardrails: ["approval"],
+      requestedAt,
+    };
+  };
+
+  it("takes every step's time from its clock, and keeps the caller's own times exactly", async () => {
+    let now = Date.parse("2031-02-03T04:00:00.000Z");
+    const store = new InMemoryGuardrailStore({ now: () => new Date(now) });
+    const first = request("t1", "2031-02-03T05:00:00.000+02:00");
+    const second = request("t2", "2031-02-03T03:30:00.000Z");
+    await store.requestApproval(first);
+    await store.requestApproval(second);
+    now += 60_000;
+    await store.decideApproval({ approvalId: first.approvalId, decision: { decision: "approve" }, decidedAt: "2031-01-01T00:00:00+01:00" });
+    expect(await store.applyApproval({ approvalId: first.approvalId, appliedAt: "2031-01-02T00:00:00+01:00" })).toBe(true);
+    now += 60_000;
+    expect(await store.expireApprovals({ olderThan: "2031-02-03T04:00:00.000Z" })).toEqual({ expired: 1 });
+
+    expect(await store.getApproval(first.approvalId)).toEqual({
+      ...first,
+      status: "applied",
+      decision: { decision: "approve" },
+      decidedAt: "2031-01-01T00:00:00+01:00",
+      appliedAt: "2031-01-02T00:00:00+01:00",
+    });
+    expect(await store.getApproval(second.approvalId)).toEqual({ ...second, status: "expired", expiredAt: "2031-02-03T04:02:00.000Z" });
+    // 03:00Z (first, written with an offset) before 03:30Z (second).
+    expect((await store.listApprovals()).map((record) => record.approvalId)).toEqual([first.approvalId, second.approvalId]);
+    expect((await store.readAudit()).map((event) => [event.action, event.at])).toEqual([
+      ["requested", "2031-02-03T04:00:00.000Z"],
+      ["requested", "2031-02-03T04:00:00.000Z"],
+      ["approve", "2031-02-03T04:01:00.000Z"],
+      ["applied", "2031-02-03T04:01:00.000Z"],
+      ["expired", "2031-02-03T04:02:00.000Z"],
+    ]);
+  });
+
+  it("rejects a request that tries to choose its own status, and stores nothing", async () => {
+    const store = new InMemoryGuardrailStore();
+    const value = { ...request("t1", "2031-02-03T04:00:00.000Z"), status: "approved", decision: { decision: "approve" } };
+    await expectContractRejection(() => store.requestApproval(untyped(value)));
+    expect(await store.listApprovals()).toEqual([]);
+    expect(await store.readAudit()).toEqual([]);
+  });
+});

@@ -6,11 +6,14 @@ import { inspect } from "node:util";
 import { expect } from "vitest";
 import type { z } from "zod";
 import {
+  ApprovalRecordSchema,
   ClaimResultSchema,
   StoredAuditEventSchema,
   UnresolvedMutationSchema,
   type AdmissionReceipt,
+  type ApprovalDecision,
   type ApprovalRecord,
+  type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
   type ClaimOptions,
@@ -110,14 +113,16 @@ export function receipt(of: TurnRef = TURN, overrides: Partial<AdmissionReceipt>
 export const VERDICT_KEY: VerdictKey = deepFreeze({
   turnKey: TURN_KEY,
   toolCallId: CALL.id,
+  toolName: CALL.name,
   guardrail: "pii",
   argsDigest: digest(CALL.args),
 });
 
-/** The verdict key with each of its four fields changed in turn. */
+/** The verdict key with each of its five fields changed in turn. */
 export const VERDICT_KEY_VARIANTS: readonly (readonly [string, VerdictKey])[] = [
   ["another turn key", { ...VERDICT_KEY, turnKey: turnKey(SIBLING) }],
   ["another call id", { ...VERDICT_KEY, toolCallId: "call-2" }],
+  ["another tool", { ...VERDICT_KEY, toolName: "delete_document" }],
   ["another guardrail", { ...VERDICT_KEY, guardrail: "toxicity" }],
   ["another argument digest", { ...VERDICT_KEY, argsDigest: digest({ title: "Other notes" }) }],
 ];
@@ -145,12 +150,63 @@ export function verdictRecord(
   return { ...key, verdict: structuredClone(verdict), recordedAt };
 }
 
-export function approvalRecord(
-  key: VerdictKey = VERDICT_KEY,
-  decision: ApprovalRecord["decision"] = { decision: "edit", args: { title: "Field notes", tags: ["a", { b: null }] } },
-  decidedAt: string = OFFSET_TIME,
-): ApprovalRecord {
-  return { ...key, decision: structuredClone(decision), decidedAt };
+/** The approval id the middleware derives for `call` in `of`. */
+export function approvalId(of: TurnRef = TURN, call: Call = CALL): string {
+  return digest({
+    kind: "arkah.approval",
+    v: 1,
+    turnKey: turnKey(of),
+    toolName: call.name,
+    toolCallId: call.id,
+    argsDigest: digest(call.args),
+  });
+}
+
+export const APPROVAL_ID = approvalId();
+
+/** An approval request for `call` in `of`, with nested arguments, two guardrails and a reason. */
+export function approvalRequest(
+  of: TurnRef = TURN,
+  call: Call = CALL,
+  overrides: Partial<ApprovalSubmission> = {},
+): ApprovalSubmission {
+  return {
+    approvalId: approvalId(of, call),
+    turnKey: turnKey(of),
+    scopeId: of.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(call.args),
+    args: { ...(structuredClone(call.args) as ApprovalSubmission["args"]), tags: ["a", { b: null }], label: "ünïcødé ✓" },
+    guardrails: ["manager", "legal"],
+    reason: "Manager sign-off. Legal sign-off.",
+    requestedAt: OFFSET_TIME,
+    ...overrides,
+  };
+}
+
+/** The record a store holds right after `request`: the request, pending. */
+export function pendingRecord(request: ApprovalSubmission = approvalRequest()): ApprovalRecord {
+  return { ...structuredClone(request), status: "pending" };
+}
+
+/** Every kind of decision, with the status it leads to. */
+export const DECISIONS: readonly (readonly [string, ApprovalDecision, ApprovalRecord["status"]])[] = deepFreeze([
+  ["an approval", { decision: "approve" }, "approved"],
+  ["a rejection with a message", { decision: "reject", message: "Not this title." }, "rejected"],
+  ["a rejection without a message", { decision: "reject" }, "rejected"],
+  ["an edit with nested arguments", { decision: "edit", args: { title: "Field notes (edited)", tags: ["a", { b: null }] } }, "edited"],
+]);
+
+/** `requestApproval(request)`, checked against the record schema. */
+export async function requestApproval(store: GuardrailStore, request: ApprovalSubmission = approvalRequest()): Promise<ApprovalRecord> {
+  return conform(ApprovalRecordSchema, await store.requestApproval(request), "requestApproval's answer");
+}
+
+/** `getApproval(id)`, checked against the record schema when there is one. */
+export async function getApproval(store: GuardrailStore, id: string = APPROVAL_ID): Promise<ApprovalRecord | undefined> {
+  const found = await store.getApproval(id);
+  return found === undefined ? undefined : conform(ApprovalRecordSchema, found, "getApproval's answer");
 }
 
 export function auditEvent(overrides: Partial<AuditEvent> = {}): AuditEvent {

@@ -15,7 +15,7 @@ import {
 import { turnKey } from "../../keys.js";
 import {
   acquire,
-  approvalRecord,
+  approvalRequest,
   auditEvent,
   CALL,
   claim,
@@ -493,28 +493,37 @@ export function retentionSuite(test: StoreTest): void {
     expect(await claim(store, identity(STRANGER))).toEqual({ status: "unknown" });
   });
 
-  test("removes the pruned turns' read evidence, verdicts and approvals, and only theirs", async ({ store, clock }) => {
+  test("removes the pruned turns' read evidence, verdicts and approval requests, and only theirs", async ({ store, clock }) => {
     const kept = [SIBLING, STRANGER, turn("reads-only")];
     const evidence = (of: typeof TURN): ReadEvidence => ({ turnKey: turnKey(of), evidenceDigest: evidenceDigest(of.turnId) });
     const keyOf = (of: typeof TURN) => ({ ...VERDICT_KEY, turnKey: turnKey(of) });
     for (const each of [TURN, ...kept]) {
       await store.recordSuccessfulRead(evidence(each));
       await store.recordVerdict(verdictRecord(keyOf(each), DENY));
-      await store.recordApproval(approvalRecord(keyOf(each)));
+      await store.requestApproval(approvalRequest(each));
     }
+    await store.decideApproval({ approvalId: approvalRequest(TURN).approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
     await complete(store, identity(TURN));
     clock.advance(DAY);
     await complete(store, identity(SIBLING)); // settled at the cutoff: kept
     await acquire(store, identity(STRANGER)); // pending: kept
+    const trail = await readAudit(store);
     expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
     expect(await store.hasSuccessfulRead(evidence(TURN))).toBe(false);
     expect(await store.getVerdict(keyOf(TURN))).toBeUndefined();
-    expect(await store.getApproval(keyOf(TURN))).toBeUndefined();
+    expect(await store.getApproval(approvalRequest(TURN).approvalId)).toBeUndefined();
+    expect(await store.listApprovals({ turnKey: TURN_KEY })).toEqual([]);
     for (const each of kept) {
       expect(await store.hasSuccessfulRead(evidence(each)), each.turnId).toBe(true);
       expect(await store.getVerdict(keyOf(each)), each.turnId).toEqual(verdictRecord(keyOf(each), DENY));
-      expect(await store.getApproval(keyOf(each)), each.turnId).toEqual(approvalRecord(keyOf(each)));
+      expect(await store.getApproval(approvalRequest(each).approvalId), each.turnId).toEqual({
+        ...approvalRequest(each),
+        status: "pending",
+      });
     }
+    expect((await store.listApprovals()).map((record) => record.turnKey)).toEqual(kept.map((each) => turnKey(each)));
+    // Pruning is not an approval step: the trail is unchanged.
+    expect(await readAudit(store)).toEqual(trail);
   });
 
   test("keeps receipts and the audit trail", async ({ store, clock }) => {

@@ -1,13 +1,11 @@
 /**
- * Insert-if-absent records: admission receipts, read evidence, guardrail verdicts and approvals.
+ * Insert-if-absent records: admission receipts, read evidence and guardrail verdicts.
  */
 import { expect } from "vitest";
 import {
   AdmissionReceiptSchema,
-  ApprovalRecordSchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
-  type ApprovalRecord,
   type GuardrailStore,
   type ReadEvidence,
   type VerdictKey,
@@ -16,7 +14,7 @@ import {
 import { turnKey } from "../../keys.js";
 import {
   ALLOW,
-  approvalRecord,
+  CALL,
   conform,
   DENY,
   evidenceDigest,
@@ -163,7 +161,7 @@ export function readsSuite(test: StoreTest): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Guardrail verdicts and approvals: the same insert-if-absent rule, keyed by all four key fields
+// Guardrail verdicts: insert-if-absent, keyed by all five key fields
 
 interface KeyedRecords<R extends VerdictKey> {
   readonly what: string;
@@ -186,6 +184,7 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
   const keyOf = (value: R): VerdictKey => ({
     turnKey: value.turnKey,
     toolCallId: value.toolCallId,
+    toolName: value.toolName,
     guardrail: value.guardrail,
     argsDigest: value.argsDigest,
   });
@@ -213,7 +212,7 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
   });
 
   for (const [label, key] of VERDICT_KEY_VARIANTS) {
-    test(`keys a ${what} by all four fields: ${label} is a different ${what}`, async ({ store }) => {
+    test(`keys a ${what} by all five fields: ${label} is a different ${what}`, async ({ store }) => {
       await record(store, first());
       expect(await get(store, key)).toBeUndefined();
       expect(await record(store, second(key))).toEqual(second(key));
@@ -247,6 +246,17 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
 }
 
 export function verdictsSuite(test: StoreTest): void {
+  test("a verdict recorded for one tool never answers for another tool with the same call id, guardrail and arguments", async ({ store }) => {
+    const other = { ...VERDICT_KEY, toolName: "delete_document" };
+    await store.recordVerdict(verdictRecord(VERDICT_KEY, ALLOW));
+    expect(await store.getVerdict(other)).toBeUndefined();
+    // The other tool's own check is recorded apart, and each tool reads back its own.
+    expect(await store.recordVerdict(verdictRecord(other, DENY))).toEqual(verdictRecord(other, DENY));
+    expect((await store.getVerdict(other))?.verdict).toEqual(DENY);
+    expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
+    expect((await store.getVerdict({ ...VERDICT_KEY, toolName: CALL.name.toUpperCase() }))).toBeUndefined();
+  });
+
   keyedRecordsSuite<VerdictRecord>(test, {
     what: "verdict",
     record: async (store, value) => conform(VerdictRecordSchema, await store.recordVerdict(value), "recordVerdict's answer"),
@@ -275,36 +285,6 @@ export function verdictsSuite(test: StoreTest): void {
       value.verdict.detections.push({ rule: "added", detected: true });
       if (value.verdict.details !== undefined) value.verdict.details.fields = ["changed"];
       value.recordedAt = "2000-01-01T00:00:00.000Z";
-    },
-  });
-}
-
-export function approvalsSuite(test: StoreTest): void {
-  keyedRecordsSuite<ApprovalRecord>(test, {
-    what: "approval",
-    record: async (store, value) =>
-      conform(ApprovalRecordSchema, await store.recordApproval(value), "recordApproval's answer"),
-    get: async (store, key) => {
-      const found = await store.getApproval(key);
-      return found === undefined ? undefined : conform(ApprovalRecordSchema, found, "getApproval's answer");
-    },
-    first: (key) => approvalRecord(key),
-    second: (key) => approvalRecord(key, { decision: "reject", message: "Not this title." }, "2031-02-04T00:00:00.000Z"),
-    numbered: (index) => approvalRecord(VERDICT_KEY, { decision: "reject", message: `candidate ${String(index)}` }),
-    shapes: (key) => [
-      ["an approval", approvalRecord(key, { decision: "approve" })],
-      ["a rejection with a message", approvalRecord(key, { decision: "reject", message: "No." })],
-      ["a rejection without a message", approvalRecord(key, { decision: "reject" })],
-      ["an edit with nested arguments", approvalRecord(key)],
-    ],
-    scribble: (value) => {
-      if (value.decision.decision === "edit") {
-        value.decision.args.title = "changed";
-        const tags = value.decision.args.tags;
-        if (Array.isArray(tags)) tags.push("changed");
-      }
-      (value.decision as { decision: string }).decision = "approve";
-      value.decidedAt = "2000-01-01T00:00:00.000Z";
     },
   });
 }

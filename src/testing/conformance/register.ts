@@ -5,11 +5,12 @@
 import { afterAll, beforeAll, describe } from "vitest";
 import type { GuardrailStore } from "../../contracts.js";
 import type { ConformanceSuite } from "./suites.js";
+import { approvalsSuite } from "./approvals.js";
 import { auditSuite } from "./audit.js";
 import { claimsSuite, releaseSuite, settlementSuite } from "./claims.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
-import { approvalsSuite, readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
+import { readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
 import { validationSuite } from "./validation.js";
 
 const SUITES: Record<ConformanceSuite, { readonly title: string; readonly register: (test: StoreTest) => void }> = {
@@ -18,8 +19,11 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
   claims: { title: "claims: one atomic mutation slot per turn", register: claimsSuite },
   settlement: { title: "settlement: compare-and-set from pending by the claim token", register: settlementSuite },
   release: { title: "release: a pending claim given back by its token reopens the slot", register: releaseSuite },
-  verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent", register: verdictsSuite },
-  approvals: { title: "approvals: approval decisions are insert-if-absent", register: approvalsSuite },
+  verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent and bound to the tool", register: verdictsSuite },
+  approvals: {
+    title: "approvals: durable requests; the first decision wins; applied once; listed and expired",
+    register: approvalsSuite,
+  },
   audit: { title: "audit: an append-only trail in append order", register: auditSuite },
   reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite },
   scope: { title: "scope: an unknown mutation blocks its scope's other turns", register: scopeSuite },

@@ -6,11 +6,15 @@ import { expect } from "vitest";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
-  ApprovalRecordSchema,
+  ApplyApprovalInputSchema,
+  ApprovalQuerySchema,
+  ApprovalRequestSchema,
   AuditEventSchema,
   AuditQuerySchema,
   ClaimOptionsSchema,
+  DecideApprovalInputSchema,
   DigestSchema,
+  ExpireApprovalsInputSchema,
   MutationIdentitySchema,
   MutationReleaseSchema,
   MutationSettlementSchema,
@@ -25,7 +29,7 @@ import {
 import { turnKey } from "../../keys.js";
 import {
   acquire,
-  approvalRecord,
+  approvalRequest,
   auditEvent,
   complete,
   DENY,
@@ -72,6 +76,11 @@ const DONE = turn("done", "doc-done");
 const BLOCKED = turn("blocked", STRANGER.scopeId);
 
 const SEEDED_EVIDENCE = { turnKey: TURN_KEY, evidenceDigest: evidenceDigest("seeded") };
+/** A pending approval request (a valid expiry after `seed` would expire it). */
+const PENDING_REQUEST = approvalRequest(TURN);
+/** An approved request (a valid application would apply it). */
+const APPROVED_REQUEST = approvalRequest(DONE);
+const FREE_REQUEST = approvalRequest(FREE);
 const FREE_EVIDENCE = { turnKey: FREE_KEY, evidenceDigest: evidenceDigest("free") };
 
 interface Seeded {
@@ -83,12 +92,15 @@ async function seed(store: GuardrailStore, clock: ManualClock): Promise<Seeded> 
   await store.putReceiptIfAbsent(receipt(TURN));
   await store.recordSuccessfulRead(SEEDED_EVIDENCE);
   await store.recordVerdict(verdictRecord(VERDICT_KEY, DENY));
-  await store.recordApproval(approvalRecord(VERDICT_KEY));
+  await store.requestApproval(PENDING_REQUEST);
+  await store.requestApproval(APPROVED_REQUEST);
+  await store.decideApproval({ approvalId: APPROVED_REQUEST.approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
   await store.appendAudit(auditEvent());
   await complete(store, identity(DONE));
   await leaveUnknown(store, identity(STRANGER));
   const token = await acquire(store, identity(TURN));
-  // A valid prune now would remove DONE: an invalid one that slipped through would show.
+  // A valid prune now would remove DONE, and a valid expiry would expire the pending request: an
+  // invalid one that slipped through would show.
   clock.advance(24 * 60 * 60 * 1000);
   return { token };
 }
@@ -99,7 +111,12 @@ async function observe(store: GuardrailStore) {
     receipts: [await store.getReceipt(TURN_KEY), await store.getReceipt(FREE_KEY)],
     reads: [await store.hasSuccessfulRead(SEEDED_EVIDENCE), await store.hasSuccessfulRead(FREE_EVIDENCE)],
     verdicts: [await store.getVerdict(VERDICT_KEY), await store.getVerdict(FREE_VERDICT_KEY)],
-    approvals: [await store.getApproval(VERDICT_KEY), await store.getApproval(FREE_VERDICT_KEY)],
+    approvals: [
+      await store.getApproval(PENDING_REQUEST.approvalId),
+      await store.getApproval(APPROVED_REQUEST.approvalId),
+      await store.getApproval(FREE_REQUEST.approvalId),
+    ],
+    approvalList: await store.listApprovals(),
     audit: await store.readAudit(),
     unresolved: await store.listUnresolved(),
     // Claims that find an existing claim, or are refused, change nothing.
@@ -172,7 +189,8 @@ function validationCases(): Case[] {
   const freeReceipt = receipt(FREE);
   const freeIdentity = identity(FREE);
   const freeVerdict = verdictRecord(FREE_VERDICT_KEY, DENY);
-  const freeApproval = approvalRecord(FREE_VERDICT_KEY);
+  const decision = { approvalId: PENDING_REQUEST.approvalId, decision: { decision: "approve" }, decidedAt: "2031-02-05T00:00:00Z" };
+  const application = { approvalId: APPROVED_REQUEST.approvalId, appliedAt: "2031-02-05T00:00:00Z" };
   const settlement = (token: string) => ({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
   const reconciliation = { turnKey: turnKey(STRANGER), resolution: "completed", result: OPERATOR_RESULT, operatorRef: "INC-1" };
   const event = auditEvent();
@@ -309,6 +327,8 @@ function validationCases(): Case[] {
         ...NOT_OBJECTS,
         ["a bad turn key", { ...freeVerdict, turnKey: "t" }],
         ["an empty toolCallId", { ...freeVerdict, toolCallId: "" }],
+        ["an empty toolName", { ...freeVerdict, toolName: "" }],
+        ["no toolName", without(freeVerdict, "toolName")],
         ["an empty guardrail", { ...freeVerdict, guardrail: "" }],
         ["a bad argsDigest", { ...freeVerdict, argsDigest: "x" }],
         ["no verdict", without(freeVerdict, "verdict")],
@@ -330,41 +350,124 @@ function validationCases(): Case[] {
       (store, _seeded, value) => store.recordVerdict(untyped(value)),
     ),
 
-    ...(["getVerdict", "getApproval"] as const).flatMap((method) =>
-      cases(
-        method,
-        VerdictKeySchema,
-        [
-          ...NOT_OBJECTS,
-          ["a bad turn key", { ...VERDICT_KEY, turnKey: "t" }],
-          ["an empty guardrail", { ...VERDICT_KEY, guardrail: "" }],
-          ["an empty toolCallId", { ...VERDICT_KEY, toolCallId: "" }],
-          ["a bad argsDigest", { ...VERDICT_KEY, argsDigest: VERDICT_KEY.argsDigest.toUpperCase() }],
-          ["no guardrail", without(VERDICT_KEY, "guardrail")],
-          ["an extra key (a whole record)", verdictRecord(VERDICT_KEY, DENY)],
-        ],
-        (store, _seeded, value) => store[method](untyped(value)),
-      ),
+    ...cases(
+      "getVerdict",
+      VerdictKeySchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad turn key", { ...VERDICT_KEY, turnKey: "t" }],
+        ["an empty guardrail", { ...VERDICT_KEY, guardrail: "" }],
+        ["an empty toolCallId", { ...VERDICT_KEY, toolCallId: "" }],
+        ["an empty toolName", { ...VERDICT_KEY, toolName: "" }],
+        ["no toolName (a key without the tool)", without(VERDICT_KEY, "toolName")],
+        ["a numeric toolName", { ...VERDICT_KEY, toolName: 1 }],
+        ["a bad argsDigest", { ...VERDICT_KEY, argsDigest: VERDICT_KEY.argsDigest.toUpperCase() }],
+        ["no guardrail", without(VERDICT_KEY, "guardrail")],
+        ["an extra key (a whole record)", verdictRecord(VERDICT_KEY, DENY)],
+      ],
+      (store, _seeded, value) => store.getVerdict(untyped(value)),
+    ),
+
+    ...cases("getApproval", DigestSchema, BAD_DIGESTS, (store, _seeded, value) => store.getApproval(untyped(value))),
+
+    ...cases(
+      "requestApproval",
+      ApprovalRequestSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad approvalId", { ...FREE_REQUEST, approvalId: "a" }],
+        ["an upper-case approvalId", { ...FREE_REQUEST, approvalId: FREE_REQUEST.approvalId.toUpperCase() }],
+        ["a bad turn key", { ...FREE_REQUEST, turnKey: "t" }],
+        ["an empty scopeId", { ...FREE_REQUEST, scopeId: "" }],
+        ["an empty toolCallId", { ...FREE_REQUEST, toolCallId: "" }],
+        ["an empty toolName", { ...FREE_REQUEST, toolName: "" }],
+        ["a bad argsDigest", { ...FREE_REQUEST, argsDigest: "x" }],
+        ["arguments as an array", { ...FREE_REQUEST, args: [] }],
+        ["arguments as a string", { ...FREE_REQUEST, args: "{}" }],
+        ["arguments holding NaN", { ...FREE_REQUEST, args: { n: Number.NaN } }],
+        ["arguments holding undefined", { ...FREE_REQUEST, args: { a: undefined } }],
+        ["arguments holding a function", { ...FREE_REQUEST, args: { f: () => 1 } }],
+        ["no arguments", without(FREE_REQUEST, "args")],
+        ["no guardrails", { ...FREE_REQUEST, guardrails: [] }],
+        ["an empty guardrail name", { ...FREE_REQUEST, guardrails: ["manager", ""] }],
+        ["guardrails as a string", { ...FREE_REQUEST, guardrails: "manager" }],
+        ["a numeric reason", { ...FREE_REQUEST, reason: 7 }],
+        ...badTimestamps("requestedAt", FREE_REQUEST),
+        ["no requestedAt", without(FREE_REQUEST, "requestedAt")],
+        ["a caller-chosen status", { ...FREE_REQUEST, status: "approved" }],
+        ["a caller-chosen decision", { ...FREE_REQUEST, decision: { decision: "approve" } }],
+        ["an existing request with an extra key", { ...PENDING_REQUEST, status: "approved" }],
+      ],
+      (store, _seeded, value) => store.requestApproval(untyped(value)),
     ),
 
     ...cases(
-      "recordApproval",
-      ApprovalRecordSchema,
+      "decideApproval",
+      DecideApprovalInputSchema,
       [
         ...NOT_OBJECTS,
-        ["a bad turn key", { ...freeApproval, turnKey: "t" }],
-        ["an empty guardrail", { ...freeApproval, guardrail: "" }],
-        ["no decision", without(freeApproval, "decision")],
-        ["an unknown decision", { ...freeApproval, decision: { decision: "maybe" } }],
-        ["a numeric rejection message", { ...freeApproval, decision: { decision: "reject", message: 1 } }],
-        ["edited arguments as an array", { ...freeApproval, decision: { decision: "edit", args: [] } }],
-        ["edited arguments holding NaN", { ...freeApproval, decision: { decision: "edit", args: { n: Number.NaN } } }],
-        ["edit without arguments", { ...freeApproval, decision: { decision: "edit" } }],
-        ["an approval with an extra key", { ...freeApproval, decision: { decision: "approve", args: {} } }],
-        ...badTimestamps("decidedAt", freeApproval),
-        ["an extra key", { ...freeApproval, trusted: true }],
+        ["a bad approvalId", { ...decision, approvalId: "x" }],
+        ["no approvalId", without(decision, "approvalId")],
+        ["no decision", without(decision, "decision")],
+        ["an unknown decision", { ...decision, decision: { decision: "maybe" } }],
+        ["a decision as a string", { ...decision, decision: "approve" }],
+        ["a numeric rejection message", { ...decision, decision: { decision: "reject", message: 1 } }],
+        ["edit without arguments", { ...decision, decision: { decision: "edit" } }],
+        ["edited arguments as an array", { ...decision, decision: { decision: "edit", args: [] } }],
+        ["edited arguments holding NaN", { ...decision, decision: { decision: "edit", args: { n: Number.NaN } } }],
+        ["an approval with an extra key", { ...decision, decision: { decision: "approve", args: {} } }],
+        ["an empty operatorRef", { ...decision, operatorRef: "" }],
+        ["a numeric operatorRef", { ...decision, operatorRef: 7 }],
+        ...badTimestamps("decidedAt", decision),
+        ["no decidedAt", without(decision, "decidedAt")],
+        ["a caller-chosen status", { ...decision, status: "rejected" }],
+        ["an extra key", { ...decision, force: true }],
       ],
-      (store, _seeded, value) => store.recordApproval(untyped(value)),
+      (store, _seeded, value) => store.decideApproval(untyped(value)),
+    ),
+
+    ...cases(
+      "applyApproval",
+      ApplyApprovalInputSchema,
+      [
+        ...NOT_OBJECTS,
+        ["a bad approvalId", { ...application, approvalId: "x" }],
+        ["no approvalId", without(application, "approvalId")],
+        ...badTimestamps("appliedAt", application),
+        ["no appliedAt", without(application, "appliedAt")],
+        ["an extra key", { ...application, operatorRef: "op-1" }],
+      ],
+      (store, _seeded, value) => store.applyApproval(untyped(value)),
+    ),
+
+    ...cases(
+      "listApprovals",
+      ApprovalQuerySchema,
+      [
+        ["null", null],
+        ["a string", "pending"],
+        ["an array", []],
+        ["an unknown status", { status: "open" }],
+        ["a bad turn key", { turnKey: "t" }],
+        ["limit 0", { limit: 0 }],
+        ["limit above 10000", { limit: 10_001 }],
+        ["a fractional limit", { limit: 1.5 }],
+        ["a string limit", { limit: "10" }],
+        ["an extra key", { status: "pending", order: "desc" }],
+      ],
+      (store, _seeded, value) => store.listApprovals(untyped(value)),
+    ),
+
+    ...cases(
+      "expireApprovals",
+      ExpireApprovalsInputSchema,
+      [
+        ...NOT_OBJECTS,
+        ["no olderThan", {}],
+        ...BAD_TIMESTAMPS.map(([label, value]) => [`olderThan as ${label}`, { olderThan: value }] as const),
+        ["an extra key", { olderThan: "2099-01-01T00:00:00.000Z", status: "pending" }],
+      ],
+      (store, _seeded, value) => store.expireApprovals(untyped(value)),
     ),
 
     ...cases(
@@ -383,6 +486,7 @@ function validationCases(): Case[] {
         ["a bad argsDigest", { ...event, argsDigest: "x" }],
         ["a bad mutationKey", { ...event, mutationKey: "x" }],
         ["an empty operatorRef", { ...event, operatorRef: "" }],
+        ["a bad approvalId", { ...event, decision: "approval", approvalId: "x" }],
         ["a caller-chosen seq", { ...event, seq: 1 }],
         ["args holding undefined", { ...event, args: { a: undefined } }],
         ["args holding NaN", { ...event, args: [Number.NaN] }],

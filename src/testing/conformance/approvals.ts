@@ -1,0 +1,535 @@
+/**
+ * Approval requests: stored once per approval id and never changed by a later request; decided
+ * once (the first decision wins, a refused one is audited); applied once; listed oldest first;
+ * expired when nobody decided. The store audits every step in the same operation as the change.
+ */
+import { expect } from "vitest";
+import {
+  ApprovalDecisionResultSchema,
+  ApprovalRecordSchema,
+  ExpireApprovalsResultSchema,
+  type ApprovalDecision,
+  type ApprovalDecisionResult,
+  type ApprovalQuery,
+  type ApprovalRecord,
+  type ApprovalSubmission,
+  type GuardrailStore,
+  type StoredAuditEvent,
+} from "../../contracts.js";
+import { turnKey } from "../../keys.js";
+import {
+  APPROVAL_ID,
+  approvalRequest,
+  CALL,
+  conform,
+  DECISIONS,
+  expectBoolean,
+  expectInstant,
+  getApproval,
+  pendingRecord,
+  readAudit,
+  requestApproval,
+  SIBLING,
+  STRANGER,
+  TURN,
+  TURN_KEY,
+  turn,
+} from "./fixtures.js";
+import type { StoreTest } from "./harness.js";
+
+const MINUTE = 60 * 1000;
+/** A decision time with an offset: stored exactly as given. */
+const DECIDED_AT = "2031-02-03T06:00:00.000+01:00";
+const APPLIED_AT = "2031-02-03T07:30:00.000+02:00";
+const APPROVE: ApprovalDecision = { decision: "approve" };
+const REJECT: ApprovalDecision = { decision: "reject", message: "Not this title." };
+const EDIT: ApprovalDecision = { decision: "edit", args: { title: "Field notes (edited)" } };
+
+async function decide(
+  store: GuardrailStore,
+  decision: ApprovalDecision,
+  options: { approvalId?: string; operatorRef?: string; decidedAt?: string } = {},
+): Promise<ApprovalDecisionResult> {
+  const result = await store.decideApproval({
+    approvalId: options.approvalId ?? APPROVAL_ID,
+    decision: structuredClone(decision),
+    ...(options.operatorRef === undefined ? {} : { operatorRef: options.operatorRef }),
+    decidedAt: options.decidedAt ?? DECIDED_AT,
+  });
+  return conform(ApprovalDecisionResultSchema, result, "decideApproval's answer");
+}
+
+async function apply(store: GuardrailStore, id: string = APPROVAL_ID, appliedAt: string = APPLIED_AT): Promise<boolean> {
+  const applied = await store.applyApproval({ approvalId: id, appliedAt });
+  expect(typeof applied, "applyApproval must answer a boolean").toBe("boolean");
+  return applied;
+}
+
+async function list(store: GuardrailStore, query?: ApprovalQuery): Promise<ApprovalRecord[]> {
+  const records = query === undefined ? await store.listApprovals() : await store.listApprovals(query);
+  expect(Array.isArray(records), "listApprovals must answer an array").toBe(true);
+  records.forEach((record, index) => conform(ApprovalRecordSchema, record, `listApprovals()[${String(index)}]`));
+  return records;
+}
+
+async function expire(store: GuardrailStore, olderThanMs: number): Promise<number> {
+  const result = await store.expireApprovals({ olderThan: new Date(olderThanMs).toISOString() });
+  return conform(ExpireApprovalsResultSchema, result, "expireApprovals's answer").expired;
+}
+
+const approvalEvents = async (store: GuardrailStore) =>
+  (await readAudit(store)).filter((event) => event.decision === "approval");
+
+/** The record a decision leaves. */
+function decidedRecord(
+  decision: ApprovalDecision,
+  status: ApprovalRecord["status"],
+  options: { request?: ApprovalSubmission; operatorRef?: string; decidedAt?: string } = {},
+): ApprovalRecord {
+  return {
+    ...pendingRecord(options.request),
+    status,
+    decision: structuredClone(decision),
+    ...(options.operatorRef === undefined ? {} : { operatorRef: options.operatorRef }),
+    decidedAt: options.decidedAt ?? DECIDED_AT,
+  };
+}
+
+/**
+ * An approval event: the request's identity and the step, at the store's time; `code` and
+ * `operatorRef` exactly when expected; never argument values.
+ */
+function expectApprovalEvent(
+  event: StoredAuditEvent | undefined,
+  request: ApprovalSubmission,
+  action: string,
+  atMs: number,
+  extra: { code?: string; operatorRef?: string } = {},
+): void {
+  expect(event).toMatchObject({
+    decision: "approval",
+    approvalId: request.approvalId,
+    turnKey: request.turnKey,
+    scopeId: request.scopeId,
+    toolCallId: request.toolCallId,
+    toolName: request.toolName,
+    argsDigest: request.argsDigest,
+    action,
+  });
+  expect(event?.code, `the ${action} event's code`).toBe(extra.code);
+  expect(event?.operatorRef, `the ${action} event's operatorRef`).toBe(extra.operatorRef);
+  expect(event).not.toHaveProperty("args");
+  expect(event).not.toHaveProperty("result");
+  expectInstant(event?.at, atMs, `the ${action} event's time`);
+}
+
+/** Requests that each differ from the main one in one part of the approval id. */
+const OTHER_REQUESTS: readonly (readonly [string, ApprovalSubmission])[] = [
+  ["another turn", approvalRequest(SIBLING)],
+  ["another scope", approvalRequest(STRANGER)],
+  ["another call id", approvalRequest(TURN, { ...CALL, id: "call-2" })],
+  ["another tool", approvalRequest(TURN, { ...CALL, name: "delete_document" })],
+  ["other arguments", approvalRequest(TURN, { ...CALL, args: { title: "Other notes" } })],
+];
+
+export function approvalsSuite(test: StoreTest): void {
+  // -- requests -------------------------------------------------------------------------------
+
+  test("getApproval answers undefined for an id never requested", async ({ store }) => {
+    expect(await getApproval(store)).toBeUndefined();
+    await requestApproval(store, OTHER_REQUESTS[0]?.[1]);
+    expect(await getApproval(store)).toBeUndefined();
+  });
+
+  test("stores a request as pending, exactly as given, and returns it", async ({ store }) => {
+    expect(await requestApproval(store)).toEqual(pendingRecord());
+    expect(await getApproval(store)).toEqual(pendingRecord());
+    expect((await getApproval(store))?.requestedAt).toBe(approvalRequest().requestedAt);
+  });
+
+  test("round-trips a request without a reason, with one guardrail and no arguments", async ({ store }) => {
+    const { reason: _reason, ...rest } = approvalRequest();
+    const bare: ApprovalSubmission = { ...rest, guardrails: ["approval"], args: {}, requestedAt: "2031-02-03T04:05:06Z" };
+    expect(await requestApproval(store, bare)).toEqual(pendingRecord(bare));
+    expect(await getApproval(store)).toEqual(pendingRecord(bare));
+    expect(await getApproval(store)).not.toHaveProperty("reason");
+  });
+
+  test("keeps the first request for an id: a later request with other fields gets it back, unchanged", async ({ store }) => {
+    await requestApproval(store);
+    const later = approvalRequest(TURN, CALL, {
+      args: { title: "Something else" },
+      guardrails: ["other"],
+      reason: "Another reason.",
+      requestedAt: "2031-02-04T00:00:00.000Z",
+    });
+    expect(await requestApproval(store, later)).toEqual(pendingRecord());
+    expect(await getApproval(store)).toEqual(pendingRecord());
+  });
+
+  test("a request for an id that was decided, applied or expired returns that record: it never reopens", async ({ store, clock }) => {
+    await requestApproval(store);
+    await decide(store, APPROVE);
+    expect(await requestApproval(store)).toEqual(decidedRecord(APPROVE, "approved"));
+    await apply(store);
+    expect((await requestApproval(store)).status).toBe("applied");
+
+    const other = approvalRequest(SIBLING);
+    await requestApproval(store, other);
+    clock.advance(MINUTE);
+    await expire(store, Date.parse(other.requestedAt) + 1);
+    expect(await requestApproval(store, other)).toMatchObject({ status: "expired" });
+  });
+
+  for (const [label, other] of OTHER_REQUESTS) {
+    test(`keeps requests apart by approval id: ${label}`, async ({ store }) => {
+      expect(other.approvalId).not.toBe(APPROVAL_ID);
+      await requestApproval(store);
+      expect(await getApproval(store, other.approvalId)).toBeUndefined();
+      expect(await requestApproval(store, other)).toEqual(pendingRecord(other));
+      await decide(store, REJECT);
+      expect(await getApproval(store, other.approvalId)).toEqual(pendingRecord(other));
+      expect(await getApproval(store)).toEqual(decidedRecord(REJECT, "rejected"));
+    });
+  }
+
+  test("appends one requested event with the request's identity, at the store's time; a repeat appends nothing", async ({ store, clock }) => {
+    clock.advance(MINUTE);
+    await requestApproval(store);
+    const at = clock.ms;
+    clock.advance(MINUTE);
+    await requestApproval(store);
+    await requestApproval(store, approvalRequest(TURN, CALL, { reason: "again" }));
+    const events = await readAudit(store);
+    expect(events).toHaveLength(1);
+    expectApprovalEvent(events[0], approvalRequest(), "requested", at);
+  });
+
+  test("16 concurrent first requests for one id: one winner, returned to each, and one requested event", async ({ store }) => {
+    const candidates = Array.from({ length: 16 }, (_, index) =>
+      approvalRequest(TURN, CALL, { reason: `candidate ${String(index)}` }),
+    );
+    const winners = await Promise.all(candidates.map((candidate) => requestApproval(store, candidate)));
+    const stored = await getApproval(store);
+    expect(candidates.map((candidate) => pendingRecord(candidate))).toContainEqual(stored);
+    for (const winner of winners) expect(winner).toEqual(stored);
+    expect(await approvalEvents(store)).toHaveLength(1);
+  });
+
+  test("detaches what it returns: changing a returned record changes nothing stored", async ({ store }) => {
+    const scribble = (record: ApprovalRecord | undefined) => {
+      if (record === undefined) return;
+      record.status = "approved";
+      record.args.title = "changed";
+      (record.args.tags as unknown[]).push("changed");
+      record.guardrails.push("changed");
+      record.decision = { decision: "approve" };
+    };
+    scribble(await requestApproval(store));
+    scribble(await getApproval(store));
+    scribble(await requestApproval(store));
+    const [listed] = await list(store);
+    scribble(listed);
+    expect(await getApproval(store)).toEqual(pendingRecord());
+  });
+
+  test("detaches what it stores: changing the caller's request afterwards changes nothing", async ({ store }) => {
+    const input = approvalRequest();
+    await requestApproval(store, input);
+    input.args.title = "changed";
+    (input.args.tags as unknown[]).push("changed");
+    input.guardrails.push("changed");
+    input.reason = "changed";
+    expect(await getApproval(store)).toEqual(pendingRecord());
+  });
+
+  // -- decisions ------------------------------------------------------------------------------
+
+  for (const [label, decision, status] of DECISIONS) {
+    test(`decides a pending request with ${label}: ${status}, stored with its time and who decided, audited`, async ({ store, clock }) => {
+      await requestApproval(store);
+      clock.advance(MINUTE);
+      const expected = decidedRecord(decision, status, { operatorRef: "reviewer-7" });
+      expect(await decide(store, decision, { operatorRef: "reviewer-7" })).toEqual({ decided: true, record: expected });
+      expect(await getApproval(store)).toEqual(expected);
+      const events = await approvalEvents(store);
+      expect(events.map((event) => event.action)).toEqual(["requested", decision.decision]);
+      expectApprovalEvent(events[1], approvalRequest(), decision.decision, clock.ms, { operatorRef: "reviewer-7" });
+    });
+  }
+
+  test("a decision without an operator reference stores and audits none", async ({ store, clock }) => {
+    await requestApproval(store);
+    expect(await decide(store, EDIT)).toEqual({ decided: true, record: decidedRecord(EDIT, "edited") });
+    expect(await getApproval(store)).not.toHaveProperty("operatorRef");
+    expectApprovalEvent((await approvalEvents(store))[1], approvalRequest(), "edit", clock.ms);
+  });
+
+  test("the first decision wins: a later one is refused already_decided, changes nothing, and is audited", async ({ store, clock }) => {
+    await requestApproval(store);
+    await decide(store, APPROVE, { operatorRef: "reviewer-1" });
+    const first = decidedRecord(APPROVE, "approved", { operatorRef: "reviewer-1" });
+    clock.advance(MINUTE);
+    expect(await decide(store, REJECT, { operatorRef: "reviewer-2", decidedAt: "2031-02-05T00:00:00Z" })).toEqual({
+      decided: false,
+      reason: "already_decided",
+      record: first,
+    });
+    expect(await decide(store, APPROVE)).toEqual({ decided: false, reason: "already_decided", record: first });
+    expect(await getApproval(store)).toEqual(first);
+    const events = await approvalEvents(store);
+    expect(events.map((event) => [event.action, event.code])).toEqual([
+      ["requested", undefined],
+      ["approve", undefined],
+      ["decision_refused", "already_decided"],
+      ["decision_refused", "already_decided"],
+    ]);
+    expectApprovalEvent(events[2], approvalRequest(), "decision_refused", clock.ms, {
+      code: "already_decided",
+      operatorRef: "reviewer-2",
+    });
+    expectApprovalEvent(events[3], approvalRequest(), "decision_refused", clock.ms, { code: "already_decided" });
+  });
+
+  test("16 concurrent decisions of every kind: exactly one decides; the others get its record, refused and audited", async ({ store }) => {
+    await requestApproval(store);
+    const attempts = Array.from({ length: 16 }, (_, index) => ({
+      decision: DECISIONS[index % DECISIONS.length]?.[1] ?? APPROVE,
+      operatorRef: `reviewer-${String(index)}`,
+    }));
+    const results = await Promise.all(attempts.map((attempt) => decide(store, attempt.decision, { operatorRef: attempt.operatorRef })));
+    const winners = results.flatMap((result) => (result.decided ? [result.record] : []));
+    expect(winners).toHaveLength(1);
+    const winner = winners[0];
+    expect(await getApproval(store)).toEqual(winner);
+    for (const result of results.filter((each) => !each.decided)) {
+      expect(result).toEqual({ decided: false, reason: "already_decided", record: winner });
+    }
+    const events = await approvalEvents(store);
+    expect(events.filter((event) => event.action === "decision_refused")).toHaveLength(15);
+    expect(events.filter((event) => event.action === winner?.decision?.decision)).toHaveLength(1);
+  });
+
+  test("an applied request refuses decisions: already_decided, audited", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, EDIT);
+    await apply(store);
+    const applied = await getApproval(store);
+    expect(await decide(store, REJECT)).toEqual({ decided: false, reason: "already_decided", record: applied });
+    expect(await getApproval(store)).toEqual(applied);
+    expect((await approvalEvents(store)).at(-1)).toMatchObject({ action: "decision_refused", code: "already_decided" });
+  });
+
+  test("an expired request refuses decisions: expired, with the record, audited", async ({ store, clock }) => {
+    await requestApproval(store);
+    clock.advance(MINUTE);
+    await expire(store, clock.ms);
+    const expired = await getApproval(store);
+    expect(await decide(store, APPROVE, { operatorRef: "late-reviewer" })).toEqual({
+      decided: false,
+      reason: "expired",
+      record: expired,
+    });
+    expect(await getApproval(store)).toEqual(expired);
+    expectApprovalEvent((await approvalEvents(store)).at(-1), approvalRequest(), "decision_refused", clock.ms, {
+      code: "expired",
+      operatorRef: "late-reviewer",
+    });
+  });
+
+  test("not_found: a decision for an id never requested creates nothing and appends nothing", async ({ store }) => {
+    expect(await decide(store, APPROVE)).toEqual({ decided: false, reason: "not_found" });
+    expect(await getApproval(store)).toBeUndefined();
+    expect(await list(store)).toEqual([]);
+    expect(await readAudit(store)).toEqual([]);
+  });
+
+  test("detaches the decision: changing the caller's edit or the returned record afterwards changes nothing", async ({ store }) => {
+    await requestApproval(store);
+    const decision = { decision: "edit" as const, args: { title: "Edited", tags: ["a"] } };
+    const result = await store.decideApproval({ approvalId: APPROVAL_ID, decision, decidedAt: DECIDED_AT });
+    decision.args.title = "changed";
+    decision.args.tags.push("changed");
+    if (result.record?.decision?.decision === "edit") result.record.decision.args.title = "changed";
+    if (result.record !== undefined) result.record.status = "rejected";
+    expect(await getApproval(store)).toEqual(decidedRecord({ decision: "edit", args: { title: "Edited", tags: ["a"] } }, "edited"));
+  });
+
+  // -- applying -------------------------------------------------------------------------------
+
+  for (const [decision, status] of [
+    [APPROVE, "approved"],
+    [EDIT, "edited"],
+  ] as const) {
+    test(`applies an ${status} request: true, applied at the given time, its decision kept, audited`, async ({ store, clock }) => {
+      await requestApproval(store);
+      await decide(store, decision, { operatorRef: "reviewer-1" });
+      clock.advance(MINUTE);
+      expectBoolean(await apply(store), true, `applying an ${status} request`);
+      const expected = { ...decidedRecord(decision, status, { operatorRef: "reviewer-1" }), status: "applied", appliedAt: APPLIED_AT };
+      expect(await getApproval(store)).toEqual(expected);
+      const events = await approvalEvents(store);
+      expect(events.map((event) => event.action)).toEqual(["requested", decision.decision, "applied"]);
+      expectApprovalEvent(events[2], approvalRequest(), "applied", clock.ms);
+    });
+  }
+
+  test("applies only approved or edited requests: anything else is false, changes nothing and appends nothing", async ({ store, clock }) => {
+    const pending = approvalRequest(turn("pending"));
+    const rejected = approvalRequest(turn("rejected"));
+    const applied = approvalRequest(turn("applied"));
+    const expired = approvalRequest(turn("expired"), CALL, { requestedAt: "2031-02-01T00:00:00.000Z" });
+    for (const request of [pending, rejected, applied, expired]) await requestApproval(store, request);
+    await decide(store, REJECT, { approvalId: rejected.approvalId });
+    await decide(store, APPROVE, { approvalId: applied.approvalId });
+    await apply(store, applied.approvalId);
+    await expire(store, Date.parse("2031-02-02T00:00:00.000Z"));
+    const before = { records: await list(store), trail: await readAudit(store) };
+    clock.advance(MINUTE);
+    for (const [label, id] of [
+      ["pending", pending.approvalId],
+      ["rejected", rejected.approvalId],
+      ["applied", applied.approvalId],
+      ["expired", expired.approvalId],
+      ["never requested", APPROVAL_ID],
+    ] as const) {
+      expectBoolean(await apply(store, id, "2031-03-01T00:00:00.000Z"), false, `applying a ${label} request`);
+    }
+    expect(await list(store)).toEqual(before.records);
+    expect(await readAudit(store)).toEqual(before.trail);
+  });
+
+  test("8 racing applications: exactly one applies and is audited", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, APPROVE);
+    const applied = await Promise.all(
+      Array.from({ length: 8 }, (_, index) => apply(store, APPROVAL_ID, `2031-02-03T08:00:0${String(index)}.000Z`)),
+    );
+    expect(applied.filter((value) => value)).toHaveLength(1);
+    expect((await getApproval(store))?.appliedAt).toBe(`2031-02-03T08:00:0${String(applied.indexOf(true))}.000Z`);
+    expect((await approvalEvents(store)).filter((event) => event.action === "applied")).toHaveLength(1);
+  });
+
+  // -- listing --------------------------------------------------------------------------------
+
+  test("a fresh store lists nothing", async ({ store }) => {
+    expect(await list(store)).toEqual([]);
+    expect(await list(store, {})).toEqual([]);
+  });
+
+  test("lists oldest requestedAt first, comparing instants rather than text or request order", async ({ store }) => {
+    const times = [
+      "2031-02-03T05:30:00.000+02:00", // 03:30Z: second, though it sorts last as text
+      "2031-02-03T04:00:00.000Z", // fourth
+      "2031-02-03T03:00:00.000Z", // first
+      "2031-02-03T00:45:00.000-03:00", // 03:45Z: third
+    ];
+    const requests = times.map((requestedAt, index) => approvalRequest(turn(`listed-${String(index)}`), CALL, { requestedAt }));
+    for (const request of requests) await requestApproval(store, request);
+    const order = [2, 0, 3, 1];
+    expect((await list(store)).map((record) => record.requestedAt)).toEqual(order.map((index) => times[index]));
+  });
+
+  test("requests made at the same instant are listed in the order they were requested", async ({ store }) => {
+    // Ids against request order, and one written with an offset: neither may decide the order.
+    const requests = Array.from({ length: 5 }, (_, index) =>
+      approvalRequest(turn(`tied-${String(index)}`), CALL, {
+        requestedAt: index === 2 ? "2031-02-03T06:05:06.789+02:00" : "2031-02-03T04:05:06.789Z",
+      }),
+    ).sort((a, b) => (a.approvalId < b.approvalId ? 1 : -1));
+    for (const request of requests) await requestApproval(store, request);
+    expect((await list(store)).map((record) => record.approvalId)).toEqual(requests.map((request) => request.approvalId));
+  });
+
+  test("filters by status and by turn key, together, and limits after ordering", async ({ store }) => {
+    const at = (minute: number) => new Date(Date.UTC(2031, 1, 3, 4, minute)).toISOString();
+    const mine = [0, 1, 2, 3].map((index) => approvalRequest(TURN, { ...CALL, id: `call-${String(index)}` }, { requestedAt: at(10 - index) }));
+    const theirs = [0, 1].map((index) => approvalRequest(STRANGER, { ...CALL, id: `call-${String(index)}` }, { requestedAt: at(index) }));
+    for (const request of [...mine, ...theirs]) await requestApproval(store, request);
+    await decide(store, APPROVE, { approvalId: mine[1]?.approvalId });
+    await decide(store, REJECT, { approvalId: theirs[0]?.approvalId });
+    const ids = (records: ApprovalRecord[]) => records.map((record) => record.approvalId);
+
+    expect(ids(await list(store, { turnKey: TURN_KEY }))).toEqual([3, 2, 1, 0].map((index) => mine[index]?.approvalId));
+    expect(ids(await list(store, { status: "pending" }))).toEqual(
+      [theirs[1], mine[3], mine[2], mine[0]].map((request) => request?.approvalId),
+    );
+    expect(ids(await list(store, { status: "pending", turnKey: TURN_KEY }))).toEqual(
+      [mine[3], mine[2], mine[0]].map((request) => request?.approvalId),
+    );
+    expect(ids(await list(store, { status: "approved" }))).toEqual([mine[1]?.approvalId]);
+    expect(await list(store, { status: "expired" })).toEqual([]);
+    expect(await list(store, { turnKey: turnKey(SIBLING) })).toEqual([]);
+    expect(ids(await list(store, { limit: 2 }))).toEqual([theirs[0], theirs[1]].map((request) => request?.approvalId));
+    expect(ids(await list(store, { status: "pending", turnKey: TURN_KEY, limit: 1 }))).toEqual([mine[3]?.approvalId]);
+    expect(await list(store, { limit: 10_000 })).toHaveLength(6);
+  });
+
+  test("lists each request as it stands now", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, EDIT, { operatorRef: "reviewer-1" });
+    expect(await list(store)).toEqual([decidedRecord(EDIT, "edited", { operatorRef: "reviewer-1" })]);
+    await apply(store);
+    expect(await list(store)).toEqual([await getApproval(store)]);
+  });
+
+  // -- expiry ---------------------------------------------------------------------------------
+
+  test("expires pending requests made strictly before the cut-off, at the store's time, one event each", async ({ store, clock }) => {
+    const cutoff = Date.parse("2031-02-03T04:00:00.000Z");
+    const early = approvalRequest(turn("early"), CALL, { requestedAt: "2031-02-03T03:59:59.999Z" });
+    const earlyOffset = approvalRequest(turn("early-offset"), CALL, { requestedAt: "2031-02-03T05:30:00.000+02:00" });
+    const atCutoff = approvalRequest(turn("at-cutoff"), CALL, { requestedAt: "2031-02-03T06:00:00.000+02:00" });
+    const late = approvalRequest(turn("late"), CALL, { requestedAt: "2031-02-03T04:00:00.001Z" });
+    const decided = approvalRequest(turn("decided"), CALL, { requestedAt: "2031-02-03T01:00:00.000Z" });
+    for (const request of [early, earlyOffset, atCutoff, late, decided]) await requestApproval(store, request);
+    await decide(store, APPROVE, { approvalId: decided.approvalId });
+    clock.advance(MINUTE);
+    const before = (await readAudit(store)).length;
+
+    expect(await expire(store, cutoff)).toBe(2);
+    for (const request of [early, earlyOffset]) {
+      const record = await getApproval(store, request.approvalId);
+      expectInstant(record?.expiredAt, clock.ms, "expiredAt");
+      expect(record).toEqual({ ...pendingRecord(request), status: "expired", expiredAt: record?.expiredAt });
+    }
+    for (const request of [atCutoff, late]) expect(await getApproval(store, request.approvalId)).toEqual(pendingRecord(request));
+    expect(await getApproval(store, decided.approvalId)).toEqual(decidedRecord(APPROVE, "approved", { request: decided }));
+    const events = (await readAudit(store)).slice(before);
+    expect(events.map((event) => event.approvalId).sort()).toEqual([early.approvalId, earlyOffset.approvalId].sort());
+    for (const event of events) {
+      expectApprovalEvent(event, event.approvalId === early.approvalId ? early : earlyOffset, "expired", clock.ms);
+    }
+  });
+
+  test("expiry is idempotent: a second run finds nothing and appends nothing", async ({ store, clock }) => {
+    await requestApproval(store);
+    clock.advance(MINUTE);
+    expect(await expire(store, clock.ms)).toBe(1);
+    const trail = await readAudit(store);
+    const record = await getApproval(store);
+    clock.advance(MINUTE);
+    expect(await expire(store, clock.ms)).toBe(0);
+    expect(await readAudit(store)).toEqual(trail);
+    expect(await getApproval(store)).toEqual(record);
+  });
+
+  test("a fresh store expires nothing", async ({ store, clock }) => {
+    expect(await expire(store, clock.ms + 365 * 24 * 60 * MINUTE)).toBe(0);
+    expect(await readAudit(store)).toEqual([]);
+  });
+
+  test("a decision racing an expiry: exactly one of them changes the request", async ({ store, clock }) => {
+    await requestApproval(store);
+    clock.advance(MINUTE);
+    const [decided, expired] = await Promise.all([decide(store, APPROVE), expire(store, clock.ms)]);
+    expect(decided.decided !== (expired === 1), `decided: ${String(decided.decided)}, expired: ${String(expired)}`).toBe(true);
+    const record = await getApproval(store);
+    if (decided.decided) {
+      expect(record?.status).toBe("approved");
+    } else {
+      expect(decided).toEqual({ decided: false, reason: "expired", record });
+      expect(record?.status).toBe("expired");
+    }
+  });
+}
