@@ -123,7 +123,7 @@ const expected = [
   "issue_credit [success]: Credited 150 EUR to cus_42",
   "credits issued: 1",
   "observed large credits: 1",
-  "audit: verdict:invalid_arguments:deny, refused:invalid_arguments, verdict:observe, verdict:approve, approval:requested, approval:approve, executed",
+  "audit: refused:invalid_arguments, verdict:observe, verdict:approve, approval:requested, approval:approve, approval:applied, executed",
 ];
 if (lines.join("\n") !== expected.join("\n")) {
   console.error("\nexample: the trace differs from the expected one");

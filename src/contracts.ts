@@ -584,6 +584,7 @@ export const REFUSAL_CODES = {
   invalid_arguments: "invalid_arguments",
   guardrail_denied: "guardrail_denied",
   approval_rejected: "approval_rejected",
+  approval_expired: "approval_expired",
   read_batch_deferred: "read_batch_deferred",
   single_mutation: "single_mutation",
   read_required: "read_required",

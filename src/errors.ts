@@ -144,10 +144,8 @@ export class SettlementError extends Error {
 
 /** Why an approval could not be applied. */
 export type ApprovalErrorCode =
-  /** The resume value is not `{ decision: "approve" | "reject" | "edit", ... }`. */
-  | "invalid_decision"
-  /** Edited arguments failed the guardrails or `authorize`: the person's edit, not the model's. */
-  | "edit_rejected";
+  /** Edited arguments failed the tool's parse, the guardrails or `authorize`: the person's edit, not the model's. */
+  "edit_rejected";
 
 /**
  * A person's approval decision could not be applied. Thrown (the run fails) rather than told to

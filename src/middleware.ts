@@ -9,7 +9,6 @@ import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
-import { findStep } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import type { Guardrail } from "./guardrails/port.js";
@@ -162,11 +161,10 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       const kind = kindOf(name);
       const callTurn = { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey };
       const call = new GovernedCall(governance, request, callTurn, kind);
-      const step = request.toolCall.id === undefined ? undefined : findStep(messages, request.toolCall.id);
       const policy = policies.get(name);
       const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input);
       const refused =
-        checkStep(call, step) ?? // 2-3: unregistered_tool, duplicate_call_id
+        checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
         (await parse(call)) ?? // 4: invalid_arguments
         checkScope(call, policy?.scope) ?? // 5: out_of_scope
         (await authorizeCall(call, asked)) ?? // 6: unauthorized
@@ -174,7 +172,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       if (refused !== undefined) return refused;
       const attempts = policy ?? unreachable();
       if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8
-      return runMutation(call, handler, attempts, { step: step ?? [], messages, humanIndex, kindOf, requireResolvedScope }); // 9
+      return runMutation(call, handler, attempts, { messages, humanIndex, kindOf, requireResolvedScope }); // 9
     },
   });
 

@@ -7,27 +7,20 @@
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
-import { interrupt } from "@langchain/langgraph";
 import {
-  ApprovalDecisionResultSchema,
-  ApprovalDecisionSchema,
-  ApprovalRecordSchema,
   GuardrailVerdictSchema,
-  type ApprovalDecision,
-  type ApprovalRecord,
   type GuardrailStore,
   type GuardrailVerdict,
   type JsonValue,
   type ToolKind,
   type VerdictKey,
 } from "../contracts.js";
-import { digest } from "../digest.js";
 import { ApprovalError } from "../errors.js";
-import { parseStoreValue } from "../stores/validate.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal } from "../tool-messages.js";
-import { appliesTo, type ApprovalRequest, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
+import { approvalFor, type ApprovalAsk, type ApprovalHandle } from "./approvals.js";
+import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
 import { declaredSchema, parsedByZod, zodSchemaOf } from "./schema.js";
 import type { ParsedArguments } from "../execution/parse.js";
 
@@ -57,12 +50,23 @@ export interface GuardrailEnvironment {
   readonly turn: GuardrailContext["turn"];
   readonly scopeId: string;
   readonly signal: AbortSignal | undefined;
+  /** The other call ids of the call's model step: an approval answer must be keyed when they asked too. */
+  readonly siblings: readonly string[];
+  /** A mutation may go on with an approval an earlier execution applied: its claim replays it. */
+  readonly reuseApplied: boolean;
+}
+
+/** An approval that let the call through, and how to ask again for a new execution. */
+export interface Approved {
+  readonly handle: ApprovalHandle;
+  /** Asks a person again, for the next execution (pauses the run). */
+  renew(): Promise<Evaluation>;
 }
 
 /** The guardrails' answer for a call. */
 export type Evaluation =
   /** Run the call, with these arguments (a person may have edited them). */
-  | { readonly pass: CheckedCall }
+  | { readonly pass: CheckedCall; readonly approval?: Approved }
   /** Refused: the model gets `refusal`; the audit records `code` and the deciding `guardrail`. */
   | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string };
 
@@ -108,15 +112,27 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
     if (verdict.action === "approve") approvals.push({ guardrail: guardrail.name, reason: verdict.reason });
   }
   if (approvals.length === 0) return { pass: call };
+  const reasons = approvals.flatMap((approval) => (approval.reason === undefined ? [] : [approval.reason]));
+  const ask: ApprovalAsk = {
+    guardrails: approvals.map((approval) => approval.guardrail),
+    reason: reasons.length === 0 ? undefined : reasons.join(" "),
+  };
+  return approve(env, ask, call, edits, 0);
+}
 
-  const approvedBy = approvals.map((approval) => approval.guardrail).join(",");
-  const decision = await approvalDecision(env, approvals, call);
-  if (decision.decision === "approve") return { pass: call };
-  if (decision.decision === "reject") {
-    const details = decision.message === undefined ? undefined : { reviewerMessage: decision.message };
-    return { refusal: refusal(call, "approval_rejected", details), code: "approval_rejected", guardrail: approvedBy };
+/** The person's decision for execution `from` of the call (or a later one), as an evaluation. */
+async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: CheckedCall, edits: EditChecks, from: number): Promise<Evaluation> {
+  const outcome = await approvalFor(env, ask, call, { from, reuseApplied: env.reuseApplied });
+  const guardrail = ask.guardrails.join(",");
+  if ("expired" in outcome) return { refusal: refusal(call, "approval_expired"), code: "approval_expired", guardrail };
+  if (!("handle" in outcome)) {
+    const { message } = outcome.decision;
+    const details = message === undefined ? undefined : { reviewerMessage: message };
+    return { refusal: refusal(call, "approval_rejected", details), code: "approval_rejected", guardrail };
   }
-  return { pass: await checkEdit(env, call, decision.args, edits) };
+  const { decision, handle } = outcome;
+  const pass = decision.decision === "edit" ? await checkEdit(env, call, decision.args, edits) : call;
+  return { pass, approval: { handle, renew: () => approve(env, ask, call, edits, handle.execution + 1) } };
 }
 
 /**
@@ -275,77 +291,4 @@ function failedCheck(what: string): GuardrailVerdict {
     detections: [],
     reason: `A guardrail ${what} while checking this call, so it did not run. Try again later or tell the user.`,
   };
-}
-
-/**
- * The person's decision on an `approve` verdict. With a store, the call's approval request is
- * stored first (once: its id binds turn, tool, call id and arguments) and a request decided
- * before is answered from the store, so nobody is asked twice; otherwise the run pauses with an
- * interrupt, and the resume value is submitted as the decision, where the first decision wins.
- * Throws `ApprovalError` for a resume value that is not a valid decision.
- */
-async function approvalDecision(
-  env: GuardrailEnvironment,
-  approvals: readonly { readonly guardrail: string; readonly reason: string | undefined }[],
-  call: CheckedCall,
-): Promise<ApprovalDecision> {
-  const guardrails = approvals.map((approval) => approval.guardrail);
-  const reasons = approvals.flatMap((approval) => (approval.reason === undefined ? [] : [approval.reason]));
-  const reason = reasons.length === 0 ? undefined : reasons.join(" ");
-  const { turnKey } = env.turn;
-  const approvalId = digest({ kind: "arkah.approval", v: 1, turnKey, toolName: call.name, toolCallId: call.id, argsDigest: call.argsDigest });
-  if (env.store !== undefined) {
-    const submission = {
-      approvalId,
-      turnKey,
-      scopeId: env.scopeId,
-      toolCallId: call.id,
-      toolName: call.name,
-      argsDigest: call.argsDigest,
-      args: call.args,
-      guardrails,
-      ...(reason === undefined ? {} : { reason }),
-      requestedAt: new Date().toISOString(),
-    };
-    const stored = parseStoreValue(ApprovalRecordSchema, await env.store.requestApproval(submission), "requestApproval answer");
-    if (stored.status !== "pending") return recordedDecision(stored);
-  }
-
-  const request: ApprovalRequest = {
-    type: "arkah.approval",
-    approvalId,
-    guardrails,
-    toolCallId: call.id,
-    tool: call.name,
-    args: call.args,
-    argsDigest: call.argsDigest,
-    reason,
-  };
-  const answer: unknown = interrupt(request);
-  const parsed = ApprovalDecisionSchema.safeParse(answer);
-  if (!parsed.success) {
-    throw new ApprovalError(
-      "invalid_decision",
-      `the resume value for approval of ${call.name} call ${call.id} is not { decision: "approve" | "reject" | "edit" }`,
-    );
-  }
-  if (env.store === undefined) return parsed.data;
-  const result = parseStoreValue(
-    ApprovalDecisionResultSchema,
-    await env.store.decideApproval({ approvalId, decision: parsed.data, decidedAt: new Date().toISOString() }),
-    "decideApproval answer",
-  );
-  // Decided now, or before (the first decision wins), or expired meanwhile: the stored record says.
-  if (result.record === undefined) {
-    throw new Error(`the approval request for ${call.name} call ${call.id} vanished before its decision was stored`);
-  }
-  return recordedDecision(result.record);
-}
-
-/**
- * What a request that is no longer pending decides: its decision (an applied request was approved
- * or edited, so it counts as that); an expired one, which nobody decided, counts as a rejection.
- */
-function recordedDecision(record: ApprovalRecord): ApprovalDecision {
-  return record.decision ?? { decision: "reject" };
 }

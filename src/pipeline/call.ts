@@ -7,7 +7,9 @@ import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallRequest } from "langchain";
 import type { AuditDraft, AuditTrail } from "../audit.js";
 import type { GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
+import { findStep, type StepCall } from "../decision/transcript.js";
 import type { ParsedArguments, SealableTool } from "../execution/parse.js";
+import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { Guardrail } from "../guardrails/port.js";
 import type { GuardrailLogger } from "../logger.js";
 import { refusal } from "../tool-messages.js";
@@ -36,16 +38,31 @@ export class GovernedCall {
   readonly turn: CallTurn;
   /** The tool's kind under the document guardrails; undefined for unregistered tools. */
   readonly kind: ToolKind | undefined;
+  /** The tool calls of the model step that proposed this one, as the transcript shows it. */
+  readonly step: readonly StepCall[] | undefined;
   /** Set by the step check. */
   tool: SealableTool | undefined;
   /** Set by the parse stage; replaced by an approver's edit. */
   arguments: CallArguments | undefined;
+  /** Set by the guardrails when a person approved the call: this execution must apply it. */
+  approval: Approved | undefined;
 
   constructor(governance: Governance, request: ToolCallRequest, turn: CallTurn, kind: ToolKind | undefined) {
     this.governance = governance;
     this.request = request;
     this.turn = turn;
     this.kind = kind;
+    const { id } = request.toolCall;
+    this.step = id === undefined ? undefined : findStep(request.state.messages, id);
+  }
+
+  /** Takes the arguments (and approval) an evaluation let through: an approver may have edited them. */
+  adopt(pass: CheckedCall, approval: Approved | undefined): void {
+    const current = this.checked;
+    if (pass.argsDigest !== current.argsDigest || pass.rawDigest !== current.rawDigest) {
+      this.arguments = { raw: pass.rawArgs, rawDigest: pass.rawDigest, args: pass.args, argsDigest: pass.argsDigest };
+    }
+    this.approval = approval;
   }
 
   get name(): string {

@@ -6,16 +6,17 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph";
 import type { ToolCallHandler } from "langchain";
-import type { MutationResult, MutationSettlement, RefusalCode, ToolKind } from "../contracts.js";
+import type { GuardrailStore, MutationIdentity, MutationResult, MutationSettlement, RefusalCode, ToolKind } from "../contracts.js";
 import { checkMutationStep, claimAction } from "../decision/plan.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
-import { readCandidates, type StepCall } from "../decision/transcript.js";
+import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError } from "../errors.js";
 import { Seal, sealScope } from "../execution/seal.js";
 import { mutationIdentity, readEvidenceDigest } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
 import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
 import { refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
 
 /** How often the middleware itself may run a call's tool (the tool policy's `retry`). */
@@ -77,6 +78,8 @@ export async function runRead(
   handler: ToolCallHandler,
   options: Attempts & { readonly requireText: boolean },
 ): Promise<ToolResult> {
+  const unapproved = await applyApproval(call);
+  if (unapproved !== undefined) return unapproved;
   const { finding, outcome } = await sealedRun(call, handler, options);
   if ("broken" in finding) return brokenSeal(call, finding.broken);
   if ("error" in outcome) return toolFailed(call, outcome.error);
@@ -104,7 +107,6 @@ export async function runRead(
 
 /** What the mutation path needs of the transcript and the options. */
 export interface MutationContext {
-  readonly step: readonly StepCall[];
   readonly messages: Parameters<typeof readCandidates>[0];
   /** Index of the admitted user message. */
   readonly humanIndex: number;
@@ -119,27 +121,43 @@ export async function runMutation(
   attempts: Attempts,
   context: MutationContext,
 ): Promise<ToolResult> {
-  const stepRefusal = checkMutationStep(call.id, context.step, context.kindOf);
+  const stepRefusal = checkMutationStep(call.id, call.step ?? [], context.kindOf);
   if (stepRefusal !== undefined) return call.refuse(stepRefusal.refuse);
   if (!(await hasTrustedRead(call, context))) return call.refuse("read_required");
 
-  call.signal?.throwIfAborted();
   const store = call.governance.store;
   if (store === undefined) throw new Error("unreachable: the document guardrails always have a store");
-  const identity = mutationIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest });
-  const action = claimAction(
-    parseClaimResult(await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope })),
-  );
+  const claim = async () => {
+    call.signal?.throwIfAborted();
+    const identity = mutationIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest });
+    const requireResolvedScope = context.requireResolvedScope;
+    return { identity, action: claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope }))) };
+  };
+  let { identity, action } = await claim();
+  // An approval covers one execution. One an earlier execution used covers this call's replay
+  // only: a slot that opened again (a no-effect reconciliation) needs a new one, so the claim
+  // is given back while a person is asked.
+  while ("execute" in action && call.approval !== undefined && !(await coversThisExecution(call.approval))) {
+    await releaseClaim(call, store, identity, action.execute);
+    const renewed = await call.approval.renew();
+    if ("refusal" in renewed) {
+      await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
+      return renewed.refusal;
+    }
+    call.adopt(renewed.pass, renewed.approval);
+    ({ identity, action } = await claim());
+  }
   if ("refuse" in action) return call.refuse(action.refuse);
   const { mutationKey } = identity;
   if ("replay" in action) {
     await call.record({ decision: "replayed", mutationKey, result: action.replay.content });
     return replayMessage(call, action.replay);
   }
+  const token = action.execute;
 
   // The slot is ours: run once, then settle with what really happened.
   const settle = async (outcome: { outcome: "unknown" } | { outcome: "complete"; result: MutationResult }) => {
-    const settlement: MutationSettlement = { turnKey: call.turn.turnKey, token: action.execute, ...outcome };
+    const settlement: MutationSettlement = { turnKey: call.turn.turnKey, token, ...outcome };
     let applied: boolean;
     try {
       applied = parseStoreValue(StoreBooleanSchema, await store.settleMutation(settlement), "settleMutation answer");
@@ -163,22 +181,7 @@ export async function runMutation(
     await settle({ outcome: "unknown" });
     await call.record({ decision: "failed", mutationKey, code });
   };
-  // The body provably never started: nothing can have been written, so the slot is given back.
-  // A release that fails leaves the claim pending: closed, as after a lost settlement.
-  const release = async () => {
-    const released = parseStoreValue(
-      StoreBooleanSchema,
-      await store.releaseMutation({ turnKey: call.turn.turnKey, token: action.execute }),
-      "releaseMutation answer",
-    );
-    if (!released) {
-      call.governance.logger.warn("release rejected: the claim is no longer pending under this token", {
-        toolName: call.name,
-        toolCallId: call.id,
-        mutationKey,
-      });
-    }
-  };
+  const release = () => releaseClaim(call, store, identity, token);
 
   const { finding, outcome } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) {
@@ -215,6 +218,46 @@ export async function runMutation(
   await settle({ outcome: "complete", result: text });
   await call.record({ decision: "executed", mutationKey, args: call.checked.args, result: text.content });
   return outcome.result;
+}
+
+/**
+ * Gives the slot back: the body provably never started, so nothing can have been written. A
+ * release that fails leaves the claim pending: closed, as after a lost settlement.
+ */
+async function releaseClaim(call: GovernedCall, store: GuardrailStore, identity: MutationIdentity, token: string): Promise<void> {
+  const released = parseStoreValue(
+    StoreBooleanSchema,
+    await store.releaseMutation({ turnKey: identity.turnKey, token }),
+    "releaseMutation answer",
+  );
+  if (!released) {
+    call.governance.logger.warn("release rejected: the claim is no longer pending under this token", {
+      toolName: call.name,
+      toolCallId: call.id,
+      mutationKey: identity.mutationKey,
+    });
+  }
+}
+
+/**
+ * Applies the call's approval to this execution. One an earlier execution used, or that a
+ * concurrent one took first, does not cover it: a person is asked again (the run pauses).
+ */
+async function applyApproval(call: GovernedCall): Promise<ToolMessage | undefined> {
+  while (call.approval !== undefined && !(await coversThisExecution(call.approval))) {
+    const renewed = await call.approval.renew();
+    if ("refusal" in renewed) {
+      await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
+      return renewed.refusal;
+    }
+    call.adopt(renewed.pass, renewed.approval);
+  }
+  return undefined;
+}
+
+/** Whether the approval is this execution's: unused, and applied now (a concurrent one may take it first). */
+async function coversThisExecution(approval: Approved): Promise<boolean> {
+  return !approval.handle.used && (await approval.handle.apply());
 }
 
 /** A tool that threw: interrupts and cancellations propagate, anything else is `tool_failed`. */

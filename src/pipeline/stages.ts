@@ -5,7 +5,6 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ScopeOf, ToolKind } from "../contracts.js";
 import { checkCall } from "../decision/plan.js";
-import type { StepCall } from "../decision/transcript.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
 import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
 import { argumentIssueDetails } from "../guardrails/schema.js";
@@ -24,9 +23,9 @@ export interface AskedCall {
  * The tool is registered, exposed and sealable, and every call id of its step is present,
  * well-formed and unique (checked for the whole step, so no call of a bad step runs).
  */
-export function checkStep(call: GovernedCall, step: readonly StepCall[] | undefined): Promise<ToolMessage> | undefined {
+export function checkStep(call: GovernedCall): Promise<ToolMessage> | undefined {
   const { request } = call;
-  const checked = checkCall(request.toolCall, step, call.kind, request.tool !== undefined);
+  const checked = checkCall(request.toolCall, call.step, call.kind, request.tool !== undefined);
   if ("refuse" in checked) return call.refuse(checked.refuse);
   if (!isSealable(request.tool)) {
     call.governance.logger.warn("a governed tool is not a LangChain StructuredTool, so its calls cannot be sealed; refused", {
@@ -107,6 +106,8 @@ export async function guard(
     turn: call.turn,
     scopeId: call.turn.scopeId,
     signal: call.signal,
+    siblings: (call.step ?? []).flatMap((sibling) => (sibling.id === undefined || sibling.id === call.id ? [] : [sibling.id])),
+    reuseApplied: call.kind === "mutation",
   };
   const evaluation = await evaluateGuardrails(env, checkedCall(call.request.tool, call, call.checked), {
     parse: (raw) => parseSafely(call, raw),
@@ -119,10 +120,7 @@ export async function guard(
     await call.record({ decision: "refused", code, guardrail });
     return evaluation.refusal;
   }
-  const { pass } = evaluation;
-  if (pass.argsDigest !== call.checked.argsDigest || pass.rawDigest !== call.checked.rawDigest) {
-    call.arguments = { raw: pass.rawArgs, rawDigest: pass.rawDigest, args: pass.args, argsDigest: pass.argsDigest };
-  }
+  call.adopt(evaluation.pass, evaluation.approval);
   return undefined;
 }
 

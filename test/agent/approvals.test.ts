@@ -180,7 +180,9 @@ async function answerEach(
     for (const entry of result.__interrupt__ ?? []) {
       const request = entry.value as ApprovalRequest;
       asked.push(request);
-      answers[entry.id ?? ""] = decide(request);
+      // Keyed twice: by interrupt id, and by approvalId, which requests of one step need.
+      const answer = decide(request);
+      answers[entry.id ?? ""] = typeof answer === "object" && answer !== null ? { ...answer, approvalId: request.approvalId } : answer;
     }
     result = await run.resume(answers);
   }
@@ -208,6 +210,7 @@ function approvalIdOf(input: TurnInput, call: { id: string; name: string; args: 
     toolName: call.name,
     toolCallId: call.id,
     argsDigest: digest(call.args),
+    execution: 0,
   });
 }
 
@@ -275,7 +278,8 @@ describe("an approve verdict pauses the call with an interrupt before any claim"
     expect(turn.service.writes).toBe(1);
     expect(before.runs("w1")).toBe(1);
     expect(approval.runs("w1")).toBe(1);
-    expect(await renameApproval(turn)).toMatchObject({ status: "approved", decision: { decision: "approve" } });
+    // The execution it allowed used it.
+    expect(await renameApproval(turn)).toMatchObject({ status: "applied", decision: { decision: "approve" } });
   });
 
   it("a transport retry of the approved call is not asked again: the recorded decision is used", async () => {
@@ -398,12 +402,13 @@ describe("the stored request decides: the first decision wins", () => {
 
     expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes","revision":1}' });
     expect(turn.service.writes).toBe(1);
-    expect(await renameApproval(turn)).toMatchObject({ status: "approved", operatorRef: "ops-1" });
+    expect(await renameApproval(turn)).toMatchObject({ status: "applied", operatorRef: "ops-1" });
     // The request was decided when the call re-ran, so nobody was asked and nothing else was submitted.
     const steps = (await turn.store.readAudit()).filter((event) => event.decision === "approval");
     expect(steps.map((event) => [event.action, event.operatorRef])).toEqual([
       ["requested", undefined],
       ["approve", "ops-1"],
+      ["applied", undefined],
     ]);
   });
 
@@ -470,7 +475,7 @@ describe("the stored request decides: the first decision wins", () => {
     expect(turn.service.writes).toBe(0);
   });
 
-  it("an applied request counts as its decision: approved", async () => {
+  it("an applied request does not cover another execution: the person is asked again, and that answer decides", async () => {
     const turn = await admittedTurn();
     const first = approvalAgent(turn, {
       script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
@@ -478,15 +483,23 @@ describe("the stored request decides: the first decision wins", () => {
       threadId: "first",
     });
     const [request] = approvalRequests(await first.start());
+    // Someone else's execution used this approval while the run was paused.
     await turn.store.decideApproval({ approvalId: request?.approvalId ?? "", decision: { decision: "approve" }, decidedAt: new Date().toISOString() });
     expect(await turn.store.applyApproval({ approvalId: request?.approvalId ?? "", appliedAt: new Date().toISOString() })).toBe(true);
-    const done = await first.resume({ decision: "reject" });
+    const again = await first.resume({ decision: "approve" });
 
-    expect(outcomeOf(done.messages, "w1").status).toBe("success");
-    expect(turn.service.writes).toBe(1);
+    // The answer meant for the used request is not taken for the new one, which must be keyed.
+    const [renewed] = approvalRequests(again);
+    expect(renewed?.approvalId).not.toBe(request?.approvalId);
+    expect((renewed as { problem?: string } | undefined)?.problem).toMatch(/approvalId/);
+    expect(turn.service.writes).toBe(0);
+    expect(await turn.store.listUnresolved()).toEqual([]);
+    const done = await first.resume({ decision: "reject", approvalId: renewed?.approvalId });
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
+    expect(turn.service.writes).toBe(0);
   });
 
-  it("an expired request is never put to a person again: the call is refused approval_rejected", async () => {
+  it("an expired request is never put to a person again: the call is refused approval_expired", async () => {
     const turn = await admittedTurn();
     const first = approvalAgent(turn, {
       script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
@@ -496,7 +509,7 @@ describe("the stored request decides: the first decision wins", () => {
     expect(await turn.store.expireApprovals({ olderThan: "2999-01-01T00:00:00.000Z" })).toEqual({ expired: 1 });
     const done = await first.resume({ decision: "approve" });
 
-    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "error", code: "approval_rejected" });
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "error", code: "approval_expired" });
     expect(turn.service.writes).toBe(0);
     expect((await renameApproval(turn))?.status).toBe("expired");
     expect((await turn.store.readAudit()).filter((event) => event.decision === "approval").map((event) => event.action)).toEqual([
@@ -637,22 +650,32 @@ describe("an invalid resume value", () => {
     ["a bare string", "yes"],
     ["an approve with extra keys", { decision: "approve", args: { title: "x" } }],
     ["an edit without args", { decision: "edit" }],
-  ])("%s fails the run with ApprovalError invalid_decision and records no decision", async (_name, value) => {
+    ["another request's approvalId", { decision: "approve", approvalId: "0".repeat(64) }],
+  ])("%s is reported in a new interrupt; the request stays pending and a valid answer then decides it", async (_name, value) => {
     const turn = await admittedTurn();
     const run = approvalAgent(turn, {
       script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
       guardrails: [requireApproval({ tools: ["rename_document"] })],
     });
     await run.start();
-    const error = await failureOf(run.resume(value));
+    const again = await run.resume(value);
 
-    expect(ApprovalError.find(error)?.code).toBe("invalid_decision");
+    const [reported] = approvalRequests(again);
+    expect(reported).toMatchObject({ toolCallId: "w1", approvalId: approvalIdOf(turn.input, rename("w1")) });
+    expect((reported as { problem?: string } | undefined)?.problem).toMatch(/decision|approvalId/);
     expect(turn.service.writes).toBe(0);
     const stored = await renameApproval(turn);
     expect(stored?.status).toBe("pending");
     expect(stored).not.toHaveProperty("decision");
+
+    // The thread is not poisoned: the next answer is taken.
+    const done = await run.resume({ decision: "approve" });
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success" });
+    expect(turn.service.writes).toBe(1);
     expect((await turn.store.readAudit()).filter((event) => event.decision === "approval").map((event) => event.action)).toEqual([
       "requested",
+      "approve",
+      "applied",
     ]);
   });
 

@@ -351,6 +351,7 @@ describe("approval decisions are audited", () => {
     expect(w2).toMatchObject([
       { decision: "approval", action: "requested", argsDigest: digest(rename("w2").args) },
       { decision: "approval", action: "edit", argsDigest: digest(rename("w2").args) },
+      { decision: "approval", action: "applied", argsDigest: digest(rename("w2").args) },
       { decision: "executed", argsDigest: digest({ title: "Edited", expectedRevision: 0 }) },
     ]);
     // Each step names its request, which binds the turn, the tool, the call and the arguments.

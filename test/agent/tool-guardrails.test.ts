@@ -361,6 +361,7 @@ describe("approvals", () => {
       toolName: "transfer",
       toolCallId: "t1",
       argsDigest: digest(TRANSFER("t1").args),
+      execution: 0,
     });
     expect(approvalRequests(paused)).toEqual([
       {
@@ -382,7 +383,7 @@ describe("approvals", () => {
     expect(run.effects.transfers).toHaveLength(1);
     expect(limit.runs("t1")).toBe(1);
     expect(await run.store.getApproval(approvalId)).toMatchObject({
-      status: "approved",
+      status: "applied",
       scopeId: TURN.scopeId,
       toolName: "transfer",
       guardrails: ["approval"],
@@ -439,15 +440,17 @@ describe("approvals", () => {
     expect(run.effects.transfers).toEqual([]);
   });
 
-  it("an invalid resume value fails the run with ApprovalError invalid_decision", async () => {
+  it("an invalid resume value (HITL's shape) is reported in a new interrupt; the next valid answer decides", async () => {
     const run = approvalRun({
       guardrails: [requireApproval({ tools: ["transfer"] })],
       script: [{ toolCalls: [TRANSFER("t1")] }, { content: "done" }],
     });
     await run.start();
-    const error = await failureOf(run.resume({ decisions: [{ type: "approve" }] }));
-    expect(ApprovalError.find(error)?.code).toBe("invalid_decision");
+    const again = await run.resume({ decisions: [{ type: "approve" }] });
+    expect(approvalRequests(again)).toMatchObject([{ toolCallId: "t1", problem: expect.stringMatching(/not a decision/) as string }]);
     expect(run.effects.transfers).toEqual([]);
+    await run.resume({ decision: "approve" });
+    expect(run.effects.transfers).toHaveLength(1);
   });
 
   it.each<[string, boolean]>([

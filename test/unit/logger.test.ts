@@ -16,9 +16,9 @@ const SECRET = "the argument value and the result";
 describe("sanitizeError", () => {
   it("keeps this library's own messages, with their codes", () => {
     expect(sanitizeError(new AdmissionError("denied", "turn denied"))).toEqual({ name: "AdmissionError", code: "denied", message: "turn denied" });
-    expect(sanitizeError(new ApprovalError("invalid_decision", "bad decision"))).toEqual({
+    expect(sanitizeError(new ApprovalError("edit_rejected", "bad decision"))).toEqual({
       name: "ApprovalError",
-      code: "invalid_decision",
+      code: "edit_rejected",
       message: "bad decision",
     });
     expect(sanitizeError(new ConfigurationError("fix it"))).toEqual({ name: "ConfigurationError", message: "fix it" });
