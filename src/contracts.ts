@@ -276,7 +276,7 @@ export const DECIDED_STATUS = { approve: "approved", reject: "rejected", edit: "
  * that asked.
  */
 export const ApprovalRequestSchema = z.strictObject({
-  /** `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolCallId, argsDigest })`. */
+  /** `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolCallId, argsDigest, execution })`: docs/architecture.md#keys. */
   approvalId: DigestSchema,
   turnKey: DigestSchema,
   scopeId: IdSchema,
