@@ -42,8 +42,12 @@ const USER_TYPES: ReadonlySet<string> = new Set(["human", "user", "generic"]);
 /** Serialized classes LangChain revives as a user message (`{ lc: 1, type: "constructor", id }`). */
 const USER_CLASSES: ReadonlySet<string> = new Set(["HumanMessage", "HumanMessageChunk", "ChatMessage", "ChatMessageChunk"]);
 
+/** The types LangChain's own messages carry, as they are: what almost every message is. */
+const KNOWN_TYPES: ReadonlySet<string> = new Set(["ai", "tool", "system", "developer", "function", "remove", ...USER_TYPES]);
+
+// The exact forms first: this runs on every message of the turn for every call.
 const isUserType = (value: unknown): boolean =>
-  typeof value === "string" && USER_TYPES.has(value.trim().toLowerCase());
+  typeof value === "string" && (KNOWN_TYPES.has(value) ? USER_TYPES.has(value) : USER_TYPES.has(value.trim().toLowerCase()));
 
 /**
  * Whether a model would receive this message as the user's: a `HumanMessage` (any subclass, any

@@ -12,7 +12,6 @@
  * the seal (a middleware that drops or replaces `request.tool`) is refused the same way. What the
  * seal saw afterwards says whether the body provably never started, which releases a claim.
  */
-import { z } from "zod";
 import { SealError, type SealViolation } from "../errors.js";
 import type { JsonValue } from "../contracts.js";
 import { digest } from "../digest.js";
@@ -62,9 +61,10 @@ export class Seal {
     this.#invoke = guard(tool);
     const run = (sealed: SealableTool, input: unknown, config: unknown) => this.#run(sealed, input, config);
     // Inherits everything from the tool (name, description, response format, `_call`, callbacks);
-    // its schema hands `_call` the checked arguments whatever the handler passed.
+    // its schema accepts anything, so `StructuredTool.call` hands `_call` the arguments `#run`
+    // gives it (the checked ones) without parsing them again.
     this.tool = Object.create(tool, {
-      schema: { value: z.any().transform(() => structuredClone(call.args)) },
+      schema: { value: true },
       invoke: {
         value: function sealedInvoke(this: SealableTool, input: unknown, config?: unknown) {
           return run(this, input, config);
@@ -105,8 +105,11 @@ export class Seal {
       throw this.violate("arguments_rewritten");
     }
     this.#started = true;
+    // The body gets its own copy of exactly the checked arguments.
+    const checked = structuredClone(this.#call.args);
+    const sealedInput = isToolCall(input) ? { ...input, args: checked } : checked;
     try {
-      const returned = await this.#invoke.call(sealed, input, config);
+      const returned = await this.#invoke.call(sealed, sealedInput, config);
       this.#outcome = { returned };
       return returned;
     } catch (error) {
@@ -150,9 +153,13 @@ function sealFor(input: unknown, config: unknown): Seal | undefined {
   return inFlight.get(flightKey(typeof threadId === "string" ? threadId : "", id));
 }
 
+function isToolCall(input: unknown): input is { readonly type: "tool_call"; readonly id?: unknown; readonly args?: unknown } {
+  return typeof input === "object" && input !== null && (input as { type?: unknown }).type === "tool_call";
+}
+
 /** The call id and arguments of a tool invocation, as `StructuredTool.invoke` reads them. */
 function invocation(input: unknown, config: unknown): { readonly id: string | undefined; readonly args: unknown } {
-  if (typeof input === "object" && input !== null && (input as { type?: unknown }).type === "tool_call") {
+  if (isToolCall(input)) {
     const call = input as { id?: unknown; args?: unknown };
     return { id: typeof call.id === "string" ? call.id : undefined, args: call.args };
   }

@@ -21,7 +21,7 @@ import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal } from "../tool-messages.js";
 import { approvalFor, type ApprovalAsk, type ApprovalHandle } from "./approvals.js";
 import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
-import { declaredSchema, parsedByZod, zodSchemaOf } from "./schema.js";
+import { declaredSchema, SCHEMA_GUARDRAIL, zodSchemaOf } from "./schema.js";
 import type { ParsedArguments } from "../execution/parse.js";
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -103,6 +103,8 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
   const approvals: { readonly guardrail: string; readonly reason: string | undefined }[] = [];
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
+    // The tool's own zod parse already ran: all a schema guardrail could check for it.
+    if (call.parsedByZod && SCHEMA_GUARDRAIL in guardrail) continue;
     const { verdict, fresh } = await verdictOf(env, guardrail, call);
     if (verdict.action === "allow") continue;
     if (fresh) await auditVerdict(env, guardrail.name, call, verdict);
@@ -163,6 +165,7 @@ async function checkEdit(
   };
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
+    if (edited.parsedByZod && SCHEMA_GUARDRAIL in guardrail) continue;
     const { verdict, fresh } = await verdictOf(env, guardrail, edited);
     if (verdict.action === "allow" || verdict.action === "approve") continue;
     if (fresh) await auditVerdict(env, guardrail.name, edited, verdict);
@@ -239,7 +242,6 @@ async function runCheck(env: GuardrailEnvironment, guardrail: Guardrail, call: C
     turn: Object.freeze({ ...env.turn }),
     signal: controller.signal,
   };
-  if (call.parsedByZod) parsedByZod.add(context);
   const limit = { timedOut: false };
   let timer: ReturnType<typeof setTimeout> | undefined;
   let answer: unknown;

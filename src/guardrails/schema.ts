@@ -111,9 +111,6 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict> {
       const { schema } = context.tool;
       const { rawArgs: args, name: toolName } = context.toolCall;
-      // The pipeline already parsed these with the tool's own zod schema: exactly what the tool
-      // accepts, refinements and stripping included, which a JSON Schema export cannot express.
-      if (parsedByZod.has(context)) return ALLOW;
       if (schema === false) return schemaVerdict(toolName, [{ path: "", message: "False boolean schema." }]);
       if (typeof schema !== "object") return schemaVerdict(toolName, []);
       const validator = validators.get(schema);
@@ -123,12 +120,6 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
   };
   return guardrail;
 }
-
-/**
- * @internal Contexts whose arguments the pipeline parsed with the tool's own zod schema. Kept out
- * of the public context, so every guardrail sees JSON Schema only.
- */
-export const parsedByZod = new WeakSet<GuardrailContext>();
 
 const ALLOW: GuardrailVerdict = { action: "allow", outcome: "complete", detections: [] };
 
