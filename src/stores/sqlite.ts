@@ -130,7 +130,8 @@ export const SQLITE_SCHEMA_VERSION = 2;
  * string that is not well-formed UTF-16 (a lone surrogate), its UTF-16LE bytes as a BLOB (see
  * `encodeText`), so every string round-trips exactly and two distinct strings never collide.
  */
-const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
+/** @internal Append-only: the tests build a version 1 file from the first one, as it shipped. */
+export const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
   {
     version: 1,
     sql: `

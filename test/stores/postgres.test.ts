@@ -18,7 +18,7 @@ import {
   type ClaimResult,
   digest,
 } from "arkah-agent-guardrails";
-import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "arkah-agent-guardrails/postgres";
+import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres.js";
 import {
   adminPool,
   blockedBackend,
@@ -91,77 +91,9 @@ function approvalRequest(turnKeyValue: string, scopeId: string, overrides: Parti
   };
 }
 
-/** Schema version 1 as it shipped (PostgreSQL migration 1), to test the upgrade from it. */
-function v1Statements(s: string): string[] {
-  return [
-  `CREATE TABLE ${s}.receipts (
-    turn_key text PRIMARY KEY,
-    scope_id text NOT NULL,
-    turn_id text NOT NULL,
-    policy_version text NOT NULL,
-    moderation_digest text NOT NULL,
-    allowed boolean NOT NULL,
-    decided_at text NOT NULL
-  )`,
-  `CREATE TABLE ${s}.read_evidence (
-    turn_key text NOT NULL,
-    evidence_digest text NOT NULL,
-    PRIMARY KEY (turn_key, evidence_digest)
-  )`,
-  // One row per scope that ever had a claim. Its row lock serializes every decision and change
-  // that the scope rule depends on; unknown_count is how many of its claims are 'unknown'.
-  `CREATE TABLE ${s}.scopes (
-    scope_id text PRIMARY KEY,
-    unknown_count integer NOT NULL DEFAULT 0 CHECK (unknown_count >= 0)
-  )`,
-  `CREATE TABLE ${s}.claims (
-    turn_key text PRIMARY KEY,
-    claim_order bigint GENERATED ALWAYS AS IDENTITY,
-    scope_id text NOT NULL,
-    tool_call_id text NOT NULL,
-    tool_name text NOT NULL,
-    args_digest text NOT NULL,
-    mutation_key text NOT NULL,
-    token text NOT NULL,
-    state text NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
-    result_content text,
-    result_status text,
-    claimed_at text NOT NULL,
-    claimed_ms bigint NOT NULL,
-    settled_at text,
-    settled_ms bigint
-  )`,
-  `CREATE INDEX claims_unresolved ON ${s}.claims (claimed_ms, claim_order) WHERE state IN ('pending', 'unknown')`,
-  `CREATE INDEX claims_complete ON ${s}.claims (settled_ms) WHERE state = 'complete'`,
-  `CREATE TABLE ${s}.verdicts (
-    turn_key text NOT NULL,
-    tool_call_id text NOT NULL,
-    guardrail text NOT NULL,
-    args_digest text NOT NULL,
-    record text NOT NULL,
-    PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
-  )`,
-  `CREATE TABLE ${s}.approvals (
-    turn_key text NOT NULL,
-    tool_call_id text NOT NULL,
-    guardrail text NOT NULL,
-    args_digest text NOT NULL,
-    record text NOT NULL,
-    PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
-  )`,
-  `CREATE SEQUENCE ${s}.audit_seq AS bigint`,
-  // event: the whole AuditEvent as JSON text; the other columns are for filtering and operators.
-  `CREATE TABLE ${s}.audit (
-    seq bigint PRIMARY KEY,
-    at text NOT NULL,
-    at_ms bigint,
-    decision text NOT NULL,
-    turn_key text NOT NULL,
-    scope_id text NOT NULL,
-    event text NOT NULL
-  )`,
-  `CREATE INDEX audit_turn ON ${s}.audit (turn_key)`,
-  ];
+/** Schema version 1 as it shipped: migration 1 (migrations are append-only). */
+function v1Statements(s: string): readonly string[] {
+  return MIGRATIONS.find((migration) => migration.version === 1)?.statements(s) ?? [];
 }
 
 describePostgres("PostgresGuardrailStore", (url) => {

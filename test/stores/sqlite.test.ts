@@ -27,7 +27,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails";
-import { SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "../../src/stores/sqlite.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -183,79 +183,8 @@ function openError(path: string): Error {
 
 const untyped = (value: unknown): never => value as never;
 
-/** Schema version 1 as it shipped (SQLite migration 1), to test the upgrade from it. */
-const V1_SCHEMA = `
-    -- Admission receipts: the first one per turn wins and is never changed.
-    CREATE TABLE receipts (
-      turn_key          TEXT PRIMARY KEY,
-      scope_id          TEXT NOT NULL,
-      turn_id           TEXT NOT NULL,
-      policy_version    TEXT NOT NULL,
-      moderation_digest TEXT NOT NULL,
-      allowed           INTEGER NOT NULL,
-      decided_at        TEXT NOT NULL
-    );
-
-    -- Read evidence: (turn, digest) pairs.
-    CREATE TABLE read_evidence (
-      turn_key        TEXT NOT NULL,
-      evidence_digest TEXT NOT NULL,
-      PRIMARY KEY (turn_key, evidence_digest)
-    ) WITHOUT ROWID;
-
-    -- Mutation claims: one row per turn. 'pruned' is a tombstone (the slot is used, the result
-    -- gone). Row order (rowid) is claim order, the tie-break of listUnresolved.
-    CREATE TABLE claims (
-      turn_key       TEXT PRIMARY KEY,
-      scope_id       TEXT NOT NULL,
-      tool_call_id   TEXT NOT NULL,
-      tool_name      TEXT NOT NULL,
-      args_digest    TEXT NOT NULL,
-      mutation_key   TEXT NOT NULL,
-      token          TEXT NOT NULL,
-      state          TEXT NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
-      result_content TEXT,
-      result_status  TEXT,
-      claimed_at     TEXT NOT NULL,
-      claimed_at_ms  INTEGER NOT NULL,
-      settled_at     TEXT,
-      settled_at_ms  INTEGER
-    );
-    -- The scope rule: is any claim in this scope 'unknown'?
-    CREATE INDEX claims_unknown_by_scope ON claims (scope_id) WHERE state = 'unknown';
-    -- listUnresolved, oldest first.
-    CREATE INDEX claims_unresolved_by_time ON claims (claimed_at_ms) WHERE state IN ('pending', 'unknown');
-    -- prune.
-    CREATE INDEX claims_complete_by_settled ON claims (settled_at_ms) WHERE state = 'complete';
-
-    -- Guardrail verdicts and approval decisions: the first per key wins. record is JSON.
-    CREATE TABLE verdicts (
-      turn_key     TEXT NOT NULL,
-      tool_call_id TEXT NOT NULL,
-      guardrail    TEXT NOT NULL,
-      args_digest  TEXT NOT NULL,
-      record       TEXT NOT NULL,
-      PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
-    ) WITHOUT ROWID;
-    CREATE TABLE approvals (
-      turn_key     TEXT NOT NULL,
-      tool_call_id TEXT NOT NULL,
-      guardrail    TEXT NOT NULL,
-      args_digest  TEXT NOT NULL,
-      record       TEXT NOT NULL,
-      PRIMARY KEY (turn_key, tool_call_id, guardrail, args_digest)
-    ) WITHOUT ROWID;
-
-    -- The audit trail, append-only. event is the JSON AuditEvent; at_ms is Date.parse(event.at)
-    -- (NULL if unparseable), for readAudit's since filter.
-    CREATE TABLE audit_events (
-      seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-      at_ms    INTEGER,
-      turn_key TEXT NOT NULL,
-      decision TEXT NOT NULL,
-      event    TEXT NOT NULL
-    );
-`;
+/** Schema version 1 as it shipped: migration 1 (migrations are append-only). */
+const V1_SCHEMA = MIGRATIONS.find((migration) => migration.version === 1)?.sql ?? "";
 
 // ---------------------------------------------------------------------------------------------
 
