@@ -11,26 +11,19 @@ import {
 
 /** The `reconciled` audit event every store appends with a reconciliation, in the same transaction. */
 export function reconciledEvent(identity: MutationIdentity, reconciliation: Reconciliation, at: string): AuditEvent {
-  return {
-    at,
-    decision: "reconciled",
-    turnKey: identity.turnKey,
-    scopeId: identity.scopeId,
-    toolCallId: identity.toolCallId,
-    toolName: identity.toolName,
-    kind: "mutation",
-    argsDigest: identity.argsDigest,
-    mutationKey: identity.mutationKey,
-    action: reconciliation.resolution,
-    operatorRef: reconciliation.operatorRef,
-  };
+  return { ...claimEvent("reconciled", identity, at), action: reconciliation.resolution, operatorRef: reconciliation.operatorRef };
 }
 
 /** The `released` audit event every store appends with a release, in the same transaction. */
 export function releasedEvent(identity: MutationIdentity, at: string): AuditEvent {
+  return claimEvent("released", identity, at);
+}
+
+/** An audit event about a claim: its identity's fields. */
+function claimEvent(decision: "reconciled" | "released", identity: MutationIdentity, at: string): AuditEvent {
   return {
     at,
-    decision: "released",
+    decision,
     turnKey: identity.turnKey,
     scopeId: identity.scopeId,
     toolCallId: identity.toolCallId,
