@@ -11,6 +11,7 @@ import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/mes
 import { Command, MemorySaver } from "@langchain/langgraph";
 import { createAgent, tool } from "langchain";
 import {
+  allowAllCalls,
   createSchemaGuardrail,
   createToolGuardrails,
   InMemoryGuardrailStore,
@@ -79,6 +80,9 @@ const agent = createAgent({
   middleware: [
     createToolGuardrails({
       store,
+      tools: ["issue_credit"],
+      // No per-user check in this example: say so explicitly (omitted, every call is refused).
+      authorize: allowAllCalls,
       guardrails: [
         createSchemaGuardrail(),
         largeCredits,

@@ -111,11 +111,22 @@ export {
   createDocumentGuardrails,
   type Authorize,
   type AuthorizeCall,
+  type DocumentGuardrails,
   type DocumentGuardrailsOptions,
+  type GuardrailsReport,
   type ToolReport,
 } from "./middleware.js";
+export { type AuthorizeRuntime } from "./pipeline/call.js";
+export { type Coverage } from "./pipeline/coverage.js";
 export { type GuardrailLogger, type LoggedError } from "./logger.js";
-export { createToolGuardrails, type ToolGuardrailsOptions } from "./tool-guardrails.js";
+export {
+  allowAllCalls,
+  createToolGuardrails,
+  type ToolAuthorize,
+  type ToolAuthorizeCall,
+  type ToolGuardrailsOptions,
+  type ToolGuardrailsToolReport,
+} from "./tool-guardrails.js";
 export { requireApproval, type RequireApprovalOptions } from "./guardrails/approval.js";
 export {
   type ApprovalRequest,

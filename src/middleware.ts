@@ -4,7 +4,7 @@
  * first refusal wins and reaches the model as an error `ToolMessage`, and every decision is
  * recorded in the audit trail.
  */
-import { createMiddleware } from "langchain";
+import { createMiddleware, type AgentMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
@@ -15,10 +15,11 @@ import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
-import { GovernedCall, type Governance } from "./pipeline/call.js";
+import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
+import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
-import { TurnGate, userSegment } from "./turn-gate.js";
+import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
 export interface AuthorizeCall {
@@ -29,7 +30,7 @@ export interface AuthorizeCall {
 }
 
 /** Allows a call only by returning literally `true`. Throwing or any other value refuses it. */
-export type Authorize = (call: AuthorizeCall, input: TurnInput) => boolean | Promise<boolean>;
+export type Authorize = (call: AuthorizeCall, input: TurnInput, runtime: AuthorizeRuntime) => boolean | Promise<boolean>;
 
 export interface DocumentGuardrailsOptions {
   /**
@@ -58,6 +59,12 @@ export interface DocumentGuardrailsOptions {
   readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
   readonly logger?: GuardrailLogger;
+  /**
+   * A tool the agent exposes but `tools` does not list: `refuse` (default) refuses each of its
+   * calls `unregistered_tool`; `fail` fails the run at its first model call with a
+   * `ConfigurationError` naming every such tool.
+   */
+  readonly unregisteredTools?: "refuse" | "fail";
 }
 
 /** What `report()` says about one governed tool. */
@@ -81,6 +88,7 @@ const OptionsSchema = z.strictObject({
   requireResolvedScope: z.boolean().optional(),
   audit: AuditOptionsSchema.optional(),
   logger: LoggerSchema.optional(),
+  unregisteredTools: z.enum(["refuse", "fail"]).optional(),
 });
 
 /** A tool's policy with its defaults applied. */
@@ -109,12 +117,40 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
 }
 
 /**
+ * Types the agent's invoke `context`. Built for one turn (`input`), the middleware needs nothing
+ * in it; built for the whole server, the turn must be there (`turnContext(turn)`), so forgetting
+ * it is a type error where LangChain's typing checks `context`. At run time both accept anything
+ * and keep the host's own fields: the turn is validated by the middleware, with its own errors.
+ */
+type TurnContextSchema = z.ZodObject<{ [TURN_CONTEXT_KEY]: z.ZodCustom<TurnInput, TurnInput> }, z.core.$loose>;
+const AnyContextSchema = z.looseObject({ [TURN_CONTEXT_KEY]: z.custom<TurnInput>().optional() }).optional();
+
+/** What `report()` says: every registered tool, and once the agent has run, its coverage. */
+export interface GuardrailsReport {
+  readonly tools: readonly ToolReport[];
+  /** Undefined until the agent's model was first called (its request lists the agent's tools). */
+  readonly coverage: Coverage | undefined;
+}
+
+/** The middleware `createDocumentGuardrails` builds, typed by where the turn comes from. */
+export type DocumentGuardrails<TContext extends TurnContextSchema | undefined> = AgentMiddleware<
+  undefined,
+  TContext
+> & { report(): GuardrailsReport };
+
+/**
  * Builds the document guardrails middleware. Place it first in `middleware` so it wraps every
  * other tool wrapper (and owns retries). `report()` on the result lists what it governs.
  *
  * Throws `ConfigurationError` for invalid options, naming the fix.
  */
-export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
+export function createDocumentGuardrails(
+  options: DocumentGuardrailsOptions & { readonly input: TurnInput },
+): DocumentGuardrails<undefined>;
+export function createDocumentGuardrails(options: DocumentGuardrailsOptions): DocumentGuardrails<TurnContextSchema>;
+export function createDocumentGuardrails(
+  options: DocumentGuardrailsOptions,
+): DocumentGuardrails<TurnContextSchema> | DocumentGuardrails<undefined> {
   const parsed = OptionsSchema.safeParse(options);
   if (!parsed.success) {
     throw new ConfigurationError(`invalid createDocumentGuardrails options: ${z.prettifyError(parsed.error)}`);
@@ -128,6 +164,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 
   const governance: Governance = { store, audit, logger, guardrails };
+  const coverage = new ToolCoverage(policies.keys(), parsed.data.unregisteredTools);
   /** A governed tool the guardrails could not seal would be refused on every call: fail at once. */
   const sealable = new WeakSet<object>();
   const checkSealable = (tool: unknown) => {
@@ -148,6 +185,7 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
     // 1: admission before every model call, without adding a graph node.
     wrapModelCall: async (request, handler) => {
       await gate.admit(request.runtime.context, request.state.messages);
+      coverage.observe(request.tools);
       for (const tool of request.tools) checkSealable(tool);
       return handler(request);
     },
@@ -162,7 +200,8 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
       const callTurn = { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey };
       const call = new GovernedCall(governance, request, callTurn, kind);
       const policy = policies.get(name);
-      const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input);
+      const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
+      const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
       const refused =
         checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
         (await parse(call)) ?? // 4: invalid_arguments
@@ -176,8 +215,9 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
     },
   });
 
-  /** Every registered tool, its kind, retry owner and the guardrails that check it. */
-  const report = (): { readonly tools: readonly ToolReport[] } => ({
+  /** Every registered tool, its kind, retry owner and the guardrails that check it; the coverage. */
+  const report = (): GuardrailsReport => ({
+    coverage: coverage.report(),
     tools: [...policies].map(([name, policy]) => ({
       name,
       kind: policy.kind,
@@ -187,7 +227,12 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions) {
         .map((guardrail) => guardrail.name),
     })),
   });
-  return Object.assign(middleware, { report });
+  // The context schema is an optional one at run time (LangChain accepts it; createMiddleware's
+  // type does not), and the overloads above give it its type.
+  return Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
+    contextSchema: AnyContextSchema,
+    report,
+  });
 }
 
 function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | undefined {

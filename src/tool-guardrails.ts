@@ -15,44 +15,75 @@ import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { resolveGuardrails } from "./guardrails/list.js";
-import type { Guardrail } from "./guardrails/port.js";
+import { appliesTo, type Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
-import { GovernedCall, type CallTurn, type Governance } from "./pipeline/call.js";
+import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
+import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
 import { authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
-import { refusal } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
+
+/** A call as `createToolGuardrails`' `authorize` sees it: a copy of its parsed arguments. */
+export interface ToolAuthorizeCall {
+  readonly id: string;
+  readonly name: string;
+  readonly args: unknown;
+}
+
+/** Allows a call only by returning literally `true`. Throwing or any other value refuses it. */
+export type ToolAuthorize = (call: ToolAuthorizeCall, runtime: AuthorizeRuntime) => boolean | Promise<boolean>;
+
+/**
+ * The explicit decision to allow every call of the listed tools, for an agent whose tools need
+ * no per-user check. Without an `authorize`, every call is refused.
+ */
+export const allowAllCalls: ToolAuthorize = () => true;
 
 export interface ToolGuardrailsOptions {
   /** In order. A schema guardrail is always first unless the list has one. */
   readonly guardrails: readonly Guardrail[];
+  /** Every tool whose calls may run, by name. Calls to any other tool are refused `unregistered_tool`. */
+  readonly tools: readonly string[];
+  /**
+   * Allows a call only by returning literally `true`; asked again for approved edits. Omitted,
+   * every call is refused `unauthorized`: pass `allowAllCalls` to allow them all.
+   */
+  readonly authorize?: ToolAuthorize;
   /**
    * Where verdicts, approvals and the audit trail are recorded. Without a store, checks run on
    * every attempt and a re-run approval asks again.
    */
   readonly store?: GuardrailStore;
-  /** Allows a call only by returning literally `true`; asked again for approved edits. */
-  readonly authorize?: (call: { readonly id: string; readonly name: string; readonly args: unknown }) =>
-    | boolean
-    | Promise<boolean>;
   readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
   readonly logger?: GuardrailLogger;
+  /** As for `createDocumentGuardrails`: `refuse` (default) or `fail` on a tool `tools` does not list. */
+  readonly unregisteredTools?: "refuse" | "fail";
 }
 
 const OptionsSchema = z.strictObject({
   guardrails: GuardrailListSchema,
+  tools: z.array(z.string().min(1)).min(1, "list at least one tool"),
+  authorize: z.custom<ToolAuthorize>(isFunction, "authorize must be a function returning true to allow a call").optional(),
   store: StoreShape.optional(),
-  authorize: z.custom<NonNullable<ToolGuardrailsOptions["authorize"]>>(isFunction).optional(),
   audit: AuditOptionsSchema.optional(),
   logger: LoggerSchema.optional(),
+  unregisteredTools: z.enum(["refuse", "fail"]).optional(),
 });
+
+/** What `report()` says about one tool `createToolGuardrails` governs. */
+export interface ToolGuardrailsToolReport {
+  readonly name: string;
+  /** The guardrails that check its calls, in order. */
+  readonly guardrails: readonly string[];
+}
 
 /**
  * Builds the tool guardrails middleware. Calls are keyed to a turn for recording: the turn in
  * `context` (`turnContext(turn)`) when there is one, else the thread and its latest user message.
+ * `report()` on the result lists what it governs.
  *
  * Throws `ConfigurationError` for invalid options.
  */
@@ -61,22 +92,31 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   if (!parsed.success) {
     throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
-  const { store, authorize } = parsed.data;
+  const { store, authorize, tools } = parsed.data;
   const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const guardrails = resolveGuardrails(parsed.data.guardrails);
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
+  const registered = new Set(tools);
+  const coverage = new ToolCoverage(registered, parsed.data.unregisteredTools);
 
   const governance: Governance = { store, audit, logger, guardrails };
-  const asked = authorize === undefined ? undefined : (call: AskedCall) => authorize({ id: call.id, name: call.name, args: call.args });
+  // Fails closed: no authorize is no permission.
+  const decide: ToolAuthorize = authorize ?? (() => false);
 
-  return createMiddleware({
+  const middleware = createMiddleware({
     name: "ToolGuardrails",
+    wrapModelCall: (request, handler) => {
+      coverage.observe(request.tools);
+      return handler(request);
+    },
     wrapToolCall: async (request, handler) => {
       request.runtime.signal?.throwIfAborted();
       const { runtime } = request;
       const call = new GovernedCall(governance, request, callTurn(runtime.context, runtime.configurable, request.state.messages), undefined);
+      const context = { context: contextOf(runtime.context), signal: runtime.signal };
+      const asked = (subject: AskedCall) => decide({ id: subject.id, name: subject.name, args: subject.args }, context);
       const refused =
-        checkTool(call) ?? // a call id, a sealable tool
+        checkTool(call, registered) ?? // a registered, sealable tool; a call id
         (await parse(call)) ?? // invalid_arguments
         (await authorizeCall(call, asked)) ?? // unauthorized
         (await guard(call, asked)); // the guardrails' codes, approval_rejected
@@ -86,13 +126,23 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
       return runRead(call, handler, { maxAttempts: 1, delayMs: 0, requireText: false });
     },
   });
+
+  /** Every listed tool and the guardrails that check it; the coverage once the agent has run. */
+  const report = (): { readonly tools: readonly ToolGuardrailsToolReport[]; readonly coverage: Coverage | undefined } => ({
+    coverage: coverage.report(),
+    tools: tools.map((name) => ({
+      name,
+      guardrails: guardrails.filter((guardrail) => appliesTo(guardrail, name)).map((guardrail) => guardrail.name),
+    })),
+  });
+  return Object.assign(middleware, { report });
 }
 
-/** Without a document policy: a present call id, and a tool the guardrails can seal. */
-function checkTool(call: GovernedCall): Promise<ToolMessage> | undefined {
+/** Without a document policy: a listed tool the guardrails can seal, and a well-formed call id. */
+function checkTool(call: GovernedCall, registered: ReadonlySet<string>): Promise<ToolMessage> | undefined {
   const { request } = call;
-  if (!isWellFormedId(request.toolCall.id)) return Promise.resolve(refusal(request.toolCall, "duplicate_call_id"));
-  if (!isSealable(request.tool)) return Promise.resolve(refusal(request.toolCall, "unregistered_tool"));
+  if (!registered.has(call.name) || !isSealable(request.tool)) return call.refuse("unregistered_tool");
+  if (!isWellFormedId(request.toolCall.id)) return call.refuse("duplicate_call_id");
   call.tool = request.tool;
   return undefined;
 }

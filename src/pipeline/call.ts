@@ -14,6 +14,19 @@ import type { Guardrail } from "../guardrails/port.js";
 import type { GuardrailLogger } from "../logger.js";
 import { refusal } from "../tool-messages.js";
 
+/** What `authorize` knows of the run besides the call: the host's own invocation context. */
+export interface AuthorizeRuntime {
+  /** The `context` passed to `agent.invoke` (the host's fields, e.g. the user id), as it is. */
+  readonly context: Readonly<Record<string, unknown>>;
+  /** Aborted when the run is cancelled. */
+  readonly signal: AbortSignal | undefined;
+}
+
+/** The host's invocation context as `authorize` gets it: `{}` when there is none. */
+export function contextOf(context: unknown): Readonly<Record<string, unknown>> {
+  return typeof context === "object" && context !== null ? (context as Readonly<Record<string, unknown>>) : {};
+}
+
 /** The turn a call is decided and recorded under. */
 export interface CallTurn {
   readonly scopeId: string;

@@ -14,6 +14,7 @@ import { createAgent, createMiddleware, tool, type AgentMiddleware } from "langc
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  allowAllCalls,
   ApprovalError,
   ConfigurationError,
   createToolGuardrails,
@@ -114,7 +115,13 @@ function build(options: BuildOptions, payments = paymentTools()) {
   const model = new ScriptedModel(script);
   const middleware: AgentMiddleware[] = [
     ...before,
-    createToolGuardrails({ guardrails: [], logger: { warn: () => undefined }, ...rest }),
+    createToolGuardrails({
+      guardrails: [],
+      tools: ["lookup", "transfer", "issue-credit"],
+      authorize: allowAllCalls,
+      logger: { warn: () => undefined },
+      ...rest,
+    }),
   ];
   const agent = createAgent({
     model,
@@ -528,6 +535,7 @@ describe("configuration", () => {
     expect(() => createToolGuardrails({} as ToolGuardrailsOptions)).toThrow(ConfigurationError);
     expect(() => createToolGuardrails({ guardrails: [], retries: 3 } as unknown as ToolGuardrailsOptions)).toThrow(ConfigurationError);
     const twin = detector("twin", ALLOW).guardrail;
-    expect(() => createToolGuardrails({ guardrails: [twin, twin] })).toThrow(ConfigurationError);
+    expect(() => createToolGuardrails({ guardrails: [twin, twin], tools: ["lookup"] })).toThrow(ConfigurationError);
+    expect(() => createToolGuardrails({ guardrails: [], tools: [] })).toThrow(/list at least one tool/);
   });
 });

@@ -16,6 +16,7 @@ import { createAgent, tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  allowAllCalls,
   admitTurn,
   createDocumentGuardrails,
   createToolGuardrails,
@@ -324,7 +325,7 @@ describe("createToolGuardrails: no argument value or result reaches the logger",
         { content: "done" },
       ]),
       tools: tools.all,
-      middleware: [createToolGuardrails({ guardrails: [], logger: recorder.logger })],
+      middleware: [createToolGuardrails({ guardrails: [], tools: ["note", "retitle"], authorize: allowAllCalls, logger: recorder.logger })],
     });
     const result = await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] });
     expect(outcomeOf(result.messages, "n1").code).toBe("tool_failed");
