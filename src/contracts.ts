@@ -392,7 +392,10 @@ export const AUDIT_DECISIONS = [
   "refused",
   /** A mutation was refused because it shared its step with a read (`read_batch_deferred`). */
   "deferred",
-  /** The tool ran and failed: `tool_failed`, or a mutation left `unknown`. */
+  /**
+   * The tool ran and failed: `tool_failed`, a mutation left `unknown`, `retried` (its policy runs
+   * it again), `seal_broken`. Every run of a tool body is one `executed` or `failed` event.
+   */
   "failed",
   /** A guardrail's verdict other than `allow` (deny, observe, approve). */
   "verdict",

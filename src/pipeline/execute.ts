@@ -60,6 +60,8 @@ async function sealedRun(
     if (!("error" in outcome) || !("ran" in finding) || attempt >= attempts.maxAttempts) return { finding, outcome };
     const { error } = outcome;
     if (!RetryableToolError.isInstance(error) || call.signal?.aborted === true) return { finding, outcome };
+    // Every run of the body is one audit event: this one failed and is retried.
+    await call.record({ decision: "failed", code: "retried" });
     try {
       await sleep(retryDelayMs(attempt, attempts.delayMs, error), call.signal);
     } catch (aborted) {

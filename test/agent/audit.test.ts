@@ -17,6 +17,7 @@ import {
   digest,
   InMemoryGuardrailStore,
   requireApproval,
+  RetryableToolError,
   turnKey,
   type AuditEvent,
   type AuditOptions,
@@ -379,5 +380,32 @@ describe("approval decisions are audited", () => {
     // One approval verdict per call was decided; each resume re-ran the call's wrap chain.
     const verdicts = turn.sunk.filter((event) => event.decision === "verdict");
     expect(verdicts.map((event) => event.toolCallId)).toEqual(["w1", "w2"]);
+  });
+});
+
+describe("one event per run of a tool body", () => {
+  it("a read retried by its policy: each attempt is one event (failed: retried), the last one executed", async () => {
+    const service = new DocumentService();
+    let attempts = 0;
+    const { agent, store, input } = guardedAgent({
+      service,
+      script: [{ toolCalls: [read("r1")] }, { content: "done" }],
+      hooks: {
+        beforeRead: () => {
+          attempts += 1;
+          if (attempts < 3) throw new RetryableToolError("busy");
+        },
+      },
+      guardrails: { tools: { ...TOOL_POLICIES, read_document: { kind: "document-read", retry: { maxAttempts: 3, delayMs: 0 } } } },
+    });
+    await admit(store, input);
+    await invokeTurn(agent, input);
+    expect(attempts).toBe(3);
+    const events = (await store.readAudit()).filter((event) => event.toolCallId === "r1" && event.decision !== "verdict");
+    expect(events.map((event) => [event.decision, event.code])).toEqual([
+      ["failed", "retried"],
+      ["failed", "retried"],
+      ["executed", undefined],
+    ]);
   });
 });
