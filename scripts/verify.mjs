@@ -11,6 +11,7 @@ const STEPS = [
   "demo",
   "example:guardrails",
   "example:durable",
+  "example:approvals",
   "smoke",
 ];
 

@@ -1,11 +1,16 @@
 /**
- * The operator commands: `inspect`, `reconcile` and `audit`, each a function of a store, its
- * options and an output sink, so tests run them in-process exactly as the CLI does. Flag parsing,
- * opening the store and exit-code handling live in main.ts.
+ * The operator commands: `inspect`, `reconcile`, `audit`, `approvals`, `decide` and `expire`,
+ * each a function of a store, its options and an output sink, so tests run them in-process
+ * exactly as the CLI does. Flag parsing, opening the store and exit-code handling live in main.ts.
  */
 import {
+  APPROVAL_STATUSES,
   DigestSchema,
+  type ApprovalDecision,
+  type ApprovalRecord,
+  type ApprovalStatus,
   type GuardrailStore,
+  type JsonValue,
   type Reconciliation,
   type StoredAuditEvent,
   type UnresolvedMutation,
@@ -18,9 +23,12 @@ export const EXIT = {
   failure: 1,
   /** Usage error: unknown or missing flags, malformed values. */
   usage: 2,
-  /** The turn key has no mutation claim. */
+  /** The turn key has no mutation claim; the approval id has no request. */
   notFound: 3,
-  /** The claim is not in a state the command acts on (e.g. already reconciled). */
+  /**
+   * The record is not in a state the command acts on: a claim already reconciled, an approval
+   * request already decided, applied or expired. Nothing changed.
+   */
   wrongState: 4,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -95,6 +103,34 @@ function quote(value: string): string {
   return `"${printable(value.length > 80 ? `${value.slice(0, 80)}...` : value)}"`;
 }
 
+/** A value as one POSIX shell word: as it is when it is plain, else single-quoted. */
+export function shellWord(value: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(value)) return value;
+  return `'${value.split("'").join(`'\\''`)}'`;
+}
+
+/**
+ * The store flags of suggested command lines (`--sqlite FILE`, `--postgres URL --schema S`),
+ * shell-quoted, so a suggestion can be pasted as it is; `note` says what was left out (a
+ * password is never printed).
+ */
+export interface SuggestedStore {
+  readonly flags: string;
+  readonly note?: string;
+}
+
+/** What suggestions print when the command was not given the store's flags (a direct call). */
+const PLACEHOLDER_STORE: SuggestedStore = { flags: "STORE" };
+
+/** A suggested command line: the bin, the store flags, then the command. */
+function suggestion(store: SuggestedStore, command: string): string {
+  return `  arkah-guardrails ${printable(store.flags)} ${command}`;
+}
+
+function suggestionNote(store: SuggestedStore): string[] {
+  return store.note === undefined ? [] : [`  (${store.note})`];
+}
+
 // ---------------------------------------------------------------------------------------------
 // inspect
 
@@ -103,6 +139,8 @@ export interface InspectOptions {
   readonly json?: boolean;
   /** The clock ages are computed against. Default: the system clock. */
   readonly now?: () => Date;
+  /** The store flags for the suggested command lines. Default: a `STORE` placeholder. */
+  readonly store?: SuggestedStore;
 }
 
 /** One unresolved mutation as `inspect --json` prints it. */
@@ -183,8 +221,9 @@ export async function inspect(store: GuardrailStore, options: InspectOptions, si
     ),
     "",
     "Check each write with your write service by its MUTATION KEY, then:",
-    "  arkah-guardrails reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF",
-    "  arkah-guardrails reconcile --turn-key KEY --no-effect --operator-ref REF",
+    suggestion(options.store ?? PLACEHOLDER_STORE, "reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF"),
+    suggestion(options.store ?? PLACEHOLDER_STORE, "reconcile --turn-key KEY --no-effect --operator-ref REF"),
+    ...suggestionNote(options.store ?? PLACEHOLDER_STORE),
   ];
   await sink.out(`${lines.join("\n")}\n`);
   return EXIT.ok;
@@ -285,5 +324,262 @@ export async function audit(store: GuardrailStore, options: AuditOptions, sink: 
     await sink.out(events.map((event) => `${terminalJson(event)}\n`).join(""));
     remaining -= events.length;
   }
+  return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// approvals
+
+export interface ApprovalsOptions {
+  /** Only requests in this status. Default: every status. */
+  readonly status?: ApprovalStatus;
+  /** At most this many requests (the oldest). Default and maximum: the store's, 10000. */
+  readonly limit?: number;
+  /** Machine-readable output: a JSON array of the stored records. */
+  readonly json?: boolean;
+  /** The clock ages are computed against. Default: the system clock. */
+  readonly now?: () => Date;
+  /** The store flags for the suggested command lines. Default: a `STORE` placeholder. */
+  readonly store?: SuggestedStore;
+}
+
+/** The most `listApprovals` returns in one call. */
+export const MAX_APPROVALS = 10_000;
+
+/** One approval request as `approvals --json` prints it: the stored record, with its age. */
+export type ApprovalView = ApprovalRecord & {
+  /** Whole seconds since `requestedAt` (0 if the request's clock is ahead). */
+  readonly ageSeconds: number;
+};
+
+/** Arguments for a terminal line: compact JSON, escaped like every stored value. */
+function argsText(args: Readonly<Record<string, JsonValue>>): string {
+  return terminalJson(args);
+}
+
+/** `approve by OPS-1 at T`, `reject by OPS-2 at T: "message"`, `edit ... to {...}`. */
+function decisionText(record: ApprovalRecord): string | undefined {
+  const { decision } = record;
+  if (decision === undefined) return undefined;
+  const by = record.operatorRef === undefined ? "" : ` by ${printable(record.operatorRef)}`;
+  const at = record.decidedAt === undefined ? "" : ` at ${record.decidedAt}`;
+  const what =
+    decision.decision === "reject"
+      ? decision.message === undefined
+        ? ""
+        : `, message ${terminalJson(decision.message)}`
+      : decision.decision === "edit"
+        ? `, arguments ${argsText(decision.args)}`
+        : "";
+  return `${decision.decision}${by}${at}${what}`;
+}
+
+/** The lines under a request's row: why a person is asked, and what became of it. */
+function approvalDetails(record: ApprovalRecord): string[] {
+  const lines: string[] = [];
+  if (record.reason !== undefined) lines.push(`  reason:    ${printable(record.reason)}`);
+  lines.push(`  asked by:  ${record.guardrails.map(printable).join(", ")}, in turn ${record.turnKey}`);
+  const decided = decisionText(record);
+  if (decided !== undefined) lines.push(`  decision:  ${decided}`);
+  if (record.appliedAt !== undefined) lines.push(`  applied:   ${record.appliedAt} (the call it allowed ran)`);
+  if (record.expiredAt !== undefined) lines.push(`  expired:   ${record.expiredAt} (nobody decided it in time)`);
+  return lines;
+}
+
+function countsByStatus(records: readonly ApprovalRecord[]): string {
+  return APPROVAL_STATUSES.flatMap((status) => {
+    const count = records.filter((record) => record.status === status).length;
+    return count === 0 ? [] : [`${String(count)} ${status}`];
+  }).join(", ");
+}
+
+/** Lists approval requests, oldest first, with the arguments a person is asked about. */
+export async function approvals(store: GuardrailStore, options: ApprovalsOptions, sink: OutputSink): Promise<ExitCode> {
+  const nowMs = (options.now ?? (() => new Date()))().getTime();
+  const records = await store.listApprovals({
+    ...(options.status === undefined ? {} : { status: options.status }),
+    ...(options.limit === undefined ? {} : { limit: options.limit }),
+  });
+  const views: ApprovalView[] = records.map((record) => ({
+    ...record,
+    ageSeconds: Math.max(0, Math.floor((nowMs - Date.parse(record.requestedAt)) / 1000)),
+  }));
+  if (options.json === true) {
+    await sink.out(`${terminalJson(views, 2)}\n`);
+    return EXIT.ok;
+  }
+  const which = options.status === undefined ? "" : `${options.status} `;
+  if (views.length === 0) {
+    await sink.out(`no ${which}approval requests\n`);
+    return EXIT.ok;
+  }
+  const header = table(
+    ["AGE", "STATUS", "SCOPE", "TOOL", "CALL ID", "APPROVAL ID", "ARGUMENTS"],
+    views.map((record) => [
+      formatAge(record.ageSeconds),
+      record.status,
+      printable(record.scopeId),
+      printable(record.toolName),
+      printable(record.toolCallId),
+      record.approvalId,
+      argsText(record.args),
+    ]),
+  );
+  const lines = [
+    `${String(views.length)} ${which}approval request${views.length === 1 ? "" : "s"}` +
+      `${options.status === undefined ? ` (${countsByStatus(views)})` : ""}, oldest first:`,
+    "",
+    header[0] ?? "",
+  ];
+  views.forEach((record, index) => {
+    lines.push(header[index + 1] ?? "", ...approvalDetails(record));
+  });
+  const limit = options.limit ?? MAX_APPROVALS;
+  if (views.length >= limit) {
+    lines.push("", `(the oldest ${String(limit)}: there may be more; narrow with --status)`);
+  }
+  const pending = views.filter((record) => record.status === "pending");
+  if (pending.length > 0) {
+    const store = options.store ?? PLACEHOLDER_STORE;
+    const id = pending.length === 1 ? (pending[0]?.approvalId ?? "ID") : "ID";
+    lines.push(
+      "",
+      `Decide ${pending.length === 1 ? "the pending request" : "a pending request by its APPROVAL ID"} ` +
+        "(its run applies the decision when it resumes):",
+      suggestion(store, `decide --approval-id ${id} --approve --operator-ref REF`),
+      suggestion(store, `decide --approval-id ${id} --reject --message TEXT --operator-ref REF`),
+      suggestion(store, `decide --approval-id ${id} --edit-file ARGS.json --operator-ref REF`),
+      ...suggestionNote(store),
+    );
+  }
+  await sink.out(`${lines.join("\n")}\n`);
+  return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// decide
+
+export interface DecideOptions {
+  readonly approvalId: string;
+  readonly decision: ApprovalDecision;
+  readonly operatorRef: string;
+  /** The decision's time. Default: the system clock. */
+  readonly now?: () => Date;
+}
+
+/** A request that is not pending, in words: its status and how it got there. */
+function notPending(record: ApprovalRecord): string {
+  const decided = decisionText(record);
+  switch (record.status) {
+    case "expired":
+      return `expired (at ${record.expiredAt ?? "?"}; nobody decided it in time), and can no longer be decided: its call is refused approval_expired`;
+    case "applied":
+      return `applied (${decided ?? "decided"}; the call it allowed ran at ${record.appliedAt ?? "?"})`;
+    default:
+      return `${record.status} (${decided ?? "decided"})`;
+  }
+}
+
+/**
+ * Decides a pending approval request on the operator's word (`decideApproval`): the first
+ * decision stored wins. Throws `CliError` with `notFound` when there is no such request and
+ * `wrongState` when it is not pending (already decided, applied, or expired): nothing changes.
+ */
+export async function decide(store: GuardrailStore, options: DecideOptions, sink: OutputSink): Promise<ExitCode> {
+  const approvalId = parseApprovalId(options.approvalId);
+  const decidedAt = (options.now ?? (() => new Date()))().toISOString();
+  const outcome = await store.decideApproval({
+    approvalId,
+    decision: options.decision,
+    operatorRef: options.operatorRef,
+    decidedAt,
+  });
+  if (!outcome.decided) {
+    if (outcome.reason === "not_found" || outcome.record === undefined) {
+      throw new CliError(
+        EXIT.notFound,
+        `no approval request ${approvalId}: nothing decided (check the id with 'approvals'; ` +
+          "requests are removed with their turn by prune, and 'audit' shows what happened to them)",
+      );
+    }
+    throw new CliError(EXIT.wrongState, `approval request ${approvalId} is ${notPending(outcome.record)}: nothing changed`);
+  }
+  const { record } = outcome;
+  const lines = [
+    `decided approval request ${approvalId}: ${record.status}`,
+    `  call:         ${printable(record.toolName)} ${printable(record.toolCallId)} in scope ${printable(record.scopeId)}`,
+    `  turn:         ${record.turnKey}`,
+    `  arguments:    ${argsText(record.args)}`,
+    "  was:          pending",
+  ];
+  const { decision } = options;
+  if (decision.decision === "approve") {
+    lines.push(
+      "  now:          approved: when its run resumes, the call runs with these arguments and the",
+      "                request becomes applied; running the call again asks again",
+    );
+  } else if (decision.decision === "reject") {
+    lines.push(
+      "  now:          rejected: when its run resumes, the model gets approval_rejected" +
+        (decision.message === undefined ? "" : ` with your message ${terminalJson(decision.message)}`),
+      "                and the call does not run",
+    );
+  } else {
+    lines.push(
+      `  now:          edited: when its run resumes, the call runs with ${argsText(decision.args)}`,
+      "                those arguments are checked again first (the tool's schema, every guardrail,",
+      "                authorize); if they fail, the run fails with ApprovalError edit_rejected",
+    );
+  }
+  lines.push(
+    "                the run resumes when its host resumes it (Command({ resume })): this decision",
+    "                stands, whatever the resume value says",
+    `  operatorRef:  ${printable(options.operatorRef)} (recorded in the audit trail)`,
+  );
+  await sink.out(`${lines.join("\n")}\n`);
+  return EXIT.ok;
+}
+
+/** An approval id as the store uses it: 64 lowercase hex characters. */
+export function parseApprovalId(value: string): string {
+  if (!DigestSchema.safeParse(value).success) {
+    throw new CliError(
+      EXIT.usage,
+      `--approval-id: expected 64 lowercase hex characters (an APPROVAL ID as 'approvals' shows it), got ${quote(value)}`,
+    );
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// expire
+
+export interface ExpireOptions {
+  /** Pending requests made more than this many milliseconds ago expire. */
+  readonly olderThanMs: number;
+  /** The duration as the operator wrote it, for the report. */
+  readonly olderThan: string;
+  /** The clock the cutoff is computed against. Default: the system clock. */
+  readonly now?: () => Date;
+}
+
+/** Expires every pending request older than the duration (`expireApprovals`). */
+export async function expire(store: GuardrailStore, options: ExpireOptions, sink: OutputSink): Promise<ExitCode> {
+  const nowMs = (options.now ?? (() => new Date()))().getTime();
+  const cutoff = new Date(nowMs - options.olderThanMs);
+  if (Number.isNaN(cutoff.getTime())) {
+    throw new CliError(EXIT.usage, `--older-than: ${quote(options.olderThan)} reaches before the earliest time a date can hold`);
+  }
+  const olderThan = cutoff.toISOString();
+  const { expired } = await store.expireApprovals({ olderThan });
+  const what = `pending approval request${expired === 1 ? "" : "s"} made before ${olderThan} (older than ${printable(options.olderThan)})`;
+  const lines =
+    expired === 0
+      ? [`expired 0 ${what}: nothing changed`]
+      : [
+          `expired ${String(expired)} ${what}`,
+          "  they can no longer be decided; when their runs resume, their calls are refused approval_expired",
+        ];
+  await sink.out(`${lines.join("\n")}\n`);
   return EXIT.ok;
 }

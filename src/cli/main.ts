@@ -7,23 +7,29 @@ import { readFile } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
 import packageJson from "../../package.json" with { type: "json" };
+import { APPROVAL_STATUSES, ApprovalDecisionSchema, type ApprovalDecision, type ApprovalStatus, type JsonValue } from "../contracts.js";
 import {
+  approvals,
   audit,
   CliError,
+  decide,
   EXIT,
+  expire,
   inspect,
+  MAX_APPROVALS,
+  parseApprovalId,
   parseTurnKey,
   printable,
   reconcile,
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
-import { openStore, redactSecrets, type StoreTarget } from "./open-store.js";
+import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 
 export interface CliIo extends OutputSink {
   /** The environment (`ARKAH_DEBUG=1` prints stack traces). */
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** The clock for `inspect` ages and the store. Default: the system clock. */
+  /** The clock for ages, decisions, expiry cutoffs and the store. Default: the system clock. */
   readonly now?: () => Date;
 }
 
@@ -54,6 +60,22 @@ const COMMAND_OPTIONS = {
     "after-seq": { type: "string" },
     limit: { type: "string" },
   },
+  approvals: {
+    status: { type: "string" },
+    limit: { type: "string" },
+    json: { type: "boolean" },
+  },
+  decide: {
+    "approval-id": { type: "string" },
+    approve: { type: "boolean" },
+    reject: { type: "boolean" },
+    message: { type: "string" },
+    "edit-file": { type: "string" },
+    "operator-ref": { type: "string" },
+  },
+  expire: {
+    "older-than": { type: "string" },
+  },
 } as const satisfies Record<string, Options>;
 
 type Command = keyof typeof COMMAND_OPTIONS;
@@ -70,8 +92,9 @@ const EXIT_HELP = `Exit codes:
   0  ok
   1  operational failure (cannot open the store, I/O error, unexpected store error)
   2  usage error (unknown or missing flags, malformed values)
-  3  not found (reconcile: the turn key has no mutation claim)
-  4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled)
+  3  not found (reconcile: the turn key has no mutation claim; decide: no request has the approval id)
+  4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled;
+     decide: the request is not pending: already decided, applied or expired); nothing changed
 
 Set ARKAH_DEBUG=1 to print stack traces.`;
 
@@ -87,6 +110,9 @@ Commands:
   inspect     list unresolved (pending or unknown) mutations, oldest first
   reconcile   resolve one unresolved mutation on an operator's word
   audit       export the audit trail as JSON lines
+  approvals   list approval requests (the calls waiting for a person, and what became of them)
+  decide      approve, reject or edit one pending approval request
+  expire      expire pending approval requests older than a duration
 
 ${STORE_HELP}
 
@@ -136,6 +162,62 @@ ${STORE_HELP}
 
 ${EXIT_HELP}
 `,
+  approvals: `Usage: ${BIN} STORE approvals [--status STATUS] [--limit N] [--json]
+
+Lists approval requests, oldest first: a call some guardrail (requireApproval) paused for a
+person, with its age, status, scope, tool, call id, approval id and the arguments it would run
+with, the guardrails' reason, and the decision once there is one.
+  pending    waiting for a decision; its run is paused
+  approved   approved; the call runs when its run resumes
+  rejected   rejected; when its run resumes the model gets approval_rejected
+  edited     approved with other arguments; the call runs with them when its run resumes
+  applied    approved or edited, and the call it allowed ran (one approval covers one execution)
+  expired    nobody decided it in time ('expire'); its call is refused approval_expired
+
+Options:
+  --status STATUS   only requests in this status (one of the above); default: all
+  --limit N         at most N requests, the oldest (1 to ${String(MAX_APPROVALS)}); default: ${String(MAX_APPROVALS)}
+  --json            print a JSON array of the stored records (their own field names: approvalId,
+                    turnKey, scopeId, toolCallId, toolName, argsDigest, args, guardrails, reason,
+                    requestedAt, status, decision, operatorRef, decidedAt, appliedAt, expiredAt),
+                    each with ageSeconds
+
+${STORE_HELP}
+
+${EXIT_HELP}
+`,
+  decide: `Usage:
+  ${BIN} STORE decide --approval-id ID --approve --operator-ref REF
+  ${BIN} STORE decide --approval-id ID --reject [--message TEXT] --operator-ref REF
+  ${BIN} STORE decide --approval-id ID --edit-file FILE --operator-ref REF
+
+Decides one pending approval request. The first decision stored wins: the paused run applies it
+when it resumes, whatever the resume value says. A request that is not pending is left as it is.
+  --approval-id ID   the request, 64 lowercase hex characters, as 'approvals' shows it
+  --approve          the call runs with the arguments shown
+  --reject           the call does not run; the model gets approval_rejected
+  --message TEXT     with --reject: shown to the model as reviewerMessage
+  --edit-file FILE   the call runs with the arguments in FILE instead: a JSON object (UTF-8),
+                     checked again by the tool's schema, every guardrail and authorize when the
+                     run resumes (if they fail, the run fails with ApprovalError edit_rejected)
+  --operator-ref REF your ticket or incident reference, recorded with the decision and in the
+                     audit trail
+
+${STORE_HELP}
+
+${EXIT_HELP}
+`,
+  expire: `Usage: ${BIN} STORE expire --older-than DURATION
+
+Expires every pending approval request made more than DURATION ago, and prints how many. An
+expired request can no longer be decided; when its run resumes, its call is refused
+approval_expired (the model is told, and nothing runs).
+  --older-than DURATION   a whole number and a unit: s, m, h or d, e.g. 30m, 24h, 7d
+
+${STORE_HELP}
+
+${EXIT_HELP}
+`,
 };
 
 function usage(message: string, command?: Command): CliError {
@@ -158,15 +240,31 @@ export function parseIsoTime(flag: string, value: string): string {
   return new Date(ms).toISOString();
 }
 
-function parseCount(flag: string, value: string, min: number): number {
+function parseCount(flag: string, value: string, min: number, command: Command, max = Number.MAX_SAFE_INTEGER): number {
   const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min) {
-    throw usage(`${flag}: expected a whole number of at least ${String(min)}, got "${value}"`, "audit");
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${String(min)}` : `from ${String(min)} to ${String(max)}`;
+    throw usage(`${flag}: expected a whole number ${range}, got "${value}"`, command);
   }
   return n;
 }
 
-async function readResultFile(path: string): Promise<string> {
+const DURATION_UNITS_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `30m`, `24h`, `7d`: a positive whole number and a unit, in milliseconds. */
+export function parseDuration(flag: string, value: string, command: Command): number {
+  const match = /^(\d+)([smhd])$/.exec(value);
+  const amount = match === null ? Number.NaN : Number(match[1]);
+  const unit = match?.[2] as keyof typeof DURATION_UNITS_MS | undefined;
+  const ms = unit === undefined ? Number.NaN : amount * DURATION_UNITS_MS[unit];
+  if (!Number.isSafeInteger(ms) || ms <= 0) {
+    throw usage(`${flag}: expected a duration such as 30m, 24h or 7d (a whole number of at least 1, then s, m, h or d), got "${value}"`, command);
+  }
+  return ms;
+}
+
+/** The file's text, read and decoded before the store is opened. */
+async function readTextFile(flag: string, path: string): Promise<string> {
   let bytes: Buffer;
   try {
     bytes = await readFile(path);
@@ -180,13 +278,63 @@ async function readResultFile(path: string): Promise<string> {
           : code === "EACCES"
             ? "permission denied"
             : (error as Error).message;
-    throw new CliError(EXIT.failure, `--result-file: cannot read ${path}: ${why}`, { cause: error });
+    throw new CliError(EXIT.failure, `${flag}: cannot read ${path}: ${why}`, { cause: error });
   }
   try {
     return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch (error) {
-    throw new CliError(EXIT.usage, `--result-file: ${path} is not UTF-8 text`, { cause: error });
+    throw new CliError(EXIT.usage, `${flag}: ${path} is not UTF-8 text`, { cause: error });
   }
+}
+
+/** A JSON Pointer segment. */
+const pointerSegment = (key: string) => key.split("~").join("~0").split("/").join("~1");
+
+/** The first thing in a parsed JSON value the store would not keep as it is, with its pointer. */
+function jsonProblem(value: unknown, pointer: string): string | undefined {
+  if (typeof value === "string") {
+    return /\p{Cs}/u.test(value) ? `${pointer || "/"}: a string with a lone surrogate (not valid Unicode)` : undefined;
+  }
+  if (typeof value === "number") {
+    return Number.isFinite(value) ? undefined : `${pointer || "/"}: a number too large for JSON to keep`;
+  }
+  if (Array.isArray(value)) {
+    for (const [index, item] of value.entries()) {
+      const problem = jsonProblem(item, `${pointer}/${String(index)}`);
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  }
+  if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (/\p{Cs}/u.test(key)) return `${pointer}/${pointerSegment(key)}: a key with a lone surrogate (not valid Unicode)`;
+      const problem = jsonProblem(item, `${pointer}/${pointerSegment(key)}`);
+      if (problem !== undefined) return problem;
+    }
+  }
+  return undefined;
+}
+
+/** The edited arguments: one JSON object in a UTF-8 file, checked before the store is opened. */
+export function parseEditedArgs(path: string, text: string): Record<string, JsonValue> {
+  const fail = (why: string) =>
+    usage(`--edit-file: ${path} ${why}; it must hold the edited arguments as one JSON object, e.g. {"title": "Field notes"}`, "decide");
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw fail(`is not JSON (${error instanceof Error ? error.message : String(error)})`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw fail(`holds ${value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`}, not an object`);
+  }
+  const problem = jsonProblem(value, "");
+  if (problem !== undefined) throw fail(`has a value the store cannot keep at ${problem}`);
+  const parsed = ApprovalDecisionSchema.safeParse({ decision: "edit", args: value });
+  if (!parsed.success || parsed.data.decision !== "edit") {
+    throw fail(`is not a JSON object of arguments (${parsed.success ? "not an edit" : z.prettifyError(parsed.error)})`);
+  }
+  return parsed.data.args;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,11 +398,13 @@ function storeTarget(values: Parsed["values"], command: Command): StoreTarget {
 type Job = (store: Parameters<typeof inspect>[0], sink: OutputSink) => Promise<ExitCode>;
 
 /** Every flag of the command checked, and its file read, before any store is opened. */
-async function prepare(command: Command, values: Parsed["values"], io: CliIo): Promise<Job> {
+async function prepare(command: Command, values: Parsed["values"], io: CliIo, target: StoreTarget): Promise<Job> {
+  const clock = io.now === undefined ? {} : { now: io.now };
   switch (command) {
     case "inspect": {
       const json = values.json === true;
-      return (store, sink) => inspect(store, { json, ...(io.now === undefined ? {} : { now: io.now }) }, sink);
+      const store = suggestedStore(target);
+      return (opened, sink) => inspect(opened, { json, store, ...clock }, sink);
     }
     case "audit": {
       const since = str(values, "since");
@@ -262,14 +412,68 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo): P
       const limit = str(values, "limit");
       const options = {
         ...(since === undefined ? {} : { since: parseIsoTime("--since", since) }),
-        ...(afterSeq === undefined ? {} : { afterSeq: parseCount("--after-seq", afterSeq, 0) }),
-        ...(limit === undefined ? {} : { limit: parseCount("--limit", limit, 1) }),
+        ...(afterSeq === undefined ? {} : { afterSeq: parseCount("--after-seq", afterSeq, 0, command) }),
+        ...(limit === undefined ? {} : { limit: parseCount("--limit", limit, 1, command) }),
       };
       return (store, sink) => audit(store, options, sink);
     }
     case "reconcile":
       return prepareReconcile(values);
+    case "approvals": {
+      const status = str(values, "status");
+      const limit = str(values, "limit");
+      if (status !== undefined && !isApprovalStatus(status)) {
+        throw usage(`--status: expected one of ${APPROVAL_STATUSES.join(", ")}, got "${status}"`, command);
+      }
+      const options = {
+        json: values.json === true,
+        store: suggestedStore(target),
+        ...(status === undefined ? {} : { status }),
+        ...(limit === undefined ? {} : { limit: parseCount("--limit", limit, 1, command, MAX_APPROVALS) }),
+        ...clock,
+      };
+      return (store, sink) => approvals(store, options, sink);
+    }
+    case "decide":
+      return prepareDecide(values, io);
+    case "expire": {
+      const olderThan = str(values, "older-than");
+      if (olderThan === undefined) throw usage("--older-than DURATION is required (e.g. 24h)", command);
+      const olderThanMs = parseDuration("--older-than", olderThan, command);
+      return (store, sink) => expire(store, { olderThan, olderThanMs, ...clock }, sink);
+    }
   }
+}
+
+const isApprovalStatus = (value: string): value is ApprovalStatus => (APPROVAL_STATUSES as readonly string[]).includes(value);
+
+async function prepareDecide(values: Parsed["values"], io: CliIo): Promise<Job> {
+  const rawId = str(values, "approval-id");
+  if (rawId === undefined) throw usage("--approval-id ID is required", "decide");
+  let approvalId: string;
+  try {
+    approvalId = parseApprovalId(rawId);
+  } catch (error) {
+    throw usage((error as Error).message, "decide");
+  }
+  const operatorRef = str(values, "operator-ref");
+  if (operatorRef === undefined || operatorRef.trim() === "") {
+    throw usage("--operator-ref REF is required (your ticket or incident reference)", "decide");
+  }
+  const editFile = str(values, "edit-file");
+  const message = str(values, "message");
+  const chosen = [values.approve === true, values.reject === true, editFile !== undefined].filter(Boolean).length;
+  if (chosen !== 1) throw usage("give exactly one of --approve, --reject or --edit-file FILE", "decide");
+  if (message !== undefined && values.reject !== true) throw usage("--message applies to --reject only", "decide");
+  let decision: ApprovalDecision;
+  if (values.approve === true) decision = { decision: "approve" };
+  else if (values.reject === true) decision = { decision: "reject", ...(message === undefined ? {} : { message }) };
+  else {
+    const path = editFile ?? "";
+    decision = { decision: "edit", args: parseEditedArgs(path, await readTextFile("--edit-file", path)) };
+  }
+  const clock = io.now === undefined ? {} : { now: io.now };
+  return (store, sink) => decide(store, { approvalId, decision, operatorRef, ...clock }, sink);
 }
 
 async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
@@ -300,7 +504,7 @@ async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
   if (resultStatus !== undefined && resultStatus !== "success" && resultStatus !== "error") {
     throw usage(`--result-status: expected success or error, got "${resultStatus}"`, "reconcile");
   }
-  const content = await readResultFile(resultFile);
+  const content = await readTextFile("--result-file", resultFile);
   const result = { content, status: resultStatus ?? "success" } as const;
   return (store, sink) => reconcile(store, { turnKey, resolution: "completed", result, operatorRef }, sink);
 }
@@ -315,9 +519,9 @@ async function run(argv: readonly string[], io: CliIo): Promise<ExitCode> {
     await io.out(HELP[command ?? "global"]);
     return EXIT.ok;
   }
-  if (command === undefined) throw usage("missing command (inspect, reconcile or audit)");
+  if (command === undefined) throw usage("missing command (inspect, reconcile, audit, approvals, decide or expire)");
   const target = storeTarget(values, command);
-  const job = await prepare(command, values, io);
+  const job = await prepare(command, values, io, target);
   const opened = await openStore(target, io.now === undefined ? {} : { now: io.now });
   let code: ExitCode;
   try {

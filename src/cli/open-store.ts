@@ -9,7 +9,7 @@ import type { GuardrailStore } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
 import type { PostgresGuardrailStore } from "../stores/postgres.js";
 import type { SqliteGuardrailStore } from "../stores/sqlite.js";
-import { CliError, EXIT } from "./commands.js";
+import { CliError, EXIT, shellWord, type SuggestedStore } from "./commands.js";
 
 export type StoreTarget =
   | { readonly kind: "sqlite"; readonly path: string }
@@ -64,6 +64,31 @@ function passwordsOf(url: string): string[] {
     }
   });
   return [...new Set([...found, ...decoded])].filter((secret) => secret.length > 0);
+}
+
+/**
+ * The flags that name `target` in a suggested command line, shell-quoted: the SQLite path as
+ * given, or the PostgreSQL URL without its password (and `--schema` when one was given).
+ */
+export function suggestedStore(target: StoreTarget): SuggestedStore {
+  if (target.kind === "sqlite") return { flags: `--sqlite ${shellWord(target.path)}` };
+  const url = parsePostgresUrl(target.url);
+  let omitted = false;
+  if (url.password !== "") {
+    url.password = "";
+    omitted = true;
+  }
+  if (url.searchParams.has("password")) {
+    url.searchParams.delete("password");
+    omitted = true;
+  }
+  // Over-redaction is safe: nothing of the password reaches stdout even if the URL parser and pg disagree.
+  const shown = redactSecrets(omitted ? url.href : target.url, [target.url]);
+  const schema = target.schema === undefined ? "" : ` --schema ${shellWord(target.schema)}`;
+  return {
+    flags: `--postgres ${shellWord(shown)}${schema}`,
+    ...(omitted ? { note: "the password is left out of these lines: put it in PGPASSWORD or ~/.pgpass" } : {}),
+  };
 }
 
 /** `postgres://user:***@host:port/db`: a URL fit for a message. */

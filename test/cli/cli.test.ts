@@ -14,21 +14,41 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { HumanMessage } from "@langchain/core/messages";
+import { Command, MemorySaver } from "@langchain/langgraph";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   digest,
   mutationKey,
+  requireApproval,
   turnKey,
+  type ApprovalRecord,
+  type ApprovalRequest,
+  type ApprovalSubmission,
   type GuardrailStore,
+  type JsonValue,
   type MutationIdentity,
   type MutationSettlement,
   type TurnRef,
 } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
-import { audit, CliError, EXIT, formatAge, inspect, printable, reconcile, terminalJson } from "../../src/cli/commands.js";
+import {
+  approvals,
+  audit,
+  CliError,
+  decide,
+  EXIT,
+  expire,
+  formatAge,
+  inspect,
+  printable,
+  reconcile,
+  shellWord,
+  terminalJson,
+} from "../../src/cli/commands.js";
 import { main } from "../../src/cli/main.js";
-import { redactSecrets } from "../../src/cli/open-store.js";
+import { redactSecrets, suggestedStore } from "../../src/cli/open-store.js";
 import {
   admit,
   DocumentService,
@@ -39,6 +59,7 @@ import {
   read,
   rename,
   turnInput,
+  userText,
   type ToolHooks,
 } from "../support/fixtures.js";
 import { adminPool, dropSchema, freshSchema, PG_URL, requirePostgres } from "../support/postgres.js";
@@ -138,6 +159,24 @@ async function claim(store: GuardrailStore, turn: TurnRef, callId: string, settl
   if (claimed.status !== "acquired") throw new Error(`expected to acquire, got ${claimed.status}`);
   if (settle === "unknown") await store.settleMutation({ turnKey: id.turnKey, token: claimed.token, outcome: "unknown" });
   return id;
+}
+
+/** An approval request as the middleware submits it; `n` makes it distinct. */
+function submission(n: number, overrides: Partial<ApprovalSubmission> = {}): ApprovalSubmission {
+  const args = overrides.args ?? { title: `Title ${String(n)}`, expectedRevision: 0 };
+  return {
+    approvalId: digest({ test: "approval", n }),
+    turnKey: turnKey({ scopeId: "doc-1", turnId: `t-${String(n)}` }),
+    scopeId: "doc-1",
+    toolCallId: `call-${String(n)}`,
+    toolName: "rename_document",
+    argsDigest: digest(args),
+    args,
+    guardrails: ["approval"],
+    reason: `Rename the document to "Title ${String(n)}"?`,
+    requestedAt: new Date(T0 + n * 60_000).toISOString(),
+    ...overrides,
+  };
 }
 
 /** A SQLite store file in a fresh directory. */
@@ -325,6 +364,276 @@ describe("audit", () => {
   });
 });
 
+describe("approvals", () => {
+  it("says so when there is none, as text and as JSON, with or without --status", async () => {
+    const { store } = sqliteFile();
+    const all = sink();
+    expect(await approvals(store, {}, all)).toBe(EXIT.ok);
+    expect(all.lines.out).toBe("no approval requests\n");
+    const pending = sink();
+    await approvals(store, { status: "pending" }, pending);
+    expect(pending.lines.out).toBe("no pending approval requests\n");
+    const json = sink();
+    await approvals(store, { json: true }, json);
+    expect(JSON.parse(json.lines.out)).toEqual([]);
+    store.close();
+  });
+
+  it("lists requests oldest first with age, status, scope, tool, call id, approval id, arguments, reason and decision", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { store } = sqliteFile(clock.now);
+    // Requested out of order: listed by requestedAt.
+    await store.requestApproval(submission(3));
+    await store.requestApproval(submission(1));
+    await store.requestApproval(submission(2, { reason: undefined }));
+    await store.decideApproval({ approvalId: submission(1).approvalId, decision: { decision: "reject", message: "Not now" }, operatorRef: "OPS-1", decidedAt: new Date(T0 + 5 * 60_000).toISOString() });
+    await store.decideApproval({ approvalId: submission(2).approvalId, decision: { decision: "edit", args: { title: "Edited", expectedRevision: 0 } }, decidedAt: new Date(T0 + 6 * 60_000).toISOString() });
+
+    const text = sink();
+    expect(await approvals(store, { now: clock.now, store: { flags: "--sqlite g.sqlite" } }, text)).toBe(EXIT.ok);
+    const lines = text.lines.out.split("\n");
+    expect(lines[0]).toBe("3 approval requests (1 pending, 1 rejected, 1 edited), oldest first:");
+    expect(lines[2]?.split(/\s{2,}/)).toEqual(["AGE", "STATUS", "SCOPE", "TOOL", "CALL ID", "APPROVAL ID", "ARGUMENTS"]);
+    expect(lines.slice(3)).toEqual([
+      expect.stringMatching(new RegExp(`^9m00s +rejected +doc-1 +rename_document +call-1 +${submission(1).approvalId} +\\{"title":"Title 1","expectedRevision":0\\}$`)),
+      '  reason:    Rename the document to "Title 1"?',
+      `  asked by:  approval, in turn ${submission(1).turnKey}`,
+      '  decision:  reject by OPS-1 at 2026-11-29T18:05:00.000Z, message "Not now"',
+      expect.stringMatching(new RegExp(`^8m00s +edited +doc-1 +rename_document +call-2 +${submission(2).approvalId} +\\{"title":"Title 2","expectedRevision":0\\}$`)),
+      `  asked by:  approval, in turn ${submission(2).turnKey}`,
+      '  decision:  edit at 2026-11-29T18:06:00.000Z, arguments {"title":"Edited","expectedRevision":0}',
+      expect.stringMatching(new RegExp(`^7m00s +pending +doc-1 +rename_document +call-3 +${submission(3).approvalId} +\\{"title":"Title 3","expectedRevision":0\\}$`)),
+      '  reason:    Rename the document to "Title 3"?',
+      `  asked by:  approval, in turn ${submission(3).turnKey}`,
+      "",
+      "Decide the pending request (its run applies the decision when it resumes):",
+      `  arkah-guardrails --sqlite g.sqlite decide --approval-id ${submission(3).approvalId} --approve --operator-ref REF`,
+      `  arkah-guardrails --sqlite g.sqlite decide --approval-id ${submission(3).approvalId} --reject --message TEXT --operator-ref REF`,
+      `  arkah-guardrails --sqlite g.sqlite decide --approval-id ${submission(3).approvalId} --edit-file ARGS.json --operator-ref REF`,
+      "",
+    ]);
+
+    const json = sink();
+    await approvals(store, { json: true, now: clock.now }, json);
+    const records = await store.listApprovals();
+    const listed = JSON.parse(json.lines.out) as Record<string, unknown>[];
+    expect(listed).toEqual(records.map((record, index) => ({ ...record, ageSeconds: [540, 480, 420][index] })));
+    // The record's own field names: requestedAt is its creation time, so there is no createdAt.
+    expect(listed[0]).toMatchObject({
+      approvalId: submission(1).approvalId,
+      toolName: "rename_document",
+      toolCallId: "call-1",
+      status: "rejected",
+      requestedAt: "2026-11-29T18:01:00.000Z",
+      args: { title: "Title 1", expectedRevision: 0 },
+      decision: { decision: "reject", message: "Not now" },
+      operatorRef: "OPS-1",
+    });
+    expect(listed.some((record) => "createdAt" in record)).toBe(false);
+
+    const rejected = sink();
+    await approvals(store, { status: "rejected", now: clock.now }, rejected);
+    expect(rejected.lines.out.split("\n")[0]).toBe("1 rejected approval request, oldest first:");
+    expect(rejected.lines.out).not.toContain("Decide");
+
+    const limited = sink();
+    await approvals(store, { limit: 2, json: true }, limited);
+    expect((JSON.parse(limited.lines.out) as { toolCallId: string }[]).map((record) => record.toolCallId)).toEqual(["call-1", "call-2"]);
+    const limitedText = sink();
+    await approvals(store, { limit: 2 }, limitedText);
+    expect(limitedText.lines.out).toContain("(the oldest 2: there may be more; narrow with --status)");
+    store.close();
+  });
+
+  it("with several pending requests, suggests deciding each by its APPROVAL ID; applied and expired requests say so", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { store } = sqliteFile(clock.now);
+    for (const n of [1, 2, 3, 4]) await store.requestApproval(submission(n));
+    await store.decideApproval({ approvalId: submission(1).approvalId, decision: { decision: "approve" }, operatorRef: "OPS-1", decidedAt: new Date(T0 + 2 * 60_000).toISOString() });
+    await store.applyApproval({ approvalId: submission(1).approvalId, appliedAt: new Date(T0 + 3 * 60_000).toISOString() });
+    await store.expireApprovals({ olderThan: new Date(T0 + 2.5 * 60_000).toISOString() });
+
+    const text = sink();
+    await approvals(store, { now: clock.now }, text);
+    expect(text.lines.out).toContain("4 approval requests (2 pending, 1 applied, 1 expired), oldest first:");
+    expect(text.lines.out).toContain("  decision:  approve by OPS-1 at 2026-11-29T18:02:00.000Z\n  applied:   2026-11-29T18:03:00.000Z (the call it allowed ran)\n");
+    expect(text.lines.out).toMatch(/\n {2}expired: {3}\S+ \(nobody decided it in time\)\n/);
+    expect(text.lines.out).toContain("Decide a pending request by its APPROVAL ID (its run applies the decision when it resumes):");
+    expect(text.lines.out).toContain("  arkah-guardrails STORE decide --approval-id ID --approve --operator-ref REF");
+    store.close();
+  });
+});
+
+describe("decide", () => {
+  it("approve, reject with a message, edit: records the operator's decision and says what the resumed run will do", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { store } = sqliteFile(clock.now);
+    for (const n of [1, 2, 3]) await store.requestApproval(submission(n));
+
+    const approved = sink();
+    const code = await decide(store, { approvalId: submission(1).approvalId, decision: { decision: "approve" }, operatorRef: "OPS-1", now: clock.now }, approved);
+    expect(code).toBe(EXIT.ok);
+    expect(approved.lines.out.split("\n").slice(0, 6)).toEqual([
+      `decided approval request ${submission(1).approvalId}: approved`,
+      "  call:         rename_document call-1 in scope doc-1",
+      `  turn:         ${submission(1).turnKey}`,
+      '  arguments:    {"title":"Title 1","expectedRevision":0}',
+      "  was:          pending",
+      "  now:          approved: when its run resumes, the call runs with these arguments and the",
+    ]);
+    expect(approved.lines.out).toContain("whatever the resume value says");
+    expect(approved.lines.out).toContain("operatorRef:  OPS-1 (recorded in the audit trail)");
+    expect(await store.getApproval(submission(1).approvalId)).toMatchObject({
+      status: "approved",
+      decision: { decision: "approve" },
+      operatorRef: "OPS-1",
+      decidedAt: "2026-11-29T18:10:00.000Z",
+    });
+
+    const rejected = sink();
+    await decide(store, { approvalId: submission(2).approvalId, decision: { decision: "reject", message: "Wrong title" }, operatorRef: "OPS-2" }, rejected);
+    expect(rejected.lines.out).toContain('now:          rejected: when its run resumes, the model gets approval_rejected with your message "Wrong title"');
+    expect(await store.getApproval(submission(2).approvalId)).toMatchObject({ status: "rejected", decision: { decision: "reject", message: "Wrong title" } });
+
+    const edited = sink();
+    const args = { title: "Field notes", expectedRevision: 0 };
+    await decide(store, { approvalId: submission(3).approvalId, decision: { decision: "edit", args }, operatorRef: "OPS-3" }, edited);
+    expect(edited.lines.out).toContain('now:          edited: when its run resumes, the call runs with {"title":"Field notes","expectedRevision":0}');
+    expect(edited.lines.out).toContain("if they fail, the run fails with ApprovalError edit_rejected");
+    expect(await store.getApproval(submission(3).approvalId)).toMatchObject({ status: "edited", decision: { decision: "edit", args } });
+
+    const trail = (await store.readAudit()).filter((event) => event.decision === "approval");
+    expect(trail.map((event) => [event.action, event.operatorRef])).toEqual([
+      ["requested", undefined],
+      ["requested", undefined],
+      ["requested", undefined],
+      ["approve", "OPS-1"],
+      ["reject", "OPS-2"],
+      ["edit", "OPS-3"],
+    ]);
+    store.close();
+  });
+
+  it("refuses to decide a request that is not pending, saying what its status is; an unknown id is not found; nothing changes", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { store } = sqliteFile(clock.now);
+    for (const n of [1, 2, 3]) await store.requestApproval(submission(n));
+    await store.decideApproval({ approvalId: submission(1).approvalId, decision: { decision: "reject" }, operatorRef: "OPS-1", decidedAt: new Date(T0).toISOString() });
+    await store.decideApproval({ approvalId: submission(2).approvalId, decision: { decision: "approve" }, operatorRef: "OPS-2", decidedAt: new Date(T0).toISOString() });
+    await store.applyApproval({ approvalId: submission(2).approvalId, appliedAt: new Date(T0 + 60_000).toISOString() });
+    await store.expireApprovals({ olderThan: new Date(T0 + 9 * 60_000).toISOString() });
+    const before = await store.listApprovals();
+
+    const approve = (n: number) =>
+      decide(store, { approvalId: submission(n).approvalId, decision: { decision: "approve" }, operatorRef: "OPS-9", now: clock.now }, sink());
+    await expect(approve(1)).rejects.toMatchObject({
+      exitCode: EXIT.wrongState,
+      message: `approval request ${submission(1).approvalId} is rejected (reject by OPS-1 at 2026-11-29T18:00:00.000Z): nothing changed`,
+    });
+    const applied = approve(2);
+    await expect(applied).rejects.toMatchObject({ exitCode: EXIT.wrongState });
+    await expect(applied).rejects.toThrow(/is applied \(approve by OPS-2 at .*; the call it allowed ran at 2026-11-29T18:01:00.000Z\): nothing changed$/);
+    const expired = approve(3);
+    await expect(expired).rejects.toMatchObject({ exitCode: EXIT.wrongState });
+    await expect(expired).rejects.toThrow(
+      /is expired \(at 2026-11-29T18:10:00.000Z; nobody decided it in time\), and can no longer be decided: its call is refused approval_expired: nothing changed$/,
+    );
+    const missing = decide(store, { approvalId: "a".repeat(64), decision: { decision: "approve" }, operatorRef: "OPS-9" }, sink());
+    await expect(missing).rejects.toBeInstanceOf(CliError);
+    await expect(missing).rejects.toMatchObject({ exitCode: EXIT.notFound });
+    await expect(missing).rejects.toThrow(`no approval request ${"a".repeat(64)}: nothing decided`);
+    expect(await store.listApprovals()).toEqual(before);
+    // A refused decision is audited (decision_refused), a missing request is not.
+    const refused = (await store.readAudit()).filter((event) => event.action === "decision_refused");
+    expect(refused.map((event) => [event.code, event.operatorRef])).toEqual([
+      ["already_decided", "OPS-9"],
+      ["already_decided", "OPS-9"],
+      ["expired", "OPS-9"],
+    ]);
+    store.close();
+  });
+});
+
+describe("expire", () => {
+  it("expires the pending requests older than the duration and prints how many", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { store } = sqliteFile(clock.now);
+    for (const n of [1, 2, 3, 8]) await store.requestApproval(submission(n));
+    await store.decideApproval({ approvalId: submission(1).approvalId, decision: { decision: "approve" }, decidedAt: new Date(T0).toISOString() });
+
+    // Ten minutes after T0: requests 2 and 3 (made at +2m and +3m) are older than 5m; 1 is decided, 8 is recent.
+    const out = sink();
+    expect(await expire(store, { olderThan: "5m", olderThanMs: 5 * 60_000, now: clock.now }, out)).toBe(EXIT.ok);
+    expect(out.lines.out).toBe(
+      "expired 2 pending approval requests made before 2026-11-29T18:05:00.000Z (older than 5m)\n" +
+        "  they can no longer be decided; when their runs resume, their calls are refused approval_expired\n",
+    );
+    expect((await store.listApprovals()).map((record) => [record.toolCallId, record.status])).toEqual([
+      ["call-1", "approved"],
+      ["call-2", "expired"],
+      ["call-3", "expired"],
+      ["call-8", "pending"],
+    ]);
+    const again = sink();
+    await expire(store, { olderThan: "5m", olderThanMs: 5 * 60_000, now: clock.now }, again);
+    expect(again.lines.out).toBe("expired 0 pending approval requests made before 2026-11-29T18:05:00.000Z (older than 5m): nothing changed\n");
+    store.close();
+  });
+});
+
+describe("suggested command lines name the store", () => {
+  it("shell-quotes what needs it", () => {
+    expect(shellWord("/var/lib/app/guardrails.sqlite")).toBe("/var/lib/app/guardrails.sqlite");
+    expect(shellWord("my store's file.sqlite")).toBe("'my store'\\''s file.sqlite'");
+    expect(shellWord("$HOME/g.sqlite")).toBe("'$HOME/g.sqlite'");
+  });
+
+  it("SQLite by its path; PostgreSQL by its URL without the password, with --schema when given", () => {
+    expect(suggestedStore({ kind: "sqlite", path: "data/g.sqlite" })).toEqual({ flags: "--sqlite data/g.sqlite" });
+    expect(suggestedStore({ kind: "postgres", url: "postgres://ops@db.internal:5432/app", schema: undefined })).toEqual({
+      flags: "--postgres postgres://ops@db.internal:5432/app",
+    });
+    expect(suggestedStore({ kind: "postgres", url: "postgres://ops:hunter2@db.internal:5432/app?sslmode=require", schema: "guard" })).toEqual({
+      flags: "--postgres 'postgres://ops@db.internal:5432/app?sslmode=require' --schema guard",
+      note: "the password is left out of these lines: put it in PGPASSWORD or ~/.pgpass",
+    });
+    const query = suggestedStore({ kind: "postgres", url: "postgres://ops@db/app?password=hunter2", schema: undefined });
+    expect(query.flags).not.toContain("hunter2");
+    expect(query.note).toBeDefined();
+  });
+
+  it("inspect and approvals print them with the store flags main was given, ready to paste", async () => {
+    const dir = tempDir();
+    const path = join(dir, "my guardrails.sqlite");
+    const store = SqliteGuardrailStore.open({ path });
+    await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    await store.requestApproval(submission(1));
+    store.close();
+    const quoted = `'${path}'`;
+
+    const inspected = await cli(["--sqlite", path, "inspect"]);
+    expect(inspected.code).toBe(EXIT.ok);
+    const reconcileLines = inspected.stdout.split("\n").filter((line) => line.includes("arkah-guardrails"));
+    expect(reconcileLines).toEqual([
+      `  arkah-guardrails --sqlite ${quoted} reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF`,
+      `  arkah-guardrails --sqlite ${quoted} reconcile --turn-key KEY --no-effect --operator-ref REF`,
+    ]);
+
+    const listed = await cli(["--sqlite", path, "approvals"]);
+    expect(listed.code).toBe(EXIT.ok);
+    const decideLines = listed.stdout.split("\n").filter((line) => line.includes("arkah-guardrails"));
+    expect(decideLines).toHaveLength(3);
+    for (const line of decideLines) expect(line).toContain(`  arkah-guardrails --sqlite ${quoted} decide --approval-id ${submission(1).approvalId} --`);
+
+    // Pasted as printed (with a real shell word split), the approve line decides the request.
+    const approveLine = decideLines[0]?.replace("REF", "OPS-5") ?? "";
+    const words = spawnSync("sh", ["-c", `printf '%s\\n' ${approveLine.trim().replace(/^arkah-guardrails /, "")}`], { encoding: "utf8" }).stdout.trim().split("\n");
+    const decided = await cli(words);
+    expect(decided.code).toBe(EXIT.ok);
+    expect(decided.stdout).toContain(": approved");
+  });
+});
+
 // ---------------------------------------------------------------------------------------------
 // Unicode format characters (bidi overrides, zero-width, tags) and lone surrogates
 
@@ -424,6 +733,76 @@ describe("terminal output escapes Unicode format characters and lone surrogates"
     store.close();
   });
 
+  it("approvals, as a table and as JSON: format characters in arguments (keys and values), tool, call id, scope, reason and decision are escaped", async () => {
+    const { store } = sqliteFile();
+    const args = { [`ti${RLO}tle`]: `Invoice ${RLO}fdp.exe ${ALL_FORMAT}`, nested: [{ note: `a\u200bb` }], n: 1 };
+    const hostile = submission(1, {
+      args,
+      argsDigest: digest(args),
+      toolName: `rename_${RLO}tnemucod`,
+      toolCallId: `call-${RLO}1`,
+      scopeId: `doc-${RLO}1`,
+      reason: `Rename to ${RLO}fdp.exe?`,
+      guardrails: [`appro${RLO}val`],
+    });
+    await store.requestApproval(hostile);
+    await store.decideApproval({
+      approvalId: hostile.approvalId,
+      decision: { decision: "reject", message: `no ${RLO}way ${ALL_FORMAT}` },
+      operatorRef: `OPS-${RLO}1`,
+      decidedAt: new Date(T0).toISOString(),
+    });
+    const table = sink();
+    await approvals(store, {}, table);
+    expect(hasUnsafe(table.lines.out)).toBe(false);
+    expect(table.lines.out).toContain(`{"ti\\u202etle":"Invoice \\u202efdp.exe ${ALL_ESCAPED}","nested":[{"note":"a\\u200bb"}],"n":1}`);
+    expect(table.lines.out).toContain("rename_\\u202etnemucod");
+    expect(table.lines.out).toContain("call-\\u202e1");
+    expect(table.lines.out).toContain("doc-\\u202e1");
+    expect(table.lines.out).toContain("reason:    Rename to \\u202efdp.exe?");
+    expect(table.lines.out).toContain("asked by:  appro\\u202eval");
+    expect(table.lines.out).toContain(`decision:  reject by OPS-\\u202e1 at 2026-11-29T18:00:00.000Z, message "no \\u202eway ${ALL_ESCAPED}"`);
+    const json = sink();
+    await approvals(store, { json: true }, json);
+    expect(hasUnsafe(json.lines.out)).toBe(false);
+    expect((JSON.parse(json.lines.out) as ApprovalRecord[])[0]).toMatchObject({
+      args,
+      toolName: hostile.toolName,
+      reason: hostile.reason,
+      decision: { decision: "reject", message: `no ${RLO}way ${ALL_FORMAT}` },
+      operatorRef: `OPS-${RLO}1`,
+    });
+    store.close();
+  });
+
+  it("decide: the call, arguments, edited arguments and operator ref it prints are escaped, and so is a refusal on stderr", async () => {
+    const { path, store } = sqliteFile();
+    const args = { title: `${RLO}fdp.exe` };
+    const hostile = submission(1, { args, argsDigest: digest(args), toolName: `rename_${RLO}tnemucod`, toolCallId: `call-${RLO}1` });
+    await store.requestApproval(hostile);
+    const out = sink();
+    const edit: Record<string, JsonValue> = { title: `${ALL_FORMAT}x` };
+    await decide(store, { approvalId: hostile.approvalId, decision: { decision: "edit", args: edit }, operatorRef: `OPS-${RLO}2` }, out);
+    expect(hasUnsafe(out.lines.out)).toBe(false);
+    expect(out.lines.out).toContain("call:         rename_\\u202etnemucod call-\\u202e1 in scope doc-1");
+    expect(out.lines.out).toContain('arguments:    {"title":"\\u202efdp.exe"}');
+    expect(out.lines.out).toContain(`the call runs with {"title":"${ALL_ESCAPED}x"}`);
+    expect(out.lines.out).toContain("operatorRef:  OPS-\\u202e2");
+    store.close();
+
+    const refused = await cli(["--sqlite", path, "decide", "--approval-id", hostile.approvalId, "--approve", "--operator-ref", "OPS-3"]);
+    expect(refused.code).toBe(EXIT.wrongState);
+    expect(hasUnsafe(refused.stderr)).toBe(false);
+    expect(refused.stderr).toContain(`is edited (edit by OPS-\\u202e2 at `);
+    expect(refused.stderr).toContain(`arguments {"title":"${ALL_ESCAPED}x"}): nothing changed`);
+
+    const editFile = join(tempDir(), "edit.json");
+    writeFileSync(editFile, `{"title": "${RLO}x" oops}`);
+    const bad = await cli(["--sqlite", path, "decide", "--approval-id", hostile.approvalId, "--edit-file", editFile, "--operator-ref", "R"]);
+    expect(bad.code).toBe(EXIT.usage);
+    expect(hasUnsafe(bad.stderr)).toBe(false);
+  });
+
   it("main: an error message quoting a value escapes it on stderr, line by line", async () => {
     const run = await cli(["--sqlite", "/nonexistent/g.sqlite", "audit", "--since", `2026-11-29${RLO}`]);
     expect(run.code).toBe(EXIT.usage);
@@ -442,7 +821,10 @@ describe("main", () => {
     expect(global.code).toBe(0);
     expect(global.stdout).toContain("Commands:");
     expect(global.stdout).toMatch(/Exit codes:\n {2}0 {2}ok\n {2}1 {2}operational failure.*\n {2}2 {2}usage error.*\n {2}3 {2}not found.*\n {2}4 {2}wrong state/);
-    for (const command of ["inspect", "reconcile", "audit"]) {
+    expect(global.stdout).toMatch(/\n {2}approvals {3}list approval requests/);
+    expect(global.stdout).toMatch(/\n {2}decide {6}approve, reject or edit one pending approval request/);
+    expect(global.stdout).toMatch(/\n {2}expire {6}expire pending approval requests older than a duration/);
+    for (const command of ["inspect", "reconcile", "audit", "approvals", "decide", "expire"]) {
       const help = await cli([command, "-h"]);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`arkah-guardrails STORE ${command}`);
@@ -492,6 +874,24 @@ describe("main", () => {
     [["--sqlite", "a", "audit", "--after-seq=-1"], /--after-seq: expected a whole number of at least 0/],
     [["--sqlite", "a", "audit", "--limit", "0"], /--limit: expected a whole number of at least 1/],
     [["--sqlite", "a", "audit", "--limit", "1e3"], /--limit: expected a whole number/],
+    [["--sqlite", "a", "approvals", "--status", "done"], /--status: expected one of pending, approved, rejected, edited, applied, expired, got "done"/],
+    [["--sqlite", "a", "approvals", "--limit", "0"], /--limit: expected a whole number from 1 to 10000/],
+    [["--sqlite", "a", "approvals", "--limit", "10001"], /--limit: expected a whole number from 1 to 10000/],
+    [["--sqlite", "a", "approvals", "--since", "2026-01-01"], /--since is not an option of approvals/],
+    [["--sqlite", "a", "decide", "--approve", "--operator-ref", "R"], /--approval-id ID is required/],
+    [["--sqlite", "a", "decide", "--approval-id", "XYZ", "--approve", "--operator-ref", "R"], /--approval-id: expected 64 lowercase hex characters/],
+    [["--sqlite", "a", "decide", "--approval-id", "a".repeat(64), "--approve"], /--operator-ref REF is required/],
+    [["--sqlite", "a", "decide", "--approval-id", "a".repeat(64), "--operator-ref", "R"], /exactly one of --approve, --reject or --edit-file/],
+    [["--sqlite", "a", "decide", "--approval-id", "a".repeat(64), "--approve", "--reject", "--operator-ref", "R"], /exactly one of --approve, --reject/],
+    [["--sqlite", "a", "decide", "--approval-id", "a".repeat(64), "--reject", "--edit-file", "f", "--operator-ref", "R"], /exactly one of/],
+    [["--sqlite", "a", "decide", "--approval-id", "a".repeat(64), "--approve", "--message", "m", "--operator-ref", "R"], /--message applies to --reject only/],
+    [["--sqlite", "a", "decide", "--approval-id", "a".repeat(64), "--approve", "--turn-key", "k", "--operator-ref", "R"], /--turn-key is not an option of decide/],
+    [["--sqlite", "a", "expire"], /--older-than DURATION is required/],
+    [["--sqlite", "a", "expire", "--older-than", "24"], /--older-than: expected a duration such as 30m, 24h or 7d/],
+    [["--sqlite", "a", "expire", "--older-than", "0h"], /--older-than: expected a duration/],
+    [["--sqlite", "a", "expire", "--older-than", "1w"], /--older-than: expected a duration/],
+    [["--sqlite", "a", "expire", "--older-than", "-5m"], /--older-than/],
+    [["--sqlite", "a", "expire", "--older-than", "99999999999999999d"], /--older-than: expected a duration/],
   ])("usage error (exit 2) for %j", async (argv, message) => {
     const run = await cli(argv);
     expect(run.code).toBe(EXIT.usage);
@@ -552,6 +952,96 @@ describe("main", () => {
     expect(notUtf8.stderr).toMatch(/is not UTF-8 text/);
     expect((await store.listUnresolved()).map((mutation) => mutation.state)).toEqual(["unknown"]);
     store.close();
+  });
+
+  it("checks the edit file before touching the store: a JSON object of arguments, or it says what is wrong", async () => {
+    const { path, store } = sqliteFile();
+    await store.requestApproval(submission(1));
+    const dir = tempDir();
+    const base = ["--sqlite", path, "decide", "--approval-id", submission(1).approvalId, "--operator-ref", "R", "--edit-file"];
+    const cases: [string, string | Buffer, number, RegExp][] = [
+      ["array.json", "[1, 2]", EXIT.usage, /array\.json holds an array, not an object; it must hold the edited arguments as one JSON object/],
+      ["null.json", "null", EXIT.usage, /null\.json holds null, not an object/],
+      ["string.json", '"Field notes"', EXIT.usage, /string\.json holds a string, not an object/],
+      ["broken.json", '{"title": "x",', EXIT.usage, /broken\.json is not JSON \(.+\); it must hold the edited arguments/],
+      ["empty.json", "", EXIT.usage, /empty\.json is not JSON/],
+      ["surrogate.json", '{"title": "a\\ud800"}', EXIT.usage, /surrogate\.json has a value the store cannot keep at \/title: a string with a lone surrogate/],
+      ["key.json", '{"ok": {"a\\udc00": 1}}', EXIT.usage, /key\.json has a value the store cannot keep at \/ok\/a\\udc00: a key with a lone surrogate/],
+      ["huge.json", '{"amount": [1, 1e999]}', EXIT.usage, /huge\.json has a value the store cannot keep at \/amount\/1: a number too large for JSON/],
+      ["latin1.json", Buffer.from([0x7b, 0x22, 0xe9, 0x22, 0x3a, 0x31, 0x7d]), EXIT.usage, /latin1\.json is not UTF-8 text/],
+      ["missing.json", "", EXIT.failure, /--edit-file: cannot read .*nowhere\.json: the file does not exist/],
+    ];
+    for (const [name, content, code, message] of cases) {
+      const file = join(dir, name === "missing.json" ? "nowhere.json" : name);
+      if (name !== "missing.json") writeFileSync(file, content);
+      const run = await cli([...base, file]);
+      expect({ name, code: run.code }).toEqual({ name, code });
+      expect(run.stderr).toMatch(message);
+      expect(run.stdout).toBe("");
+    }
+    expect((await store.getApproval(submission(1).approvalId))?.status).toBe("pending");
+
+    writeFileSync(join(dir, "ok.json"), '{"title": "Field notes", "expectedRevision": 0}\n');
+    const ok = await cli([...base, join(dir, "ok.json")]);
+    expect(ok.code).toBe(EXIT.ok);
+    expect(await store.getApproval(submission(1).approvalId)).toMatchObject({
+      status: "edited",
+      decision: { decision: "edit", args: { title: "Field notes", expectedRevision: 0 } },
+      operatorRef: "R",
+    });
+    store.close();
+  });
+
+  it("runs approvals, decide and expire against a SQLite file: a missing request is 3, a decided or expired one is 4", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { path, store } = sqliteFile(clock.now);
+    for (const n of [1, 2, 3]) await store.requestApproval(submission(n));
+    store.close();
+    const flags = ["--sqlite", path];
+
+    const listed = await cli([...flags, "approvals", "--status", "pending", "--json"], { now: clock.now });
+    expect(listed.code).toBe(EXIT.ok);
+    expect((JSON.parse(listed.stdout) as ApprovalRecord[]).map((record) => record.approvalId)).toEqual([1, 2, 3].map((n) => submission(n).approvalId));
+
+    const approve = [...flags, "decide", "--approval-id", submission(1).approvalId, "--approve", "--operator-ref", "OPS-1"];
+    expect((await cli(approve, { now: clock.now })).code).toBe(EXIT.ok);
+    const again = await cli(approve);
+    expect(again.code).toBe(EXIT.wrongState);
+    expect(again.stderr).toMatch(/^arkah-guardrails: approval request [0-9a-f]{64} is approved \(approve by OPS-1 at 2026-11-29T18:10:00.000Z\): nothing changed\n$/);
+
+    const rejected = await cli([...flags, "decide", "--approval-id", submission(2).approvalId, "--reject", "--message", "Not this one", "--operator-ref", "OPS-2"]);
+    expect(rejected.code).toBe(EXIT.ok);
+    expect(rejected.stdout).toContain("rejected");
+
+    clock.advance(3600);
+    const expired = await cli([...flags, "expire", "--older-than", "30m"], { now: clock.now });
+    expect(expired).toEqual({
+      code: EXIT.ok,
+      stdout:
+        "expired 1 pending approval request made before 2026-11-29T18:40:00.000Z (older than 30m)\n" +
+        "  they can no longer be decided; when their runs resume, their calls are refused approval_expired\n",
+      stderr: "",
+    });
+    const late = await cli([...flags, "decide", "--approval-id", submission(3).approvalId, "--approve", "--operator-ref", "OPS-3"]);
+    expect(late.code).toBe(EXIT.wrongState);
+    expect(late.stderr).toContain("is expired (at ");
+    const missing = await cli([...flags, "decide", "--approval-id", "0".repeat(64), "--approve", "--operator-ref", "OPS-3"]);
+    expect(missing.code).toBe(EXIT.notFound);
+    expect(missing.stderr).toContain("no approval request 0000");
+
+    const table = await cli([...flags, "approvals"], { now: clock.now });
+    expect(table.stdout.split("\n")[0]).toBe("3 approval requests (1 approved, 1 rejected, 1 expired), oldest first:");
+    const audited = (await cli([...flags, "audit"])).stdout.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(audited.filter((event) => event.decision === "approval").map((event) => [event.action, event.code, event.operatorRef])).toEqual([
+      ["requested", undefined, undefined],
+      ["requested", undefined, undefined],
+      ["requested", undefined, undefined],
+      ["approve", undefined, "OPS-1"],
+      ["decision_refused", "already_decided", "OPS-1"],
+      ["reject", undefined, "OPS-2"],
+      ["expired", undefined, undefined],
+      ["decision_refused", "expired", "OPS-3"],
+    ]);
   });
 
   it("runs inspect, reconcile and audit against a SQLite file: not found is 3, a repeated reconciliation is 4", async () => {
@@ -908,6 +1398,124 @@ describe.each(backends)("round trip through a real agent on $name", (backend) =>
     const retried = await attempt({ store, service, input }, "read-3", "rename-1");
     expect(outcomeOf(retried, "rename-1")).toMatchObject({ status: "success", content: RENAMED });
     expect(service.writes).toBe(1);
+    await close();
+  });
+});
+
+describe.each(backends)("approvals decided with the CLI, through a real agent on $name", (backend) => {
+  /** A paused turn: read, then a rename that `requireApproval` holds for a person. */
+  async function pausedTurn(turnId: string) {
+    const { store, flags, close } = await backend.create();
+    const service = new DocumentService();
+    const input = turnInput({ turnId });
+    await admit(store, input);
+    const { agent } = guardedAgent({
+      store,
+      service,
+      input,
+      checkpointer: new MemorySaver(),
+      guardrails: {
+        guardrails: [requireApproval({ tools: ["rename_document"], describe: ({ args }) => `Rename the document to ${JSON.stringify(args.title)}?` })],
+      },
+      script: [{ toolCalls: [read("read-1")] }, { toolCalls: [rename("rename-1")] }, { content: "done" }],
+    });
+    const config = { configurable: { thread_id: turnId } };
+    const paused = await agent.invoke({ messages: [new HumanMessage(userText(input))] }, config);
+    const requests = (paused.__interrupt__ ?? []).map((pending) => pending.value as ApprovalRequest);
+    expect(requests).toHaveLength(1);
+    expect(service.writes).toBe(0);
+    const resume = async (value: unknown) => (await agent.invoke(new Command({ resume: value }), config)).messages;
+    return { store, flags, close, service, request: requests[0] as ApprovalRequest, resume };
+  }
+
+  async function listed(flags: string[], status?: string) {
+    const run = await cli([...flags, "approvals", ...(status === undefined ? [] : ["--status", status]), "--json"]);
+    expect(run.code).toBe(EXIT.ok);
+    return JSON.parse(run.stdout) as ApprovalRecord[];
+  }
+
+  it("approve: approvals shows the request with its arguments, decide approves it, the resumed run renames once and the request is applied", async () => {
+    const { flags, close, service, request, resume } = await pausedTurn("turn-approve");
+    const [pending, ...others] = await listed(flags, "pending");
+    expect(others).toEqual([]);
+    expect(pending).toMatchObject({
+      approvalId: request.approvalId,
+      toolName: "rename_document",
+      toolCallId: "rename-1",
+      status: "pending",
+      args: { title: "Field notes", expectedRevision: 0 },
+      reason: 'Rename the document to "Field notes"?',
+    });
+    const table = await cli([...flags, "approvals"]);
+    expect(table.stdout).toContain('{"title":"Field notes","expectedRevision":0}');
+    const paste = table.stdout.split("\n").find((line) => line.includes("--approve"));
+    const target =
+      flags[0] === "--sqlite"
+        ? ({ kind: "sqlite", path: flags[1] ?? "" } as const)
+        : ({ kind: "postgres", url: flags[1] ?? "", schema: flags[3] } as const);
+    const store = suggestedStore(target);
+    expect(paste).toBe(`  arkah-guardrails ${store.flags} decide --approval-id ${request.approvalId} --approve --operator-ref REF`);
+    if (target.kind === "postgres") {
+      // The store flags name the schema; a password in the URL is left out, and the note says so.
+      expect(store.flags).toContain(` --schema ${target.schema ?? ""}`);
+      const password = new URL(target.url).password;
+      if (password !== "") {
+        expect(table.stdout).not.toContain(password);
+        expect(table.stdout).toContain("(the password is left out of these lines: put it in PGPASSWORD or ~/.pgpass)");
+      }
+    }
+
+    const decided = await cli([...flags, "decide", "--approval-id", request.approvalId, "--approve", "--operator-ref", "OPS-11"]);
+    expect(decided.code).toBe(EXIT.ok);
+    // The decision in the store stands, whatever the resume value says.
+    const messages = await resume({ decision: "reject", message: "ignored: decided out of band" });
+    expect(outcomeOf(messages, "rename-1")).toMatchObject({ status: "success", content: RENAMED });
+    expect(service.writes).toBe(1);
+    expect(await listed(flags, "applied")).toEqual([expect.objectContaining({ approvalId: request.approvalId, operatorRef: "OPS-11", decision: { decision: "approve" } })]);
+    const again = await cli([...flags, "decide", "--approval-id", request.approvalId, "--reject", "--operator-ref", "OPS-12"]);
+    expect(again.code).toBe(EXIT.wrongState);
+    expect(again.stderr).toContain(`approval request ${request.approvalId} is applied (approve by OPS-11 at `);
+    await close();
+  });
+
+  it("reject: the resumed run gives the model approval_rejected with the operator's message, and nothing runs", async () => {
+    const { flags, close, service, request, resume } = await pausedTurn("turn-reject");
+    const decided = await cli([...flags, "decide", "--approval-id", request.approvalId, "--reject", "--message", "Keep the old title", "--operator-ref", "OPS-13"]);
+    expect(decided.code).toBe(EXIT.ok);
+    const messages = await resume({ decision: "approve" });
+    const outcome = outcomeOf(messages, "rename-1");
+    expect(outcome).toMatchObject({ status: "error", code: "approval_rejected" });
+    expect(JSON.parse(outcome.content)).toMatchObject({ reviewerMessage: "Keep the old title" });
+    expect(service.writes).toBe(0);
+    expect(await listed(flags)).toEqual([expect.objectContaining({ status: "rejected", operatorRef: "OPS-13" })]);
+    await close();
+  });
+
+  it("edit: the resumed run renames with the arguments from the edit file, checked again", async () => {
+    const { flags, close, service, request, resume } = await pausedTurn("turn-edit");
+    const editFile = join(tempDir(), "edit.json");
+    writeFileSync(editFile, JSON.stringify({ title: "Field notes (edited)", expectedRevision: 0 }));
+    const decided = await cli([...flags, "decide", "--approval-id", request.approvalId, "--edit-file", editFile, "--operator-ref", "OPS-14"]);
+    expect(decided.code).toBe(EXIT.ok);
+    const messages = await resume({ decision: "approve" });
+    expect(outcomeOf(messages, "rename-1")).toMatchObject({ status: "success", content: '{"title":"Field notes (edited)","revision":1}' });
+    expect(service.writes).toBe(1);
+    expect(await listed(flags)).toEqual([expect.objectContaining({ status: "applied", decision: { decision: "edit", args: { title: "Field notes (edited)", expectedRevision: 0 } } })]);
+    await close();
+  });
+
+  it("expire: the resumed run gives the model approval_expired, and a late decision is refused with exit 4", async () => {
+    const { flags, close, service, request, resume } = await pausedTurn("turn-expire");
+    const later = () => new Date(Date.now() + 3_600_000);
+    const expired = await cli([...flags, "expire", "--older-than", "30m"], { now: later });
+    expect(expired.code).toBe(EXIT.ok);
+    expect(expired.stdout).toMatch(/^expired 1 pending approval request made before /);
+    const late = await cli([...flags, "decide", "--approval-id", request.approvalId, "--approve", "--operator-ref", "OPS-15"]);
+    expect(late.code).toBe(EXIT.wrongState);
+    expect(late.stderr).toContain("is expired");
+    const messages = await resume({ decision: "approve" });
+    expect(outcomeOf(messages, "rename-1")).toMatchObject({ status: "error", code: "approval_expired" });
+    expect(service.writes).toBe(0);
     await close();
   });
 });
