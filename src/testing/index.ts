@@ -1,4 +1,4 @@
-export { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "./scripted-model.js";
+export { ScriptedModel, type ScriptReply, type ScriptResponder, type ScriptStep, type ScriptedToolCall } from "./scripted-model.js";
 export {
   CONFORMANCE_SUITES,
   validateGuardrailStore,

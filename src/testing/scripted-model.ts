@@ -1,7 +1,6 @@
 /**
- * An offline chat model that answers from a script, one step per model call. For agent tests and
- * demos that must run without a provider: only the model's responses are scripted, everything else
- * (the agent loop, middleware, tools, store) is real.
+ * An offline chat model that answers from a script (one step per model call) or from a function
+ * of the transcript. For agent tests, demos and servers that must run without a provider.
  */
 import { BaseChatModel, type BindToolsInput } from "@langchain/core/language_models/chat_models";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
@@ -14,60 +13,85 @@ export interface ScriptedToolCall {
   readonly args: Record<string, unknown>;
 }
 
-/** One model response: text, tool calls, or a function of the transcript so far. */
-export type ScriptStep =
-  | AIMessage
-  | { readonly content?: string; readonly toolCalls?: readonly ScriptedToolCall[] }
-  | ((messages: readonly BaseMessage[]) => AIMessage | { readonly content?: string; readonly toolCalls?: readonly ScriptedToolCall[] });
+/** One model response: text and tool calls. */
+export type ScriptReply = AIMessage | { readonly content?: string; readonly toolCalls?: readonly ScriptedToolCall[] };
+
+/** One model response: a reply, or a function of the transcript so far that makes one. */
+export type ScriptStep = ScriptReply | ((messages: readonly BaseMessage[]) => ScriptReply);
 
 /**
- * Answers the n-th model call with the n-th step. Throws when the script runs out, so a test that
- * calls the model more often than it expects fails loudly.
+ * Answers every model call from the transcript it is given: one model can serve many requests
+ * (a server's threads, concurrent turns), unlike a script, which is one queue for all of them.
+ */
+export type ScriptResponder = (messages: readonly BaseMessage[]) => ScriptReply;
+
+/**
+ * An offline chat model for agent tests, demos and examples: only the model's replies are
+ * scripted; the agent loop, middleware, tools and store are real.
+ *
+ * - `new ScriptedModel(steps)`: answers the n-th model call with the n-th step, and rejects once
+ *   the script runs out, so a test that calls the model more often than it expects fails loudly.
+ *   Give tool calls explicit ids: retries replay by id.
+ * - `new ScriptedModel(respond)`: answers every call with `respond(transcript)`, for as many calls
+ *   as come.
+ *
+ * `bindTools` returns the same model (the tools are the agent's business), so its position in a
+ * script is shared by every agent it is bound into.
  */
 export class ScriptedModel extends BaseChatModel {
+  readonly #respond: ScriptResponder | undefined;
   readonly #steps: readonly ScriptStep[];
-  /** Shared with bound copies, so `bindTools` does not restart the script. */
-  readonly #state: { calls: number };
+  #calls = 0;
 
-  constructor(steps: readonly ScriptStep[], state: { calls: number } = { calls: 0 }) {
+  constructor(script: readonly ScriptStep[] | ScriptResponder) {
     super({});
-    this.#steps = steps;
-    this.#state = state;
+    if (typeof script === "function") {
+      this.#respond = script;
+      this.#steps = [];
+    } else {
+      this.#respond = undefined;
+      this.#steps = script;
+    }
   }
 
   /** How many times the model has been called. */
   get calls(): number {
-    return this.#state.calls;
+    return this.#calls;
   }
 
-  /** True once every step has been used. */
+  /** True once every step of a script has been used (never for a responder). */
   get finished(): boolean {
-    return this.#state.calls >= this.#steps.length;
+    return this.#respond === undefined && this.#calls >= this.#steps.length;
   }
 
   _llmType(): string {
     return "scripted";
   }
 
-  override bindTools(_tools: BindToolsInput[]): ScriptedModel {
-    return new ScriptedModel(this.#steps, this.#state);
+  override bindTools(_tools: BindToolsInput[]): this {
+    return this;
   }
 
   _generate(messages: BaseMessage[]): Promise<ChatResult> {
-    const index = this.#state.calls;
-    const step = this.#steps[index];
-    this.#state.calls += 1;
+    const index = this.#calls;
+    this.#calls += 1;
+    const step = this.#respond ?? this.#steps[index];
     if (step === undefined) {
       return Promise.reject(
         new Error(`ScriptedModel: no step ${String(index + 1)} in a script of ${String(this.#steps.length)}`),
       );
     }
-    const resolved = typeof step === "function" ? step(messages) : step;
-    const message = AIMessage.isInstance(resolved)
-      ? resolved
+    let reply: ScriptReply;
+    try {
+      reply = typeof step === "function" ? step(messages) : step;
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    const message = AIMessage.isInstance(reply)
+      ? reply
       : new AIMessage({
-          content: resolved.content ?? "",
-          tool_calls: (resolved.toolCalls ?? []).map((call) => ({
+          content: reply.content ?? "",
+          tool_calls: (reply.toolCalls ?? []).map((call) => ({
             id: call.id,
             name: call.name,
             args: structuredClone(call.args),

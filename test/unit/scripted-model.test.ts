@@ -84,12 +84,11 @@ describe("ScriptedModel", () => {
     expect(seen).toEqual([["sys", "hi"], ["a", "b", "c"]]);
   });
 
-  it("shares its position with copies made by bindTools", async () => {
+  it("bindTools returns the model itself, so the script's position is shared", async () => {
     const echo = tool(() => "x", { name: "echo", description: "Echo.", schema: z.object({}) });
     const model = new ScriptedModel([{ content: "one" }, { content: "two" }, { content: "three" }]);
     const bound = model.bindTools([echo]);
-    expect(bound).toBeInstanceOf(ScriptedModel);
-    expect(bound).not.toBe(model);
+    expect(bound).toBe(model);
 
     expect((await model.invoke(hello)).content).toBe("one");
     expect((await bound.invoke(hello)).content).toBe("two");
@@ -133,5 +132,26 @@ describe("ScriptedModel", () => {
 
   it("reports its type", () => {
     expect(new ScriptedModel([])._llmType()).toBe("scripted");
+  });
+
+  it("a responder answers every call from its transcript, as many as come", async () => {
+    const model = new ScriptedModel((messages) => ({ content: `you said ${String(messages.at(-1)?.content)} (${String(messages.length)})` }));
+    expect((await model.invoke([new HumanMessage("a")])).content).toBe("you said a (1)");
+    expect((await model.invoke([new HumanMessage("b"), new HumanMessage("c")])).content).toBe("you said c (2)");
+    expect(model.calls).toBe(2);
+    expect(model.finished).toBe(false);
+  });
+
+  it("a responder that throws rejects that call only", async () => {
+    let fail = true;
+    const model = new ScriptedModel(() => {
+      if (fail) {
+        fail = false;
+        throw new Error("provider down");
+      }
+      return { content: "ok" };
+    });
+    await expect(model.invoke(hello)).rejects.toThrow("provider down");
+    expect((await model.invoke(hello)).content).toBe("ok");
   });
 });
