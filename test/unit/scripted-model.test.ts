@@ -135,7 +135,7 @@ describe("ScriptedModel", () => {
   });
 
   it("a responder answers every call from its transcript, as many as come", async () => {
-    const model = new ScriptedModel((messages) => ({ content: `you said ${String(messages.at(-1)?.content)} (${String(messages.length)})` }));
+    const model = new ScriptedModel((messages) => ({ content: `you said ${messages.at(-1)?.text ?? ""} (${String(messages.length)})` }));
     expect((await model.invoke([new HumanMessage("a")])).content).toBe("you said a (1)");
     expect((await model.invoke([new HumanMessage("b"), new HumanMessage("c")])).content).toBe("you said c (2)");
     expect(model.calls).toBe(2);
