@@ -3,8 +3,10 @@
  * object, so a service in another language can compute the same values. The formulas are part of
  * the public contract and documented in docs/architecture.md.
  */
+import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
 import { digest, sha256Hex } from "./digest.js";
+import { declaredSchema } from "./guardrails/schema.js";
 
 /** Identifies a user turn: `(scopeId, turnId)`. The policy version is deliberately left out. */
 export function turnKey(turn: TurnRef): string {
@@ -18,6 +20,31 @@ export function moderationDigest(input: { readonly segments: readonly Segment[] 
     v: 1,
     segments: input.segments.map(({ label, content }) => ({ label, content })),
   });
+}
+
+/** Fingerprints already computed, per tool object: a tool is fingerprinted once, not per call. */
+const fingerprints = new WeakMap<object, string>();
+
+/**
+ * Identifies a tool as the model is shown it: its name, its description (`""` when it has none)
+ * and its declared input schema as JSON Schema (a zod schema converted, a JSON Schema as is; `null`
+ * when it declares none). A verdict, an approval or a claim recorded under one fingerprint says
+ * which tool was decided on: change the tool's description or schema and its fingerprint changes.
+ * Computed once per tool object.
+ */
+export function toolFingerprint(tool: ClientTool | ServerTool): string {
+  const known = fingerprints.get(tool);
+  if (known !== undefined) return known;
+  const { name, description } = tool as { readonly name?: unknown; readonly description?: unknown };
+  const fingerprint = digest({
+    kind: "arkah.tool",
+    v: 1,
+    name: typeof name === "string" ? name : "",
+    description: typeof description === "string" ? description : "",
+    schema: declaredSchema(tool) ?? null,
+  });
+  fingerprints.set(tool, fingerprint);
+  return fingerprint;
 }
 
 /** A tool call as the model proposed it. */
