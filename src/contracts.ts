@@ -131,8 +131,21 @@ export const MutationIdentitySchema = z.strictObject({
   argsDigest: DigestSchema,
   /** `mutationKey(turn, call)`: hashes turn key, tool name, argument digest and call id. */
   mutationKey: DigestSchema,
+  /**
+   * `toolFingerprint(tool)` of the tool the call was made to. Recorded on the claim (the one that
+   * acquired it) and listed by `listUnresolved`; not part of `mutationKey`, so it never decides
+   * whether two claims are the same call.
+   */
+  toolFingerprint: DigestSchema,
 });
 export type MutationIdentity = z.infer<typeof MutationIdentitySchema>;
+
+/**
+ * A claim's identity as a store reads it back. `toolFingerprint` is absent only on a claim made
+ * before the SQLite and PostgreSQL stores' schema version 3, which did not record it.
+ */
+export const ClaimedIdentitySchema = MutationIdentitySchema.extend({ toolFingerprint: DigestSchema.optional() });
+export type ClaimedIdentity = z.infer<typeof ClaimedIdentitySchema>;
 
 /** The text result of a completed mutation, replayed verbatim on a retry. */
 export const MutationResultSchema = z.strictObject({
@@ -227,13 +240,16 @@ export type GuardrailVerdict = z.infer<typeof GuardrailVerdictSchema>;
 export type GuardrailAction = GuardrailVerdict["action"];
 
 /**
- * Which check of which call a verdict is bound to. The tool name is part of it: a verdict recorded
- * for one tool never answers for another tool's call, whatever its id and arguments.
+ * Which check of which call a verdict is bound to. The tool is part of it, by name and by
+ * fingerprint: a verdict recorded for one tool never answers for another tool's call, whatever its
+ * id and arguments, nor for the same tool once its description or schema changed.
  */
 export const VerdictKeySchema = z.strictObject({
   turnKey: DigestSchema,
   toolCallId: IdSchema,
   toolName: IdSchema,
+  /** `toolFingerprint(tool)`: the tool's name, description and declared input schema. */
+  toolFingerprint: DigestSchema,
   guardrail: IdSchema,
   argsDigest: DigestSchema,
 });
@@ -276,12 +292,17 @@ export const DECIDED_STATUS = { approve: "approved", reject: "rejected", edit: "
  * that asked.
  */
 export const ApprovalRequestSchema = z.strictObject({
-  /** `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolCallId, argsDigest, execution })`: docs/architecture.md#keys. */
+  /**
+   * `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolFingerprint, toolCallId, argsDigest, execution })`:
+   * docs/architecture.md#keys.
+   */
   approvalId: DigestSchema,
   turnKey: DigestSchema,
   scopeId: IdSchema,
   toolCallId: IdSchema,
   toolName: IdSchema,
+  /** `toolFingerprint(tool)` of the tool the person is asked about. */
+  toolFingerprint: DigestSchema,
   argsDigest: DigestSchema,
   /** The arguments the person is asked about. */
   args: z.record(z.string(), JsonValueSchema),
@@ -301,6 +322,11 @@ export type ApprovalSubmission = z.infer<typeof ApprovalRequestSchema>;
  * applied; `expiredAt` exactly when expired.
  */
 export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
+  /**
+   * Absent only on a request stored before the SQLite and PostgreSQL stores' schema version 3,
+   * which did not have it (the middleware never asks for such a request again: its id changed).
+   */
+  toolFingerprint: DigestSchema.optional(),
   status: ApprovalStatusSchema,
   /** Present once decided, and kept when applied. */
   decision: ApprovalDecisionSchema.optional(),
@@ -416,6 +442,11 @@ export const AuditEventSchema = z.strictObject({
   scopeId: IdSchema,
   toolCallId: IdSchema.optional(),
   toolName: IdSchema.optional(),
+  /**
+   * `toolFingerprint(tool)`: on the events a store writes about a claim or an approval request
+   * (`reconciled`, `released`, `approval`) whenever the claim or request recorded it.
+   */
+  toolFingerprint: DigestSchema.optional(),
   kind: ToolKindSchema.optional(),
   argsDigest: DigestSchema.optional(),
   /** The refusal code, the guardrail's code on a verdict, or why an approval decision was refused. */
@@ -449,8 +480,12 @@ export type AuditQuery = z.infer<typeof AuditQuerySchema>;
 // ---------------------------------------------------------------------------------------------
 // Reconciliation and retention
 
-/** A mutation whose outcome nobody recorded: `pending` (running, or crashed) or `unknown`. */
-export const UnresolvedMutationSchema = MutationIdentitySchema.extend({
+/**
+ * A mutation whose outcome nobody recorded: `pending` (running, or crashed) or `unknown`, with
+ * the identity it was claimed under (`toolFingerprint` absent only for a claim made before schema
+ * version 3).
+ */
+export const UnresolvedMutationSchema = ClaimedIdentitySchema.extend({
   state: z.enum(["pending", "unknown"]),
   claimedAt: TimestampSchema,
 });

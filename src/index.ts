@@ -105,7 +105,7 @@ export {
   type ApprovalErrorCode,
   type SealViolation,
 } from "./errors.js";
-export { moderationDigest, mutationKey, toolFingerprint, turnKey, type ToolCallRef } from "./keys.js";
+export { moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";
 export { type AuditOptions } from "./audit.js";
 export {
   createDocumentGuardrails,

@@ -3,7 +3,7 @@
  * object, so a service in another language can compute the same values. The formulas are part of
  * the public contract and documented in docs/architecture.md.
  */
-import type { ClientTool, ServerTool } from "@langchain/core/tools";
+import type { ServerTool } from "@langchain/core/tools";
 import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
 import { digest, sha256Hex } from "./digest.js";
 import { declaredSchema } from "./guardrails/schema.js";
@@ -22,6 +22,14 @@ export function moderationDigest(input: { readonly segments: readonly Segment[] 
   });
 }
 
+/** What a fingerprint reads of a tool: any LangChain tool (`tool(...)`, a `StructuredTool`, an MCP tool) has it. */
+export interface FingerprintedTool {
+  readonly name?: unknown;
+  readonly description?: unknown;
+  /** A zod schema, or a JSON Schema. */
+  readonly schema?: unknown;
+}
+
 /** Fingerprints already computed, per tool object: a tool is fingerprinted once, not per call. */
 const fingerprints = new WeakMap<object, string>();
 
@@ -32,16 +40,16 @@ const fingerprints = new WeakMap<object, string>();
  * which tool was decided on: change the tool's description or schema and its fingerprint changes.
  * Computed once per tool object.
  */
-export function toolFingerprint(tool: ClientTool | ServerTool): string {
+export function toolFingerprint(tool: FingerprintedTool): string {
   const known = fingerprints.get(tool);
   if (known !== undefined) return known;
-  const { name, description } = tool as { readonly name?: unknown; readonly description?: unknown };
+  const { name, description } = tool;
   const fingerprint = digest({
     kind: "arkah.tool",
     v: 1,
     name: typeof name === "string" ? name : "",
     description: typeof description === "string" ? description : "",
-    schema: declaredSchema(tool) ?? null,
+    schema: declaredSchema(tool as ServerTool) ?? null,
   });
   fingerprints.set(tool, fingerprint);
   return fingerprint;
@@ -66,10 +74,13 @@ export function mutationKey(turn: TurnRef, call: ToolCallRef): string {
   return keyOf(turnKey(turn), call.name, digest(call.args), call.id);
 }
 
-/** @internal The identity a claim is made under, from the call's argument digest. */
+/**
+ * @internal The identity a claim is made under, from the call's argument digest and its tool's
+ * fingerprint (recorded with the claim, not part of the mutation key).
+ */
 export function mutationIdentity(
   turn: { readonly scopeId: string; readonly turnKey: string },
-  call: { readonly id: string; readonly name: string; readonly argsDigest: string },
+  call: { readonly id: string; readonly name: string; readonly argsDigest: string; readonly toolFingerprint: string },
 ): MutationIdentity {
   const { argsDigest } = call;
   return {
@@ -79,6 +90,7 @@ export function mutationIdentity(
     toolName: call.name,
     argsDigest,
     mutationKey: keyOf(turn.turnKey, call.name, argsDigest, call.id),
+    toolFingerprint: call.toolFingerprint,
   };
 }
 

@@ -80,7 +80,7 @@ export interface InMemoryGuardrailStoreOptions {
 }
 
 const verdictKey = (key: VerdictKey) =>
-  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.guardrail, key.argsDigest]);
+  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.toolFingerprint, key.guardrail, key.argsDigest]);
 
 export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #now: () => Date;

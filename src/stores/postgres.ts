@@ -31,7 +31,7 @@ import {
   DecideApprovalInputSchema,
   DigestSchema,
   ExpireApprovalsInputSchema,
-  MutationIdentitySchema,
+  ClaimedIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -267,7 +267,7 @@ interface Migration {
   readonly statements: (s: string) => readonly string[];
 }
 
-/** @internal Append-only: the tests build a version 1 schema from the first one, as it shipped. */
+/** @internal Append-only: the tests build older schemas from the first ones, as they shipped. */
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -374,6 +374,28 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX approvals_turn ON ${s}.approvals (turn_key)`,
       `ALTER TABLE ${s}.audit ADD COLUMN approval_id text`,
       `CREATE INDEX audit_approval ON ${s}.audit (approval_id) WHERE approval_id IS NOT NULL`,
+    ],
+  },
+  {
+    version: 3,
+    description: "tool fingerprints on claims and in verdict keys",
+    statements: (s) => [
+      // NULL for a claim made before version 3.
+      `ALTER TABLE ${s}.claims ADD COLUMN tool_fingerprint text`,
+      // Verdicts are keyed by the tool's fingerprint too. A verdict recorded before version 3 has
+      // none, so it can answer no call any more (a replay runs its check again): the table is
+      // recreated empty rather than kept unreachable.
+      `DROP TABLE ${s}.verdicts`,
+      `CREATE TABLE ${s}.verdicts (
+        turn_key text NOT NULL,
+        tool_call_id text NOT NULL,
+        tool_name text NOT NULL,
+        tool_fingerprint text NOT NULL,
+        guardrail text NOT NULL,
+        args_digest text NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest)
+      )`,
     ],
   },
 ];
@@ -689,6 +711,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         token,
         claimedAt,
         Date.parse(claimedAt),
+        parsed.toolFingerprint,
       ];
       const inserted = await this.#query(requireResolvedScope ? this.#sql.claimScoped : this.#sql.claimUnscoped, values);
       if (inserted.rowCount === 1) return parseClaimResult({ status: "acquired", token });
@@ -725,6 +748,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
             token,
             claimedAt,
             Date.parse(claimedAt),
+            identity.toolFingerprint,
           ],
           client,
         );
@@ -777,7 +801,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         const { rows } = await this.#query(this.#sql.releaseClaim, [parsed.turnKey, encodeText(parsed.token)], client);
         const row = rows[0];
         if (row === undefined) return false;
-        const identity = parseStoreValue(MutationIdentitySchema, identityFromRow(row), "claim row");
+        const identity = parseStoreValue(ClaimedIdentitySchema, identityFromRow(row), "claim row");
         await this.#append(releasedEvent(identity, this.#timestamp()), client);
         return true;
       }),
@@ -996,11 +1020,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
             await this.#query(this.#sql.deleteClaim, [parsed.turnKey], client);
           }
           if (state === "unknown") await this.#query(this.#sql.releaseScope, [scopeId], client);
-          const event = reconciledEvent(
-            parseStoreValue(MutationIdentitySchema, identity, "claim row"),
-            parsed,
-            at,
-          );
+          const event = reconciledEvent(parseStoreValue(ClaimedIdentitySchema, identity, "claim row"), parsed, at);
           await this.#append(event, client);
           return { reconciled: true, state };
         });
@@ -1132,6 +1152,8 @@ function identityFromRow(row: Record<string, unknown>) {
     toolName: decodeText(row.tool_name, "claim tool name"),
     argsDigest: row.args_digest,
     mutationKey: row.mutation_key,
+    // NULL for a claim made before schema version 3.
+    ...(row.tool_fingerprint === null ? {} : { toolFingerprint: row.tool_fingerprint }),
   };
 }
 
@@ -1152,7 +1174,14 @@ function receiptFromRow(row: Record<string, unknown>): AdmissionReceipt {
 }
 
 function verdictKeyValues(key: VerdictKey): string[] {
-  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.toolName), encodeText(key.guardrail), key.argsDigest];
+  return [
+    key.turnKey,
+    encodeText(key.toolCallId),
+    encodeText(key.toolName),
+    key.toolFingerprint,
+    encodeText(key.guardrail),
+    key.argsDigest,
+  ];
 }
 
 /** A stored verdict; it must still be the record for the key it is stored under. */
@@ -1162,6 +1191,7 @@ function verdictFromRow(row: Record<string, unknown>, key: VerdictKey): VerdictR
     record.turnKey !== key.turnKey ||
     record.toolCallId !== key.toolCallId ||
     record.toolName !== key.toolName ||
+    record.toolFingerprint !== key.toolFingerprint ||
     record.guardrail !== key.guardrail ||
     record.argsDigest !== key.argsDigest
   ) {
@@ -1185,8 +1215,8 @@ function statements(schema: string) {
   const tag = createHash("sha256").update(schema).digest("hex").slice(0, 12);
   const statement = (name: string, text: string): Statement => ({ name: `arkah_${tag}_${name}`, text });
   const claimColumns =
-    "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms";
-  const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint";
+    "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms, tool_fingerprint";
+  const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint, $10";
   const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at";
   const approvalColumns = "approval_id, turn_key, status, record";
   return {
@@ -1252,7 +1282,7 @@ function statements(schema: string) {
     readScope: statement("read_scope", `SELECT scope_id FROM ${s}.claims WHERE turn_key = $1`),
     lockClaim: statement(
       "lock_claim",
-      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, state
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state
        FROM ${s}.claims WHERE turn_key = $1 FOR UPDATE`,
     ),
     reconcileComplete: statement(
@@ -1264,7 +1294,7 @@ function statements(schema: string) {
     releaseClaim: statement(
       "release_claim",
       `DELETE FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'
-       RETURNING turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key`,
+       RETURNING turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint`,
     ),
     releaseScope: statement(
       "release_scope",
@@ -1272,13 +1302,14 @@ function statements(schema: string) {
     ),
     putVerdict: statement(
       "put_verdict",
-      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, guardrail, args_digest, record) VALUES ($1, $2, $3, $4, $5, $6)
+      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT DO NOTHING RETURNING record`,
     ),
     getVerdict: statement(
       "get_verdict",
       `SELECT record FROM ${s}.verdicts
-       WHERE turn_key = $1 AND tool_call_id = $2 AND tool_name = $3 AND guardrail = $4 AND args_digest = $5`,
+       WHERE turn_key = $1 AND tool_call_id = $2 AND tool_name = $3 AND tool_fingerprint = $4 AND guardrail = $5 AND args_digest = $6`,
     ),
     insertApproval: statement(
       "insert_approval",
@@ -1316,7 +1347,7 @@ function statements(schema: string) {
     ),
     listUnresolved: statement(
       "list_unresolved",
-      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, state, claimed_at
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state, claimed_at
        FROM ${s}.claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_ms, claim_order`,
     ),
     prune: statement(

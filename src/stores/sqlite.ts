@@ -37,7 +37,7 @@ import {
   AuditQuerySchema,
   DecideApprovalInputSchema,
   ExpireApprovalsInputSchema,
-  MutationIdentitySchema,
+  ClaimedIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -122,7 +122,7 @@ const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 // Schema
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 2;
+export const SQLITE_SCHEMA_VERSION = 3;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -130,7 +130,7 @@ export const SQLITE_SCHEMA_VERSION = 2;
  * string that is not well-formed UTF-16 (a lone surrogate), its UTF-16LE bytes as a BLOB (see
  * `encodeText`), so every string round-trips exactly and two distinct strings never collide.
  */
-/** @internal Append-only: the tests build a version 1 file from the first one, as it shipped. */
+/** @internal Append-only: the tests build older files from the first ones, as they shipped. */
 export const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
   {
     version: 1,
@@ -246,6 +246,28 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX audit_events_by_approval ON audit_events (approval_id) WHERE approval_id IS NOT NULL;
     `,
   },
+  {
+    version: 3,
+    sql: `
+      -- The fingerprint of the tool a claim was made to; NULL for a claim made before version 3.
+      ALTER TABLE claims ADD COLUMN tool_fingerprint TEXT;
+
+      -- Verdicts are keyed by the tool's fingerprint too. A verdict recorded before version 3 has
+      -- none, so it can answer no call any more (a replay runs its check again): the table is
+      -- recreated empty rather than kept unreachable.
+      DROP TABLE verdicts;
+      CREATE TABLE verdicts (
+        turn_key         TEXT NOT NULL,
+        tool_call_id     TEXT NOT NULL,
+        tool_name        TEXT NOT NULL,
+        tool_fingerprint TEXT NOT NULL,
+        guardrail        TEXT NOT NULL,
+        args_digest      TEXT NOT NULL,
+        record           TEXT NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +330,7 @@ const ClaimStateSchema = z.enum(["pending", "complete", "unknown", "pruned"]);
 /** A claim row, as read back. */
 const StoredClaimSchema = z
   .strictObject({
-    identity: MutationIdentitySchema,
+    identity: ClaimedIdentitySchema,
     token: z.string().min(1),
     state: ClaimStateSchema,
     result: MutationResultSchema.optional(),
@@ -333,6 +355,8 @@ function claimFromRow(row: Row): StoredClaim {
         toolName: decodeText(row.tool_name),
         argsDigest: row.args_digest,
         mutationKey: row.mutation_key,
+        // NULL for a claim made before schema version 3.
+        ...(row.tool_fingerprint === null ? {} : { toolFingerprint: row.tool_fingerprint }),
       },
       token: decodeText(row.token),
       state: row.state,
@@ -367,6 +391,7 @@ function verdictFromRow(row: Row, key: VerdictKey): VerdictRecord {
     record.turnKey !== key.turnKey ||
     record.toolCallId !== key.toolCallId ||
     record.toolName !== key.toolName ||
+    record.toolFingerprint !== key.toolFingerprint ||
     record.guardrail !== key.guardrail ||
     record.argsDigest !== key.argsDigest
   ) {
@@ -375,8 +400,15 @@ function verdictFromRow(row: Row, key: VerdictKey): VerdictRecord {
   return record;
 }
 
-function keyParams(key: VerdictKey): [string, SqlText, SqlText, SqlText, string] {
-  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.toolName), encodeText(key.guardrail), key.argsDigest];
+function keyParams(key: VerdictKey): [string, SqlText, SqlText, string, SqlText, string] {
+  return [
+    key.turnKey,
+    encodeText(key.toolCallId),
+    encodeText(key.toolName),
+    key.toolFingerprint,
+    encodeText(key.guardrail),
+    key.argsDigest,
+  ];
 }
 
 /** An approval row: its JSON record, parsed, and agreeing with the columns it is filed under. */
@@ -708,6 +740,7 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
       encodeText(identity.toolName),
       identity.argsDigest,
       identity.mutationKey,
+      identity.toolFingerprint,
       token,
       claimedAt,
       epochMs(claimedAt),
@@ -863,7 +896,8 @@ function sameText(stored: unknown, expected: SqlText): boolean {
 }
 
 const CLAIM_COLUMNS =
-  "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, result_content, result_status, claimed_at";
+  "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, " +
+  "result_content, result_status, claimed_at";
 
 type Statements = ReturnType<typeof prepareStatements>;
 
@@ -890,8 +924,8 @@ function prepareStatements(db: Database.Database) {
     getClaimToken: prepare("SELECT token, state FROM claims WHERE turn_key = ?"),
     scopeHasUnknown: prepare("SELECT 1 FROM claims WHERE scope_id = ? AND state = 'unknown' LIMIT 1"),
     insertClaim: prepare(
-      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_at_ms) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, " +
+        "claimed_at, claimed_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
     ),
     settleComplete: prepare(
       "UPDATE claims SET state = 'complete', result_content = ?, result_status = ?, settled_at = ?, settled_at_ms = ? " +
@@ -910,10 +944,12 @@ function prepareStatements(db: Database.Database) {
       `SELECT ${CLAIM_COLUMNS} FROM claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
     ),
     insertVerdict: prepare(
-      "INSERT OR IGNORE INTO verdicts (turn_key, tool_call_id, tool_name, guardrail, args_digest, record) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT OR IGNORE INTO verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
     ),
     getVerdict: prepare(
-      "SELECT record FROM verdicts WHERE turn_key = ? AND tool_call_id = ? AND tool_name = ? AND guardrail = ? AND args_digest = ?",
+      "SELECT record FROM verdicts WHERE turn_key = ? AND tool_call_id = ? AND tool_name = ? AND tool_fingerprint = ? " +
+        "AND guardrail = ? AND args_digest = ?",
     ),
     insertApproval: prepare(
       "INSERT OR IGNORE INTO approvals (approval_id, turn_key, status, requested_at_ms, record) VALUES (?, ?, 'pending', ?, ?)",

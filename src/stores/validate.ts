@@ -64,7 +64,7 @@ const isDigest = (value: unknown): value is string =>
   typeof value === "string" && value.length === 64 && !NOT_LOWER_HEX.test(value);
 
 const keySet = (...keys: string[]): ReadonlySet<string> => new Set(keys);
-const IDENTITY_KEYS = keySet("turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey");
+const IDENTITY_KEYS = keySet("turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey", "toolFingerprint");
 const EVIDENCE_KEYS = keySet("turnKey", "evidenceDigest");
 const RESULT_KEYS = keySet("content", "status");
 const COMPLETE_KEYS = keySet("turnKey", "token", "outcome", "result");
@@ -90,16 +90,17 @@ export function parseDigest(value: unknown, what: string): string {
 export function parseIdentity(value: unknown): MutationIdentity {
   const record = exactRecord(value, IDENTITY_KEYS);
   if (record !== undefined) {
-    const { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey } = record;
+    const { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey, toolFingerprint } = record;
     if (
       isDigest(turnKey) &&
       isId(scopeId) &&
       isId(toolCallId) &&
       isId(toolName) &&
       isDigest(argsDigest) &&
-      isDigest(mutationKey)
+      isDigest(mutationKey) &&
+      isDigest(toolFingerprint)
     ) {
-      return { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey };
+      return { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey, toolFingerprint };
     }
   }
   return parseStoreValue(MutationIdentitySchema, value, "mutation identity");

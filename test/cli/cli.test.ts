@@ -18,6 +18,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   digest,
   mutationKey,
+  toolFingerprint,
   turnKey,
   type GuardrailStore,
   type MutationIdentity,
@@ -128,6 +129,7 @@ function identity(turn: TurnRef, callId: string, toolName = "rename_document", a
     toolName,
     argsDigest: digest(args),
     mutationKey: mutationKey(turn, { id: callId, name: toolName, args }),
+    toolFingerprint: toolFingerprint({ name: toolName }),
   };
 }
 
@@ -594,6 +596,7 @@ describe("main", () => {
         scopeId: "doc-1",
         toolCallId: "call-1",
         toolName: "rename_document",
+        toolFingerprint: id.toolFingerprint,
         kind: "mutation",
         argsDigest: id.argsDigest,
         mutationKey: id.mutationKey,

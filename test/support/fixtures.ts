@@ -10,6 +10,7 @@ import {
   admitTurn,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
+  toolFingerprint,
   type AdmissionReceipt,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
@@ -105,6 +106,13 @@ export function documentTools(service: DocumentService, hooks: ToolHooks = {}) {
     schema: z.object({ preference: z.string() }),
   });
   return { readDocument, searchSources, renameDocument, remember, all: [readDocument, searchSources, renameDocument, remember] };
+}
+
+/** `toolFingerprint` of the document tool named `name` (the same for every `documentTools` set). */
+export function documentToolFingerprint(name: string): string {
+  const found = documentTools(new DocumentService()).all.find((candidate) => candidate.name === name);
+  if (found === undefined) throw new Error(`no document tool named ${name}`);
+  return toolFingerprint(found);
 }
 
 export const TOOL_POLICIES: Record<string, ToolPolicy> = {

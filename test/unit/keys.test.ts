@@ -208,10 +208,12 @@ describe("mutationKey", () => {
 
 describe("mutationIdentity (internal)", () => {
   it("carries the same mutationKey as the public function, and parses as a MutationIdentity", () => {
+    const fingerprint = toolFingerprint({ name: call.name });
     const identity = mutationIdentity(
       { scopeId: turn.scopeId, turnKey: turnKey(turn) },
-      { id: call.id, name: call.name, argsDigest: digest(call.args) },
+      { id: call.id, name: call.name, argsDigest: digest(call.args), toolFingerprint: fingerprint },
     );
+    // The tool's fingerprint is recorded with the claim; the mutation key leaves it out.
     expect(identity).toEqual({
       turnKey: VECTORS.turnKey,
       scopeId: "doc-1",
@@ -219,6 +221,7 @@ describe("mutationIdentity (internal)", () => {
       toolName: "rename_document",
       argsDigest: digest(call.args),
       mutationKey: VECTORS.mutationKey,
+      toolFingerprint: fingerprint,
     });
     expect(MutationIdentitySchema.parse(identity)).toEqual(identity);
   });

@@ -3,6 +3,7 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
+  toolFingerprint,
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
@@ -44,6 +45,7 @@ function identity(
     toolName: call.name,
     argsDigest: digest(call.args),
     mutationKey: mutationKey(turn, call),
+    toolFingerprint: toolFingerprint({ name: call.name }),
   };
 }
 
@@ -509,6 +511,7 @@ describe("InMemoryGuardrailStore: approval requests", () => {
       scopeId: TURN.scopeId,
       toolCallId: "w1",
       toolName: "rename_document",
+      toolFingerprint: toolFingerprint({ name: "rename_document" }),
       argsDigest: digest(args),
       args,
       guardrails: ["approval"],

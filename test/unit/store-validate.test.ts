@@ -34,6 +34,7 @@ const valid = {
     toolName: "rename_document",
     argsDigest: hex("b"),
     mutationKey: hex("c"),
+    toolFingerprint: hex("e"),
   },
   evidence: { turnKey: hex("a"), evidenceDigest: hex("d") },
   complete: { turnKey: hex("a"), token: "t-1", outcome: "complete", result: { content: "ok", status: "success" } },

@@ -5,7 +5,7 @@
 import { expect } from "vitest";
 import type { AuditEvent, GuardrailStore, StoredAuditEvent } from "../../contracts.js";
 import { turnKey } from "../../keys.js";
-import { auditEvent, readAudit, SIBLING, TURN } from "./fixtures.js";
+import { auditEvent, identity, readAudit, SIBLING, TURN } from "./fixtures.js";
 import type { StoreTest } from "./harness.js";
 
 /** Appends `events` one after the other and returns them with the numbers the store gave them. */
@@ -30,6 +30,7 @@ export function auditSuite(test: StoreTest): void {
   test("returns each event exactly as appended, with its number", async ({ store }) => {
     const full: AuditEvent = auditEvent({
       decision: "refused",
+      toolFingerprint: identity().toolFingerprint,
       code: "mutation_conflict",
       guardrail: "pii",
       action: "deny",

@@ -14,10 +14,12 @@ import {
   ERROR_RESULT,
   expectBoolean,
   expectInstant,
+  fingerprintOfCall,
   identity,
   leaveUnknown,
   OPERATOR_RESULT,
   readAudit,
+  REDESCRIBED,
   RESULT,
   RIVAL_CALLS,
   SIBLING,
@@ -96,6 +98,25 @@ export function claimsSuite(test: StoreTest): void {
     for (const [label, call] of RIVAL_CALLS) {
       expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
     }
+  });
+
+  test("the tool fingerprint is recorded, not matched: the same call to a redescribed tool is the same claim", async ({ store }) => {
+    const redescribed = identity(TURN, REDESCRIBED);
+    expect(redescribed.mutationKey).toBe(identity().mutationKey);
+    expect(redescribed.toolFingerprint).not.toBe(identity().toolFingerprint);
+    const token = await acquire(store);
+    expect(await claim(store, redescribed)).toEqual({ status: "pending" });
+    // The claim keeps the fingerprint of the call that acquired it.
+    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "pending" }]);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+    expect(await claim(store, redescribed)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("listUnresolved returns each claim's tool fingerprint exactly", async ({ store }) => {
+    await acquire(store, identity(TURN, REDESCRIBED));
+    await leaveUnknown(store, identity(STRANGER));
+    const list = await unresolved(store);
+    expect(list.map((entry) => entry.toolFingerprint)).toEqual([fingerprintOfCall(REDESCRIBED), identity(STRANGER).toolFingerprint]);
   });
 
   test("scope_unresolved: another turn of a scope with an unknown mutation, and nothing is claimed", async ({ store }) => {
@@ -327,6 +348,7 @@ export function releaseSuite(test: StoreTest): void {
       scopeId: id.scopeId,
       toolCallId: id.toolCallId,
       toolName: id.toolName,
+      toolFingerprint: id.toolFingerprint,
       argsDigest: id.argsDigest,
       mutationKey: id.mutationKey,
     });

@@ -84,6 +84,7 @@ function expectReconciledEvent(
     scopeId: id.scopeId,
     toolCallId: id.toolCallId,
     toolName: id.toolName,
+    toolFingerprint: id.toolFingerprint,
     kind: "mutation",
     argsDigest: id.argsDigest,
     mutationKey: id.mutationKey,

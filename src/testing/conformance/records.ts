@@ -19,7 +19,9 @@ import {
   DENY,
   evidenceDigest,
   expectBoolean,
+  fingerprintOfCall,
   receipt,
+  REDESCRIBED,
   SIBLING,
   STRANGER,
   TURN,
@@ -161,7 +163,7 @@ export function readsSuite(test: StoreTest): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Guardrail verdicts: insert-if-absent, keyed by all five key fields
+// Guardrail verdicts: insert-if-absent, keyed by all six key fields
 
 interface KeyedRecords<R extends VerdictKey> {
   readonly what: string;
@@ -185,6 +187,7 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
     turnKey: value.turnKey,
     toolCallId: value.toolCallId,
     toolName: value.toolName,
+    toolFingerprint: value.toolFingerprint,
     guardrail: value.guardrail,
     argsDigest: value.argsDigest,
   });
@@ -212,7 +215,7 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
   });
 
   for (const [label, key] of VERDICT_KEY_VARIANTS) {
-    test(`keys a ${what} by all five fields: ${label} is a different ${what}`, async ({ store }) => {
+    test(`keys a ${what} by all six fields: ${label} is a different ${what}`, async ({ store }) => {
       await record(store, first());
       expect(await get(store, key)).toBeUndefined();
       expect(await record(store, second(key))).toEqual(second(key));
@@ -255,6 +258,15 @@ export function verdictsSuite(test: StoreTest): void {
     expect((await store.getVerdict(other))?.verdict).toEqual(DENY);
     expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
     expect((await store.getVerdict({ ...VERDICT_KEY, toolName: CALL.name.toUpperCase() }))).toBeUndefined();
+  });
+
+  test("a verdict recorded under one tool fingerprint never answers another: the same tool, described otherwise", async ({ store }) => {
+    const redescribed = { ...VERDICT_KEY, toolFingerprint: fingerprintOfCall(REDESCRIBED) };
+    await store.recordVerdict(verdictRecord(VERDICT_KEY, ALLOW));
+    expect(await store.getVerdict(redescribed)).toBeUndefined();
+    expect(await store.recordVerdict(verdictRecord(redescribed, DENY))).toEqual(verdictRecord(redescribed, DENY));
+    expect((await store.getVerdict(redescribed))?.verdict).toEqual(DENY);
+    expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
   });
 
   keyedRecordsSuite<VerdictRecord>(test, {
