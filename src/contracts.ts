@@ -163,6 +163,15 @@ export const ClaimOptionsSchema = z.strictObject({
 });
 export type ClaimOptions = z.infer<typeof ClaimOptionsSchema>;
 
+/** The completed mutation holding a turn's slot, as a `conflict` answer reports it. */
+export const CompletedMutationSchema = z.strictObject({
+  toolName: IdSchema,
+  toolCallId: IdSchema,
+  /** Its stored result, exactly as a replay of that call would return it. */
+  result: MutationResultSchema,
+});
+export type CompletedMutation = z.infer<typeof CompletedMutationSchema>;
+
 export const ClaimResultSchema = z.discriminatedUnion("status", [
   /** The caller owns the turn's only mutation slot and must settle it with `token`. */
   z.strictObject({ status: z.literal("acquired"), token: IdSchema }),
@@ -172,8 +181,11 @@ export const ClaimResultSchema = z.discriminatedUnion("status", [
   z.strictObject({ status: z.literal("pending") }),
   /** The same call ran with an ambiguous outcome; an operator must reconcile it. */
   z.strictObject({ status: z.literal("unknown") }),
-  /** The turn's slot is held by another call (other id, tool or arguments). */
-  z.strictObject({ status: z.literal("conflict") }),
+  /**
+   * The turn's slot is held by another call (other id, tool or arguments). `completed` is present
+   * exactly when that call completed (and was not pruned): what was done, so a caller can say so.
+   */
+  z.strictObject({ status: z.literal("conflict"), completed: CompletedMutationSchema.optional() }),
   /** Another turn in this scope has an `unknown` mutation awaiting reconciliation. */
   z.strictObject({ status: z.literal("scope_unresolved") }),
 ]);

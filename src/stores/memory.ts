@@ -140,8 +140,11 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   #claim(identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult {
     const existing = this.#claims.get(identity.turnKey);
     if (existing !== undefined) {
-      if (existing.state === "pruned" || existing.identity.mutationKey !== identity.mutationKey) {
-        return { status: "conflict" };
+      if (existing.state === "pruned") return { status: "conflict" };
+      if (existing.identity.mutationKey !== identity.mutationKey) {
+        if (existing.state !== "complete" || existing.result === undefined) return { status: "conflict" };
+        const { toolName, toolCallId } = existing.identity;
+        return { status: "conflict", completed: { toolName, toolCallId, result: { ...existing.result } } };
       }
       if (existing.state === "complete" && existing.result !== undefined) {
         return { status: "replay", result: { ...existing.result } };

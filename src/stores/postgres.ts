@@ -411,6 +411,8 @@ const CLAIM_STATES = ["pending", "complete", "unknown", "pruned"] as const;
 /** A claim row as the claim path reads it. */
 const ClaimRowSchema = z.object({
   mutation_key: DigestSchema,
+  tool_name: z.string(),
+  tool_call_id: z.string(),
   state: z.enum(CLAIM_STATES),
   result_content: z.string().nullable(),
   result_status: z.string().nullable(),
@@ -1132,15 +1134,25 @@ function parseRow<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
 /** The claim answer for an existing claim row, exactly as the in-memory store decides it. */
 function classify(row: Record<string, unknown>, mutationKey: string): ClaimResult {
   const claim = parseRow(ClaimRowSchema, row, "claim row");
-  if (claim.state === "pruned" || claim.mutation_key !== mutationKey) return parseClaimResult({ status: "conflict" });
-  if (claim.state === "complete") {
-    const result = parseStoreValue(
-      MutationResultSchema,
-      { content: decodeOptionalText(claim.result_content, "claim result"), status: claim.result_status },
-      "stored mutation result",
-    );
-    return parseClaimResult({ status: "replay", result });
+  if (claim.state === "pruned") return parseClaimResult({ status: "conflict" });
+  const result =
+    claim.state === "complete"
+      ? parseStoreValue(
+          MutationResultSchema,
+          { content: decodeOptionalText(claim.result_content, "claim result"), status: claim.result_status },
+          "stored mutation result",
+        )
+      : undefined;
+  if (claim.mutation_key !== mutationKey) {
+    if (result === undefined) return parseClaimResult({ status: "conflict" });
+    const completed = {
+      toolName: decodeText(claim.tool_name, "claim tool name"),
+      toolCallId: decodeText(claim.tool_call_id, "claim tool call id"),
+      result,
+    };
+    return parseClaimResult({ status: "conflict", completed });
   }
+  if (result !== undefined) return parseClaimResult({ status: "replay", result });
   return parseClaimResult({ status: claim.state });
 }
 
@@ -1251,7 +1263,7 @@ function statements(schema: string) {
     ),
     readClaim: statement(
       "read_claim",
-      `SELECT mutation_key, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+      `SELECT mutation_key, tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
     ),
     lockScope: statement(
       "lock_scope",

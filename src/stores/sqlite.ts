@@ -719,8 +719,11 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
     const row = sql.getClaim.get(identity.turnKey);
     if (row !== undefined) {
       const existing = claimFromRow(row);
-      if (existing.state === "pruned" || existing.identity.mutationKey !== identity.mutationKey) {
-        return { status: "conflict" };
+      if (existing.state === "pruned") return { status: "conflict" };
+      if (existing.identity.mutationKey !== identity.mutationKey) {
+        if (existing.state !== "complete" || existing.result === undefined) return { status: "conflict" };
+        const { toolName, toolCallId } = existing.identity;
+        return { status: "conflict", completed: { toolName, toolCallId, result: existing.result } };
       }
       if (existing.state === "complete" && existing.result !== undefined) {
         return { status: "replay", result: existing.result };

@@ -14,6 +14,7 @@ import {
   MutationSettlementSchema,
   ReadEvidenceSchema,
   type ClaimResult,
+  type CompletedMutation,
   type MutationIdentity,
   type MutationRelease,
   type MutationResult,
@@ -74,6 +75,8 @@ const OPTION_KEYS = keySet("requireResolvedScope");
 const STATUS_KEYS = keySet("status");
 const ACQUIRED_KEYS = keySet("status", "token");
 const REPLAY_KEYS = keySet("status", "result");
+const CONFLICT_KEYS = keySet("status", "completed");
+const COMPLETED_KEYS = keySet("toolName", "toolCallId", "result");
 
 function fastResult(value: unknown): MutationResult | undefined {
   const record = exactRecord(value, RESULT_KEYS);
@@ -81,6 +84,15 @@ function fastResult(value: unknown): MutationResult | undefined {
   const { content, status } = record;
   if (typeof content !== "string" || (status !== "success" && status !== "error")) return undefined;
   return { content, status };
+}
+
+function fastCompleted(value: unknown): CompletedMutation | undefined {
+  const record = exactRecord(value, COMPLETED_KEYS);
+  if (record === undefined) return undefined;
+  const { toolName, toolCallId } = record;
+  const result = fastResult(record.result);
+  if (!isId(toolName) || !isId(toolCallId) || result === undefined) return undefined;
+  return { toolName, toolCallId, result };
 }
 
 export function parseDigest(value: unknown, what: string): string {
@@ -158,12 +170,11 @@ export function parseClaimResult(value: unknown): ClaimResult {
   } else if (status === "replay") {
     const result = fastResult(exactRecord(value, REPLAY_KEYS)?.result);
     if (result !== undefined) return { status, result };
-  } else if (
-    status === "pending" ||
-    status === "unknown" ||
-    status === "conflict" ||
-    status === "scope_unresolved"
-  ) {
+  } else if (status === "conflict") {
+    if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
+    const completed = fastCompleted(exactRecord(value, CONFLICT_KEYS)?.completed);
+    if (completed !== undefined) return { status, completed };
+  } else if (status === "pending" || status === "unknown" || status === "scope_unresolved") {
     if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
   }
   return parseStoreValue(ClaimResultSchema, value, "claimMutation answer");

@@ -433,6 +433,10 @@ describePostgres("PostgresGuardrailStore", (url) => {
         const result = { content: `result ${text}`, status: "error" as const };
         expect(await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result })).toBe(true);
         expect(await store.claimMutation(identity)).toEqual({ status: "replay", result });
+        expect(await store.claimMutation({ ...identity, mutationKey: digest({ rival: index }) })).toEqual({
+          status: "conflict",
+          completed: { toolName: identity.toolName, toolCallId: identity.toolCallId, result },
+        });
 
         const key = {
           turnKey: identity.turnKey,

@@ -668,6 +668,18 @@ describe("SqliteGuardrailStore: strings round-trip exactly", () => {
     expect(await store.claimMutation(identity())).toEqual({ status: "replay", result });
   });
 
+  it("tells another call what was done with the ids and result exactly, lone surrogates included", async () => {
+    const store = open(tempPath());
+    const done: MutationIdentity = { ...identity(), toolCallId: `call ${A}`, toolName: `tool ${B}` };
+    const result: MutationResult = { content: `a${B}\u0000`, status: "success" };
+    const token = await acquire(store, done);
+    await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result });
+    expect(await store.claimMutation(identity(TURN, "w2"))).toEqual({
+      status: "conflict",
+      completed: { toolName: done.toolName, toolCallId: done.toolCallId, result },
+    });
+  });
+
   it("keeps approval requests with lone surrogates exact, in the record and in its audit events", async () => {
     const store = open(tempPath());
     const request = approvalRequest(TURN, "w1", {

@@ -370,12 +370,13 @@ describe("InMemoryGuardrailStore: mutation claims", () => {
     expect(await store.claimMutation(identity())).toEqual({ status: "replay", result: failed });
   });
 
-  it("still answers conflict to another call after completion", async () => {
+  it("still answers conflict to another call after completion, saying what was done", async () => {
     const store = new InMemoryGuardrailStore();
     const token = await acquire(store);
     await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
     expect(await store.claimMutation(identity(TURN, { id: "w2", name: "rename_document", args: {} }))).toEqual({
       status: "conflict",
+      completed: { toolName: "rename_document", toolCallId: "w1", result: RESULT },
     });
   });
 

@@ -46,6 +46,7 @@ const valid = {
     { status: "pending" },
     { status: "unknown" },
     { status: "conflict" },
+    { status: "conflict", completed: { toolName: "rename_document", toolCallId: "call-1", result: { content: "ok", status: "success" } } },
     { status: "scope_unresolved" },
   ],
   options: [{}, { requireResolvedScope: false }, { requireResolvedScope: true }],
