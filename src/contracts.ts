@@ -32,6 +32,12 @@ export const TurnInputSchema = z
     /** Bound into the admission receipt; not part of the turn key. */
     policyVersion: IdSchema,
     segments: z.array(SegmentSchema).min(1, "a turn needs at least one segment"),
+    /**
+     * Who the user is, as your server authenticated them. Bound into the admission receipt, so a
+     * turn admitted for one principal cannot run as another (`input_mismatch`); not part of the
+     * turn key.
+     */
+    principal: IdSchema.optional(),
   })
   .superRefine((input, ctx) => {
     const seen = new Set<string>();
@@ -112,6 +118,8 @@ export const AdmissionReceiptSchema = z.strictObject({
   moderationDigest: DigestSchema,
   allowed: z.boolean(),
   decidedAt: TimestampSchema,
+  /** The turn's principal, when it named one: only a turn for the same principal matches. */
+  principal: IdSchema.optional(),
 });
 export type AdmissionReceipt = z.infer<typeof AdmissionReceiptSchema>;
 

@@ -378,8 +378,10 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 3,
-    description: "tool fingerprints on claims and in verdict keys",
+    description: "receipt principals; tool fingerprints on claims and in verdict keys",
     statements: (s) => [
+      // NULL when the turn named no principal (every receipt stored before version 3).
+      `ALTER TABLE ${s}.receipts ADD COLUMN principal text`,
       // NULL for a claim made before version 3.
       `ALTER TABLE ${s}.claims ADD COLUMN tool_fingerprint text`,
       // Verdicts are keyed by the tool's fingerprint too. A verdict recorded before version 3 has
@@ -667,6 +669,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         candidate.moderationDigest,
         candidate.allowed,
         candidate.decidedAt,
+        candidate.principal === undefined ? null : encodeText(candidate.principal),
       ];
       for (let attempt = 0; attempt < 16; attempt++) {
         const inserted = await this.#query(this.#sql.putReceipt, values);
@@ -1180,6 +1183,7 @@ function receiptFromRow(row: Record<string, unknown>): AdmissionReceipt {
       moderationDigest: row.moderation_digest,
       allowed: row.allowed,
       decidedAt: row.decided_at,
+      ...(row.principal === null ? {} : { principal: decodeText(row.principal, "receipt principal") }),
     },
     "stored admission receipt",
   );
@@ -1229,13 +1233,13 @@ function statements(schema: string) {
   const claimColumns =
     "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms, tool_fingerprint";
   const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint, $10";
-  const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at";
+  const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal";
   const approvalColumns = "approval_id, turn_key, status, record";
   return {
     getReceipt: statement("get_receipt", `SELECT ${receiptColumns} FROM ${s}.receipts WHERE turn_key = $1`),
     putReceipt: statement(
       "put_receipt",
-      `INSERT INTO ${s}.receipts (${receiptColumns}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+      `INSERT INTO ${s}.receipts (${receiptColumns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (turn_key) DO NOTHING RETURNING ${receiptColumns}`,
     ),
     recordRead: statement(

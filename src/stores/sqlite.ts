@@ -249,6 +249,10 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
   {
     version: 3,
     sql: `
+      -- The principal a turn was admitted for; NULL when the turn named none (every receipt
+      -- stored before version 3).
+      ALTER TABLE receipts ADD COLUMN principal TEXT;
+
       -- The fingerprint of the tool a claim was made to; NULL for a claim made before version 3.
       ALTER TABLE claims ADD COLUMN tool_fingerprint TEXT;
 
@@ -378,6 +382,7 @@ function receiptFromRow(row: Row): AdmissionReceipt {
       moderationDigest: row.moderation_digest,
       allowed: decodeBoolean(row.allowed),
       decidedAt: row.decided_at,
+      ...(row.principal === null ? {} : { principal: decodeText(row.principal) }),
     },
     `admission receipt for turn ${String(row.turn_key)}`,
   );
@@ -708,6 +713,7 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
       receipt.moderationDigest,
       receipt.allowed ? 1 : 0,
       receipt.decidedAt,
+      receipt.principal === undefined ? null : encodeText(receipt.principal),
     );
     if (inserted.changes === 1) return receipt;
     const row = sql.getReceipt.get(receipt.turnKey);
@@ -915,11 +921,12 @@ function prepareStatements(db: Database.Database) {
   const approvalColumns = "approval_id, turn_key, status, record";
   return {
     getReceipt: prepare(
-      "SELECT turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at FROM receipts WHERE turn_key = ?",
+      "SELECT turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal " +
+        "FROM receipts WHERE turn_key = ?",
     ),
     insertReceipt: prepare(
-      "INSERT OR IGNORE INTO receipts (turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+      "INSERT OR IGNORE INTO receipts (turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     ),
     insertRead: prepare("INSERT OR IGNORE INTO read_evidence (turn_key, evidence_digest) VALUES (?, ?)"),
     hasRead: prepare("SELECT 1 FROM read_evidence WHERE turn_key = ? AND evidence_digest = ?"),

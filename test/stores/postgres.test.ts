@@ -229,6 +229,16 @@ describePostgres("PostgresGuardrailStore", (url) => {
         `INSERT INTO ${s}.schema_migrations VALUES (1, 'version 1', '2031-01-01T00:00:00.000Z'), (2, 'version 2', '2031-01-02T00:00:00.000Z')`,
       );
       const { toolFingerprint: _pending, ...pending } = claimIdentity({ scopeId: "doc-v2", turnId: "t1" });
+      const receiptV2: AdmissionReceipt = {
+        turnKey: pending.turnKey,
+        scopeId: "doc-v2",
+        turnId: "t1",
+        policyVersion: "v1",
+        moderationDigest: digest("segments"),
+        allowed: true,
+        decidedAt: "2031-01-01T00:00:00.000+01:00",
+      };
+      await admin.query(`INSERT INTO ${s}.receipts VALUES ($1, $2, $3, $4, $5, $6, $7)`, Object.values(receiptV2));
       const { toolFingerprint: _complete, ...completed } = claimIdentity({ scopeId: "doc-v2b", turnId: "t2" });
       for (const [claim, token, state, content, status, settled] of [
         [pending, "old-token", "pending", null, null, null],
@@ -268,6 +278,12 @@ describePostgres("PostgresGuardrailStore", (url) => {
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
       expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+      // Receipts: an older one names no principal; a new one keeps its principal.
+      expect(await store.getReceipt(receiptV2.turnKey)).toEqual(receiptV2);
+      expect(await store.getReceipt(receiptV2.turnKey)).not.toHaveProperty("principal");
+      const named = { ...receiptV2, turnKey: digest("another turn"), turnId: "t9", principal: "user-7" };
+      expect(await store.putReceiptIfAbsent(named)).toEqual(named);
+      expect(await store.getReceipt(named.turnKey)).toEqual(named);
       // Claims: listed without a fingerprint, and matched by mutation key.
       expect((await store.listUnresolved()).map(({ claimedAt: _at, ...rest }) => rest)).toEqual([{ ...pending, state: "pending" }]);
       expect(await store.claimMutation(claimIdentity({ scopeId: "doc-v2", turnId: "t1" }))).toEqual({ status: "pending" });
@@ -423,6 +439,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
           moderationDigest: digest({ index }),
           allowed: true,
           decidedAt: "2031-02-03T04:05:06.123456789+05:30",
+          principal: `user ${text}`,
         };
         expect(await store.putReceiptIfAbsent(receipt)).toEqual(receipt);
         expect(await store.getReceipt(receipt.turnKey)).toEqual(receipt);

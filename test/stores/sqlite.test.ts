@@ -351,6 +351,9 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     db.exec(`${V2_SCHEMA}
       CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
       INSERT INTO schema_migrations VALUES (1, '2031-01-01T00:00:00.000Z'), (2, '2031-01-02T00:00:00.000Z');`);
+    db.prepare("INSERT INTO receipts VALUES (?, ?, ?, ?, ?, ?, ?)").run(
+      TURN_KEY, TURN.scopeId, TURN.turnId, "v1", digest({ segments: "user" }), 1, "2031-02-03T04:05:06.789+01:00",
+    );
     const { toolFingerprint: _none, ...pendingV2 } = identity();
     const { toolFingerprint: _also, ...completeV2 } = identity({ scopeId: "doc-2", turnId: "turn-2" });
     const insertClaim = db.prepare(
@@ -383,6 +386,12 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
 
     const store = open(path);
     expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
+    // Receipts: an older one names no principal; a new one keeps its principal.
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
+    expect(await store.getReceipt(TURN_KEY)).not.toHaveProperty("principal");
+    const named = receipt({ turnKey: turnKey({ scopeId: "doc-3", turnId: "t3" }), scopeId: "doc-3", turnId: "t3", principal: "user-7" });
+    expect(await store.putReceiptIfAbsent(named)).toEqual(named);
+    expect(await store.getReceipt(named.turnKey)).toEqual(named);
     // Claims: listed without a fingerprint, and matched by mutation key whatever the new one says.
     expect((await store.listUnresolved()).map(({ claimedAt: _at, ...rest }) => rest)).toEqual([{ ...pendingV2, state: "pending" }]);
     expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
@@ -666,6 +675,14 @@ describe("SqliteGuardrailStore: strings round-trip exactly", () => {
     const token = await acquire(store);
     await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result });
     expect(await store.claimMutation(identity())).toEqual({ status: "replay", result });
+  });
+
+  it("keeps a receipt's principal exact, and principals that differ only in a lone surrogate apart", async () => {
+    const store = open(tempPath());
+    const first = receipt({ principal: `user ${A}` });
+    expect(await store.putReceiptIfAbsent(first)).toEqual(first);
+    expect(await store.getReceipt(TURN_KEY)).toEqual(first);
+    expect(await store.putReceiptIfAbsent(receipt({ principal: `user ${B}` }))).toEqual(first);
   });
 
   it("tells another call what was done with the ids and result exactly, lone surrogates included", async () => {

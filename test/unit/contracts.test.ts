@@ -103,6 +103,13 @@ describe("TurnInputSchema", () => {
     ).toBe(true);
   });
 
+  it("takes an optional principal, kept verbatim; an empty or non-string one is rejected", () => {
+    expect(TurnInputSchema.parse(turn({ principal: " user-1 " })).principal).toBe(" user-1 ");
+    expect(TurnInputSchema.parse(turn())).not.toHaveProperty("principal");
+    expect(issuePaths(TurnInputSchema.safeParse(turn({ principal: "" })))).toEqual([["principal"]]);
+    expect(TurnInputSchema.safeParse({ ...turn(), principal: 7 }).success).toBe(false);
+  });
+
   it.each(["scopeId", "turnId", "policyVersion"])("rejects an empty %s", (field) => {
     const result = TurnInputSchema.safeParse(turn({ [field]: "" }));
     expect(result.success).toBe(false);

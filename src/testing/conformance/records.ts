@@ -64,6 +64,25 @@ export function receiptsSuite(test: StoreTest): void {
     });
   }
 
+  test("stores a receipt's principal exactly, and leaves it out of a receipt that names none", async ({ store }) => {
+    const named = receipt(TURN, { principal: "user:ünïcødé 7\u0000" });
+    expect(await put(store, named)).toEqual(named);
+    expect(await store.getReceipt(TURN_KEY)).toEqual(named);
+    await put(store, receipt(SIBLING));
+    expect(await store.getReceipt(turnKey(SIBLING))).not.toHaveProperty("principal");
+  });
+
+  test("the first receipt's principal is immutable: a later put for another principal, or none, gets the first back", async ({ store }) => {
+    const first = receipt(TURN, { principal: "user-1" });
+    await put(store, first);
+    expect(await put(store, receipt(TURN, { principal: "user-2" }))).toEqual(first);
+    expect(await put(store, receipt(TURN))).toEqual(first);
+    const unnamed = receipt(SIBLING);
+    await put(store, unnamed);
+    expect(await put(store, receipt(SIBLING, { principal: "user-1" }))).toEqual(unnamed);
+    expect(await store.getReceipt(turnKey(SIBLING))).not.toHaveProperty("principal");
+  });
+
   test("keeps receipts of different turns apart", async ({ store }) => {
     const denied = receipt(TURN, { allowed: false });
     const sibling = receipt(SIBLING);
