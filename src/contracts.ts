@@ -493,9 +493,27 @@ export const AuditQuerySchema = z.strictObject({
   since: TimestampSchema.optional(),
   /** Events after this sequence number (for paging). */
   afterSeq: z.int().min(0).optional(),
+  /** Only the events of this turn (exact match). */
+  turnKey: DigestSchema.optional(),
+  /** Only the events in this scope (exact match). */
+  scopeId: IdSchema.optional(),
+  /** At most this many events (of those that match). */
   limit: z.int().min(1).max(10_000).optional(),
 });
 export type AuditQuery = z.infer<typeof AuditQuerySchema>;
+
+/** Names the consumer an audit cursor belongs to (`deliverAudit`'s `sinkName`). */
+export const AuditSinkNameSchema = IdSchema;
+
+/** The sequence number an audit sink has been delivered up to: 0 before any event. */
+export const AuditCursorSchema = z.int().min(0);
+
+/**
+ * Moves a sink's audit cursor forward to `seq` (the last event delivered to it). Forward only: a
+ * `seq` at or below the cursor changes nothing.
+ */
+export const AdvanceAuditCursorInputSchema = z.strictObject({ sink: AuditSinkNameSchema, seq: AuditCursorSchema });
+export type AdvanceAuditCursorInput = z.infer<typeof AdvanceAuditCursorInputSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Reconciliation and retention
@@ -607,8 +625,15 @@ export interface GuardrailStore {
   expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult>;
   /** Appends to the audit trail. Append-only: events are never changed or removed by the store. */
   appendAudit(event: AuditEvent): Promise<void>;
-  /** Audit events in the order they were appended, oldest first. */
+  /** Audit events in the order they were appended, oldest first; `turnKey` and `scopeId` filter exactly. */
   readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]>;
+  /** The sequence number `sink` has been delivered up to: 0 when it has no cursor. */
+  getAuditCursor(sink: string): Promise<number>;
+  /**
+   * Moves `sink`'s cursor forward to `seq`, atomically under concurrency. Returns true if it moved;
+   * false, changing nothing, when `seq` is at or below the cursor.
+   */
+  advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean>;
   /** Every `pending` or `unknown` mutation, oldest claim first. */
   listUnresolved(): Promise<UnresolvedMutation[]>;
   /**

@@ -22,12 +22,15 @@ import pg from "pg";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRecordSchema,
   ApprovalRequestSchema,
   AuditEventSchema,
+  AuditCursorSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   DecideApprovalInputSchema,
   DigestSchema,
   ExpireApprovalsInputSchema,
@@ -40,6 +43,7 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -179,6 +183,7 @@ const FAILURE_STATE: Readonly<Record<string, string>> = {
   decideApproval: "the decision and its audit event were applied together or not at all; check getApproval",
   applyApproval: "the change to applied and its audit event were made together or not at all; check getApproval",
   expireApprovals: "the expiry was applied whole, with its audit events, or not at all",
+  advanceAuditCursor: "the cursor moved or did not (one statement); check getAuditCursor",
   prune: "the prune was applied whole or not at all",
 };
 
@@ -378,7 +383,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 3,
-    description: "receipt principals; tool fingerprints on claims and in verdict keys",
+    description: "receipt principals; tool fingerprints on claims and in verdict keys; audit by turn and scope; audit cursors",
     statements: (s) => [
       // NULL when the turn named no principal (every receipt stored before version 3).
       `ALTER TABLE ${s}.receipts ADD COLUMN principal text`,
@@ -397,6 +402,15 @@ export const MIGRATIONS: readonly Migration[] = [
         args_digest text NOT NULL,
         record text NOT NULL,
         PRIMARY KEY (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest)
+      )`,
+      // readAudit by turn and by scope, in seq order (audit.scope_id is there since version 1).
+      `DROP INDEX ${s}.audit_turn`,
+      `CREATE INDEX audit_turn_seq ON ${s}.audit (turn_key, seq)`,
+      `CREATE INDEX audit_scope_seq ON ${s}.audit (scope_id, seq)`,
+      // How far each named sink has been delivered (deliverAudit): forward only.
+      `CREATE TABLE ${s}.audit_cursors (
+        sink text PRIMARY KEY,
+        seq bigint NOT NULL CHECK (seq >= 0)
       )`,
     ],
   },
@@ -964,10 +978,17 @@ export class PostgresGuardrailStore implements GuardrailStore {
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
     return this.#run("readAudit", async () => {
       const from = since === undefined ? null : epochMs(since);
-      const { rows } = await this.#query(this.#sql.readAudit, [afterSeq, from, limit]);
+      const scope = scopeId === undefined ? null : encodeText(scopeId);
+      // One statement per index it walks: the trail in seq order, or one turn's or one scope's events.
+      const { rows } =
+        turnKey !== undefined
+          ? await this.#query(this.#sql.readAuditByTurn, [afterSeq, from, limit, turnKey, scope])
+          : scope !== null
+            ? await this.#query(this.#sql.readAuditByScope, [afterSeq, from, limit, scope])
+            : await this.#query(this.#sql.readAudit, [afterSeq, from, limit]);
       return rows.map((row) => {
         const event = decodeJson(row.event, "audit event");
         const seq = Number(row.seq);
@@ -976,6 +997,27 @@ export class PostgresGuardrailStore implements GuardrailStore {
         }
         return parseStoreValue(StoredAuditEventSchema, { ...event, seq }, "stored audit event");
       });
+    });
+  }
+
+  async getAuditCursor(sink: string): Promise<number> {
+    const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
+    return this.#run("getAuditCursor", async () => {
+      const { rows } = await this.#query(this.#sql.getAuditCursor, [encodeText(name)]);
+      const seq = rows[0] === undefined ? 0 : Number(rows[0].seq);
+      return parseStoreValue(AuditCursorSchema, seq, "stored audit cursor");
+    });
+  }
+
+  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+    // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
+    if (seq === 0) return false;
+    return this.#run("advanceAuditCursor", async () => {
+      // One statement: the upsert's row lock orders concurrent advances, and each applies only
+      // over a lower cursor.
+      const { rowCount } = await this.#query(this.#sql.advanceAuditCursor, [encodeText(sink), seq]);
+      return rowCount === 1;
     });
   }
 
@@ -1360,6 +1402,25 @@ function statements(schema: string) {
       `SELECT seq, event FROM ${s}.audit
        WHERE seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
        ORDER BY seq LIMIT $3::integer`,
+    ),
+    readAuditByTurn: statement(
+      "read_audit_by_turn",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE turn_key = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+         AND ($5::text IS NULL OR scope_id = $5::text)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    readAuditByScope: statement(
+      "read_audit_by_scope",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE scope_id = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    getAuditCursor: statement("get_audit_cursor", `SELECT seq FROM ${s}.audit_cursors WHERE sink = $1`),
+    advanceAuditCursor: statement(
+      "advance_audit_cursor",
+      `INSERT INTO ${s}.audit_cursors AS c (sink, seq) VALUES ($1, $2::bigint)
+       ON CONFLICT (sink) DO UPDATE SET seq = EXCLUDED.seq WHERE c.seq < EXCLUDED.seq`,
     ),
     listUnresolved: statement(
       "list_unresolved",

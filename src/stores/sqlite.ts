@@ -29,12 +29,15 @@ import Database from "better-sqlite3";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRecordSchema,
   ApprovalRequestSchema,
   AuditEventSchema,
+  AuditCursorSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   DecideApprovalInputSchema,
   ExpireApprovalsInputSchema,
   ClaimedIdentitySchema,
@@ -46,6 +49,7 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -130,8 +134,15 @@ export const SQLITE_SCHEMA_VERSION = 3;
  * string that is not well-formed UTF-16 (a lone surrogate), its UTF-16LE bytes as a BLOB (see
  * `encodeText`), so every string round-trips exactly and two distinct strings never collide.
  */
+interface SqliteMigration {
+  readonly version: number;
+  readonly sql: string;
+  /** What SQL cannot do exactly, run after `sql` in the same transaction. */
+  readonly after?: (db: Database.Database) => void;
+}
+
 /** @internal Append-only: the tests build older files from the first ones, as they shipped. */
-export const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
+export const MIGRATIONS: readonly SqliteMigration[] = [
   {
     version: 1,
     sql: `
@@ -270,7 +281,38 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
         record           TEXT NOT NULL,
         PRIMARY KEY (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest)
       ) WITHOUT ROWID;
+
+      -- The scope an event is about, for readAudit's scopeId filter (encoded as every stored id is;
+      -- the event JSON has it too). Filled in for the events already there: here for those whose
+      -- JSON has no \\u escape (json_extract gives back their text exactly), by the migration's
+      -- after step for the others (a lone surrogate or a control character needs encodeText).
+      ALTER TABLE audit_events ADD COLUMN scope_id TEXT;
+      UPDATE audit_events SET scope_id = json_extract(event, '$.scopeId')
+        WHERE json_valid(event) AND instr(event, '\\u') = 0 AND json_type(event, '$.scopeId') = 'text';
+      -- readAudit by turn and by scope, in seq order.
+      CREATE INDEX audit_events_by_turn ON audit_events (turn_key, seq);
+      CREATE INDEX audit_events_by_scope ON audit_events (scope_id, seq);
+
+      -- How far each named sink has been delivered (deliverAudit): forward only.
+      CREATE TABLE audit_cursors (
+        sink TEXT PRIMARY KEY,
+        seq  INTEGER NOT NULL CHECK (seq >= 0)
+      );
     `,
+    after: (db) => {
+      const rows = db.prepare<[], Row>("SELECT seq, event FROM audit_events WHERE scope_id IS NULL").all();
+      const update = db.prepare("UPDATE audit_events SET scope_id = ? WHERE seq = ?");
+      for (const row of rows) {
+        let scopeId: unknown;
+        try {
+          scopeId = (JSON.parse(String(row.event)) as { scopeId?: unknown } | null)?.scopeId;
+        } catch {
+          // A corrupt event stays unfiltered (NULL); readAudit rejects it when it reads it.
+          continue;
+        }
+        if (typeof scopeId === "string") update.run(encodeText(scopeId), row.seq);
+      }
+    },
   },
 ];
 
@@ -500,6 +542,7 @@ function migrate(db: Database.Database, path: string): void {
     for (const migration of MIGRATIONS) {
       if (migration.version <= version) continue;
       db.exec(migration.sql);
+      migration.after?.(db);
       record.run(migration.version, new Date().toISOString());
     }
   }).immediate();
@@ -662,15 +705,35 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
-    const from = since === undefined ? null : epochMs(since);
-    const rows = from === null ? this.#sql.readAudit.all(afterSeq, limit) : this.#sql.readAuditSince.all(afterSeq, from, limit);
-    return rows.map((row) => {
+    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const params = {
+      afterSeq,
+      since: since === undefined ? null : epochMs(since),
+      turnKey: turnKey ?? null,
+      scopeId: scopeId === undefined ? null : encodeText(scopeId),
+      limit,
+    };
+    const statement =
+      turnKey !== undefined ? this.#sql.readAuditByTurn : scopeId !== undefined ? this.#sql.readAuditByScope : this.#sql.readAudit;
+    return statement.all(params).map((row) => {
       const what = `audit event ${String(row.seq)}`;
       const event = parseJson(row.event, what);
       if (typeof event !== "object" || event === null || Array.isArray(event)) throw corrupt(what, "not a JSON object");
       return parseRow(StoredAuditEventSchema, { ...event, seq: row.seq }, what);
     });
+  }
+
+  async getAuditCursor(sink: string): Promise<number> {
+    const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
+    const seq: unknown = this.#sql.getAuditCursor.get(encodeText(name))?.seq ?? 0;
+    return parseRow(AuditCursorSchema, seq, `audit cursor of ${JSON.stringify(name)}`);
+  }
+
+  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+    // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
+    if (seq === 0) return false;
+    return this.#sql.advanceAuditCursor.run(encodeText(sink), seq).changes === 1;
   }
 
   // -- reconciliation and retention -----------------------------------------------------------
@@ -896,13 +959,23 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
 }
 
 function appendEvent(sql: Statements, event: AuditEvent): void {
-  sql.appendAudit.run(epochMs(event.at), event.turnKey, event.decision, event.approvalId ?? null, JSON.stringify(event));
+  sql.appendAudit.run(
+    epochMs(event.at),
+    event.turnKey,
+    encodeText(event.scopeId),
+    event.decision,
+    event.approvalId ?? null,
+    JSON.stringify(event),
+  );
 }
 
 function sameText(stored: unknown, expected: SqlText): boolean {
   if (typeof stored === "string" || typeof expected === "string") return stored === expected;
   return Buffer.isBuffer(stored) && stored.equals(expected);
 }
+
+/** readAudit's `since`: events at or after it (an event time that did not parse is kept, as in memory). */
+const AUDIT_SINCE = "(@since IS NULL OR at_ms IS NULL OR at_ms >= @since)";
 
 const CLAIM_COLUMNS =
   "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, " +
@@ -973,10 +1046,23 @@ function prepareStatements(db: Database.Database) {
     pendingApprovalsBefore: prepare(
       `SELECT ${approvalColumns} FROM approvals WHERE status = 'pending' AND requested_at_ms < ? ORDER BY requested_at_ms, rowid`,
     ),
-    appendAudit: prepare("INSERT INTO audit_events (at_ms, turn_key, decision, approval_id, event) VALUES (?, ?, ?, ?, ?)"),
-    readAudit: prepare("SELECT seq, event FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?"),
-    readAuditSince: prepare(
-      "SELECT seq, event FROM audit_events WHERE seq > ? AND (at_ms IS NULL OR at_ms >= ?) ORDER BY seq LIMIT ?",
+    appendAudit: prepare(
+      "INSERT INTO audit_events (at_ms, turn_key, scope_id, decision, approval_id, event) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    // Named parameters: @afterSeq, @since (NULL: no bound), @turnKey, @scopeId, @limit. One
+    // statement per index it walks: the trail in seq order, or one turn's or one scope's events.
+    readAudit: prepare(`SELECT seq, event FROM audit_events WHERE seq > @afterSeq AND ${AUDIT_SINCE} ORDER BY seq LIMIT @limit`),
+    readAuditByTurn: prepare(
+      `SELECT seq, event FROM audit_events WHERE turn_key = @turnKey AND seq > @afterSeq AND ${AUDIT_SINCE} ` +
+        "AND (@scopeId IS NULL OR scope_id = @scopeId) ORDER BY seq LIMIT @limit",
+    ),
+    readAuditByScope: prepare(
+      `SELECT seq, event FROM audit_events WHERE scope_id = @scopeId AND seq > @afterSeq AND ${AUDIT_SINCE} ORDER BY seq LIMIT @limit`,
+    ),
+    getAuditCursor: prepare("SELECT seq FROM audit_cursors WHERE sink = ?"),
+    // Forward only, in one statement: the update applies only to a lower cursor.
+    advanceAuditCursor: prepare(
+      "INSERT INTO audit_cursors (sink, seq) VALUES (?, ?) ON CONFLICT (sink) DO UPDATE SET seq = excluded.seq WHERE seq < excluded.seq",
     ),
     pruneReads: pruneTurns("read_evidence"),
     pruneVerdicts: pruneTurns("verdicts"),

@@ -307,6 +307,14 @@ describePostgres("PostgresGuardrailStore", (url) => {
         .toMatchObject({ decided: true });
       expect((await store.readAudit()).at(-1)).not.toHaveProperty("toolFingerprint");
       expect((await store.readAudit()).map((each) => each.seq)).toEqual([1, 2, 3]);
+      // The audit trail: events from before the upgrade are found by turn and by scope.
+      expect((await store.readAudit({ scopeId: "doc-v2" })).map((each) => each.seq)).toEqual([1, 2, 3]);
+      expect((await store.readAudit({ turnKey: pending.turnKey, scopeId: "doc-v2" })).map((each) => each.seq)).toEqual([1, 2, 3]);
+      expect(await store.readAudit({ scopeId: "doc-v2b" })).toEqual([]);
+      // Audit cursors start at 0.
+      expect(await store.getAuditCursor("default")).toBe(0);
+      expect(await store.advanceAuditCursor({ sink: "default", seq: 2 })).toBe(true);
+      expect(await Promise.all(opened.map((each) => each.getAuditCursor("default")))).toEqual(opened.map(() => 2));
     });
 
     it("refuses a database migrated by a newer version, saying so", async () => {
@@ -473,6 +481,12 @@ describePostgres("PostgresGuardrailStore", (url) => {
         expect(await store.getVerdict({ ...key, guardrail: "g other" })).toBeUndefined();
         expect(await store.getVerdict({ ...key, toolName: "tool other" })).toBeUndefined();
         expect(await store.getVerdict({ ...key, toolFingerprint: digest({ tool: "other" }) })).toBeUndefined();
+
+        // Audit filters and cursors keep these strings exact too.
+        await store.appendAudit({ at: "2031-02-03T04:05:06.000Z", decision: "executed", turnKey: identity.turnKey, scopeId: turn.scopeId });
+        expect((await store.readAudit({ scopeId: turn.scopeId })).map((event) => event.scopeId)).toEqual([turn.scopeId]);
+        expect(await store.advanceAuditCursor({ sink: `sink ${text}`, seq: index + 1 })).toBe(true);
+        expect(await store.getAuditCursor(`sink ${text}`)).toBe(index + 1);
 
         const request = approvalRequest(identity.turnKey, turn.scopeId, {
           approvalId: digest({ approval: index }),

@@ -383,6 +383,14 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
       requestV2.approvalId,
       JSON.stringify({ at: "2031-02-03T04:05:06.789Z", decision: "approval", action: "requested", turnKey: TURN_KEY, scopeId: TURN.scopeId, approvalId: requestV2.approvalId }),
     );
+    // Events in scopes whose JSON needs escapes: a lone surrogate, a control character, a quote.
+    const oddScopes = ["doc-\ud800", "doc-\u0007", 'doc-"q"'];
+    for (const scopeId of oddScopes) {
+      db.prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (0, ?, 'executed', ?)").run(
+        TURN_KEY,
+        JSON.stringify({ at: "2031-02-03T04:05:06.789Z", decision: "executed", turnKey: TURN_KEY, scopeId }),
+      );
+    }
 
     const store = open(path);
     expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
@@ -415,7 +423,35 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     expect((await store.readAudit()).at(-1)).not.toHaveProperty("toolFingerprint");
     await store.requestApproval(approvalRequest());
     expect((await store.readAudit()).at(-1)).toMatchObject({ action: "requested", toolFingerprint: RENAME_FINGERPRINT });
-    expect((await store.readAudit()).map((event) => event.seq)).toEqual([1, 2, 3, 4]);
+    expect((await store.readAudit()).map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    // The audit trail: events from before the upgrade are found by turn and by scope, exactly.
+    expect((await store.readAudit({ scopeId: TURN.scopeId })).map((event) => event.seq)).toEqual([1, 5, 6, 7]);
+    for (const [index, scopeId] of oddScopes.entries()) {
+      expect((await store.readAudit({ scopeId })).map((event) => event.seq), JSON.stringify(scopeId)).toEqual([index + 2]);
+    }
+    expect(await store.readAudit({ scopeId: "doc-\ud801" })).toEqual([]);
+    expect((await store.readAudit({ turnKey: TURN_KEY })).map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    // Audit cursors start at 0.
+    expect(await store.getAuditCursor("default")).toBe(0);
+    expect(await store.advanceAuditCursor({ sink: "default", seq: 4 })).toBe(true);
+    expect(await store.getAuditCursor("default")).toBe(4);
+  });
+
+  it("upgrades a version 2 file whose audit trail holds an unreadable event: it stays unreadable and in no scope", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    db.exec(`${V2_SCHEMA}
+      CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+      INSERT INTO schema_migrations VALUES (1, '2031-01-01T00:00:00.000Z'), (2, '2031-01-02T00:00:00.000Z');`);
+    const append = db.prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (0, ?, 'executed', ?)");
+    append.run(TURN_KEY, JSON.stringify(auditEvent()));
+    append.run(TURN_KEY, '{"scopeId": "doc-1", \\u');
+    append.run(TURN_KEY, '{"scopeId": 7}');
+    const store = open(path);
+    expect(db.prepare("SELECT scope_id FROM audit_events ORDER BY seq").pluck().all()).toEqual([TURN.scopeId, null, null]);
+    expect((await store.readAudit({ scopeId: TURN.scopeId })).map((event) => event.seq)).toEqual([1]);
+    await contractError(store.readAudit());
   });
 
   it("refuses another application's database without changing it", () => {
@@ -718,6 +754,19 @@ describe("SqliteGuardrailStore: strings round-trip exactly", () => {
       [A, `call ${B}`, `tool ${A}`, undefined],
       [A, `call ${B}`, `tool ${A}`, `op ${A}`],
     ]);
+    // The scope filter keeps A and B apart.
+    expect(await store.readAudit({ scopeId: A })).toHaveLength(2);
+    expect(await store.readAudit({ scopeId: B })).toEqual([]);
+    expect(await store.readAudit({ scopeId: "doc-\ufffd" })).toEqual([]);
+  });
+
+  it("keeps audit cursors of sinks that differ only in a lone surrogate apart", async () => {
+    const store = open(tempPath());
+    expect(await store.advanceAuditCursor({ sink: `sink ${A}`, seq: 3 })).toBe(true);
+    expect(await store.getAuditCursor(`sink ${B}`)).toBe(0);
+    expect(await store.advanceAuditCursor({ sink: `sink ${B}`, seq: 2 })).toBe(true);
+    expect(await store.getAuditCursor(`sink ${A}`)).toBe(3);
+    expect(await store.getAuditCursor(`sink ${B}`)).toBe(2);
   });
 
   it("keeps verdict keys that differ only in a lone surrogate apart, and settles only with the exact token", async () => {

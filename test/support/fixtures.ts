@@ -12,6 +12,7 @@ import {
   InMemoryGuardrailStore,
   toolFingerprint,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -304,6 +305,12 @@ export class ForwardingStore implements GuardrailStore {
   }
   readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]> {
     return this.inner.readAudit(query);
+  }
+  getAuditCursor(sink: string): Promise<number> {
+    return this.inner.getAuditCursor(sink);
+  }
+  advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    return this.inner.advanceAuditCursor(input);
   }
   listUnresolved(): Promise<UnresolvedMutation[]> {
     return this.inner.listUnresolved();
