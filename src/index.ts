@@ -114,7 +114,13 @@ export {
   type SealViolation,
 } from "./errors.js";
 export { moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";
-export { type AuditOptions } from "./audit.js";
+export {
+  deliverAudit,
+  type AuditDelivery,
+  type AuditOptions,
+  type AuditSinkEvent,
+  type DeliverAuditOptions,
+} from "./audit.js";
 export {
   createDocumentGuardrails,
   type Authorize,

@@ -18,6 +18,7 @@ import {
   turnKey,
   type AdmissionReceipt,
   type ApprovalDecision,
+  type AuditSinkEvent,
   type ApprovalQuery,
   type ApprovalSubmission,
   type AuditEvent,
@@ -568,6 +569,27 @@ describe("SqliteGuardrailStore: durability and sharing", () => {
     const replayed = outcomeOf(await invokeTurn(run2.agent, input), "w1");
     expect(replayed).toEqual(written);
     expect(service.writes).toBe(1);
+  });
+
+  it("two connections' middleware with one sink name deliver each audit event once, and the cursor survives reopening", async () => {
+    const path = tempPath();
+    const service = new DocumentService();
+    const sunk: AuditSinkEvent[] = [];
+    const audit = { sinkName: "siem", sink: (event: AuditSinkEvent) => void sunk.push(event) };
+    const [one, two] = [open(path), open(path)];
+    const turns = ["t1", "t2", "t3"].map((turnId) => turnInput({ turnId }));
+    for (const [index, input] of turns.entries()) {
+      const store = index % 2 === 0 ? one : two;
+      await admit(store, input);
+      const script = [{ toolCalls: [read(`r${String(index)}`)] }, { content: "done" }];
+      const run = guardedAgent({ script, store, input, service, guardrails: { audit } });
+      await invokeTurn(run.agent, input);
+    }
+    expect(sunk).toEqual(await one.readAudit());
+    expect(sunk.map((event) => event.seq)).toEqual([1, 2, 3]);
+    one.close();
+    two.close();
+    expect(await open(path).getAuditCursor("siem")).toBe(3);
   });
 });
 
