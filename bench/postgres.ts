@@ -22,7 +22,7 @@
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { digest, mutationKey, turnKey, type AuditEvent, type MutationIdentity } from "arkah-agent-guardrails";
+import { digest, mutationKey, toolFingerprint, turnKey, type AuditEvent, type MutationIdentity } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { startEmbeddedPostgres } from "../scripts/postgres/embedded.js";
 import {
@@ -53,6 +53,7 @@ function benchSchema(name: string): string {
 }
 
 let identitySerial = 0;
+const RENAME_FINGERPRINT = toolFingerprint({ name: "rename_document" });
 
 /** `count` identities on fresh turns (never used before in this process), over 64 scopes. */
 function freshIdentities(count: number): MutationIdentity[] {
@@ -69,6 +70,7 @@ function freshIdentities(count: number): MutationIdentity[] {
       toolName: call.name,
       argsDigest,
       mutationKey: mutationKey(turn, call),
+      toolFingerprint: RENAME_FINGERPRINT,
     };
   });
 }

@@ -12,6 +12,7 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
+  toolFingerprint,
   turnKey,
   type MutationIdentity,
 } from "arkah-agent-guardrails";
@@ -55,6 +56,8 @@ export interface StoreResult extends Interleaved {
 
 const RESULT_CONTENT = JSON.stringify({ id: "doc-1", title: "Field notes", revision: 1 });
 
+const RENAME_FINGERPRINT = toolFingerprint({ name: "rename_document" });
+
 export function identities(count: number): MutationIdentity[] {
   const args = { documentId: "doc-1", title: "Field notes" };
   return Array.from({ length: count }, (_, i) => {
@@ -67,6 +70,7 @@ export function identities(count: number): MutationIdentity[] {
       toolName: call.name,
       argsDigest: digest(args),
       mutationKey: mutationKey(turn, call),
+      toolFingerprint: RENAME_FINGERPRINT,
     };
   });
 }

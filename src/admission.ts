@@ -127,11 +127,13 @@ export function checkReceiptMatches(receipt: AdmissionReceipt, turn: ResolvedTur
     receipt.scopeId !== turn.input.scopeId ||
     receipt.turnId !== turn.input.turnId ||
     receipt.policyVersion !== turn.input.policyVersion ||
-    receipt.moderationDigest !== turn.moderationDigest
+    receipt.moderationDigest !== turn.moderationDigest ||
+    receipt.principal !== turn.input.principal
   ) {
     throw new AdmissionError(
       "input_mismatch",
-      "this turn was admitted with other segments or another policy version; issue a new turn id for new input",
+      "this turn was admitted with other segments, another policy version or for another principal; " +
+        "issue a new turn id for new input",
     );
   }
 }
@@ -193,6 +195,7 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
     moderationDigest: turn.moderationDigest,
     allowed: answer,
     decidedAt: (now ?? (() => new Date()))().toISOString(),
+    ...(turn.input.principal === undefined ? {} : { principal: turn.input.principal }),
   });
   const winner = parseStoreValue(AdmissionReceiptSchema, stored, "putReceiptIfAbsent answer");
   checkReceiptMatches(winner, turn);

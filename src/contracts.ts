@@ -32,6 +32,12 @@ export const TurnInputSchema = z
     /** Bound into the admission receipt; not part of the turn key. */
     policyVersion: IdSchema,
     segments: z.array(SegmentSchema).min(1, "a turn needs at least one segment"),
+    /**
+     * Who the user is, as your server authenticated them. Bound into the admission receipt, so a
+     * turn admitted for one principal cannot run as another (`input_mismatch`); not part of the
+     * turn key.
+     */
+    principal: IdSchema.optional(),
   })
   .superRefine((input, ctx) => {
     const seen = new Set<string>();
@@ -112,6 +118,8 @@ export const AdmissionReceiptSchema = z.strictObject({
   moderationDigest: DigestSchema,
   allowed: z.boolean(),
   decidedAt: TimestampSchema,
+  /** The turn's principal, when it named one: only a turn for the same principal matches. */
+  principal: IdSchema.optional(),
 });
 export type AdmissionReceipt = z.infer<typeof AdmissionReceiptSchema>;
 
@@ -131,8 +139,21 @@ export const MutationIdentitySchema = z.strictObject({
   argsDigest: DigestSchema,
   /** `mutationKey(turn, call)`: hashes turn key, tool name, argument digest and call id. */
   mutationKey: DigestSchema,
+  /**
+   * `toolFingerprint(tool)` of the tool the call was made to. Recorded on the claim (the one that
+   * acquired it) and listed by `listUnresolved`; not part of `mutationKey`, so it never decides
+   * whether two claims are the same call.
+   */
+  toolFingerprint: DigestSchema,
 });
 export type MutationIdentity = z.infer<typeof MutationIdentitySchema>;
+
+/**
+ * A claim's identity as a store reads it back. `toolFingerprint` is absent only on a claim made
+ * before the SQLite and PostgreSQL stores' schema version 3, which did not record it.
+ */
+export const ClaimedIdentitySchema = MutationIdentitySchema.extend({ toolFingerprint: DigestSchema.optional() });
+export type ClaimedIdentity = z.infer<typeof ClaimedIdentitySchema>;
 
 /** The text result of a completed mutation, replayed verbatim on a retry. */
 export const MutationResultSchema = z.strictObject({
@@ -150,6 +171,15 @@ export const ClaimOptionsSchema = z.strictObject({
 });
 export type ClaimOptions = z.infer<typeof ClaimOptionsSchema>;
 
+/** The completed mutation holding a turn's slot, as a `conflict` answer reports it. */
+export const CompletedMutationSchema = z.strictObject({
+  toolName: IdSchema,
+  toolCallId: IdSchema,
+  /** Its stored result, exactly as a replay of that call would return it. */
+  result: MutationResultSchema,
+});
+export type CompletedMutation = z.infer<typeof CompletedMutationSchema>;
+
 export const ClaimResultSchema = z.discriminatedUnion("status", [
   /** The caller owns the turn's only mutation slot and must settle it with `token`. */
   z.strictObject({ status: z.literal("acquired"), token: IdSchema }),
@@ -159,8 +189,11 @@ export const ClaimResultSchema = z.discriminatedUnion("status", [
   z.strictObject({ status: z.literal("pending") }),
   /** The same call ran with an ambiguous outcome; an operator must reconcile it. */
   z.strictObject({ status: z.literal("unknown") }),
-  /** The turn's slot is held by another call (other id, tool or arguments). */
-  z.strictObject({ status: z.literal("conflict") }),
+  /**
+   * The turn's slot is held by another call (other id, tool or arguments). `completed` is present
+   * exactly when that call completed (and was not pruned): what was done, so a caller can say so.
+   */
+  z.strictObject({ status: z.literal("conflict"), completed: CompletedMutationSchema.optional() }),
   /** Another turn in this scope has an `unknown` mutation awaiting reconciliation. */
   z.strictObject({ status: z.literal("scope_unresolved") }),
 ]);
@@ -227,13 +260,16 @@ export type GuardrailVerdict = z.infer<typeof GuardrailVerdictSchema>;
 export type GuardrailAction = GuardrailVerdict["action"];
 
 /**
- * Which check of which call a verdict is bound to. The tool name is part of it: a verdict recorded
- * for one tool never answers for another tool's call, whatever its id and arguments.
+ * Which check of which call a verdict is bound to. The tool is part of it, by name and by
+ * fingerprint: a verdict recorded for one tool never answers for another tool's call, whatever its
+ * id and arguments, nor for the same tool once its description or schema changed.
  */
 export const VerdictKeySchema = z.strictObject({
   turnKey: DigestSchema,
   toolCallId: IdSchema,
   toolName: IdSchema,
+  /** `toolFingerprint(tool)`: the tool's name, description and declared input schema. */
+  toolFingerprint: DigestSchema,
   guardrail: IdSchema,
   argsDigest: DigestSchema,
 });
@@ -276,12 +312,17 @@ export const DECIDED_STATUS = { approve: "approved", reject: "rejected", edit: "
  * that asked.
  */
 export const ApprovalRequestSchema = z.strictObject({
-  /** `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolCallId, argsDigest, execution })`: docs/architecture.md#keys. */
+  /**
+   * `digest({ kind: "arkah.approval", v: 1, turnKey, toolName, toolFingerprint, toolCallId, argsDigest, execution })`:
+   * docs/architecture.md#keys.
+   */
   approvalId: DigestSchema,
   turnKey: DigestSchema,
   scopeId: IdSchema,
   toolCallId: IdSchema,
   toolName: IdSchema,
+  /** `toolFingerprint(tool)` of the tool the person is asked about. */
+  toolFingerprint: DigestSchema,
   argsDigest: DigestSchema,
   /** The arguments the person is asked about. */
   args: z.record(z.string(), JsonValueSchema),
@@ -301,6 +342,11 @@ export type ApprovalSubmission = z.infer<typeof ApprovalRequestSchema>;
  * applied; `expiredAt` exactly when expired.
  */
 export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
+  /**
+   * Absent only on a request stored before the SQLite and PostgreSQL stores' schema version 3,
+   * which did not have it (the middleware never asks for such a request again: its id changed).
+   */
+  toolFingerprint: DigestSchema.optional(),
   status: ApprovalStatusSchema,
   /** Present once decided, and kept when applied. */
   decision: ApprovalDecisionSchema.optional(),
@@ -419,6 +465,11 @@ export const AuditEventSchema = z.strictObject({
   scopeId: IdSchema,
   toolCallId: IdSchema.optional(),
   toolName: IdSchema.optional(),
+  /**
+   * `toolFingerprint(tool)`: on the events a store writes about a claim or an approval request
+   * (`reconciled`, `released`, `approval`) whenever the claim or request recorded it.
+   */
+  toolFingerprint: DigestSchema.optional(),
   kind: ToolKindSchema.optional(),
   argsDigest: DigestSchema.optional(),
   /** The refusal code, the guardrail's code on a verdict, or why an approval decision was refused. */
@@ -445,15 +496,37 @@ export const AuditQuerySchema = z.strictObject({
   since: TimestampSchema.optional(),
   /** Events after this sequence number (for paging). */
   afterSeq: z.int().min(0).optional(),
+  /** Only the events of this turn (exact match). */
+  turnKey: DigestSchema.optional(),
+  /** Only the events in this scope (exact match). */
+  scopeId: IdSchema.optional(),
+  /** At most this many events (of those that match). */
   limit: z.int().min(1).max(10_000).optional(),
 });
 export type AuditQuery = z.infer<typeof AuditQuerySchema>;
 
+/** Names the consumer an audit cursor belongs to (`deliverAudit`'s `sinkName`). */
+export const AuditSinkNameSchema = IdSchema;
+
+/** The sequence number an audit sink has been delivered up to: 0 before any event. */
+export const AuditCursorSchema = z.int().min(0);
+
+/**
+ * Moves a sink's audit cursor forward to `seq` (the last event delivered to it). Forward only: a
+ * `seq` at or below the cursor changes nothing.
+ */
+export const AdvanceAuditCursorInputSchema = z.strictObject({ sink: AuditSinkNameSchema, seq: AuditCursorSchema });
+export type AdvanceAuditCursorInput = z.infer<typeof AdvanceAuditCursorInputSchema>;
+
 // ---------------------------------------------------------------------------------------------
 // Reconciliation and retention
 
-/** A mutation whose outcome nobody recorded: `pending` (running, or crashed) or `unknown`. */
-export const UnresolvedMutationSchema = MutationIdentitySchema.extend({
+/**
+ * A mutation whose outcome nobody recorded: `pending` (running, or crashed) or `unknown`, with
+ * the identity it was claimed under (`toolFingerprint` absent only for a claim made before schema
+ * version 3).
+ */
+export const UnresolvedMutationSchema = ClaimedIdentitySchema.extend({
   state: z.enum(["pending", "unknown"]),
   claimedAt: TimestampSchema,
 });
@@ -555,8 +628,15 @@ export interface GuardrailStore {
   expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult>;
   /** Appends to the audit trail. Append-only: events are never changed or removed by the store. */
   appendAudit(event: AuditEvent): Promise<void>;
-  /** Audit events in the order they were appended, oldest first. */
+  /** Audit events in the order they were appended, oldest first; `turnKey` and `scopeId` filter exactly. */
   readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]>;
+  /** The sequence number `sink` has been delivered up to: 0 when it has no cursor. */
+  getAuditCursor(sink: string): Promise<number>;
+  /**
+   * Moves `sink`'s cursor forward to `seq`, atomically under concurrency. Returns true if it moved;
+   * false, changing nothing, when `seq` is at or below the cursor.
+   */
+  advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean>;
   /** Every `pending` or `unknown` mutation, oldest claim first. */
   listUnresolved(): Promise<UnresolvedMutation[]>;
   /**

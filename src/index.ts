@@ -8,6 +8,7 @@ export {
 } from "./admission.js";
 export {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   APPROVAL_STATUSES,
   ApplyApprovalInputSchema,
   ApprovalDecisionResultSchema,
@@ -21,7 +22,9 @@ export {
   ExpireApprovalsResultSchema,
   AUDIT_DECISIONS,
   AuditEventSchema,
+  AuditCursorSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   DetectionSchema,
   GUARDRAIL_ACTIONS,
   GuardrailVerdictSchema,
@@ -35,7 +38,9 @@ export {
   VerdictKeySchema,
   VerdictRecordSchema,
   ClaimOptionsSchema,
+  ClaimedIdentitySchema,
   ClaimResultSchema,
+  CompletedMutationSchema,
   DigestSchema,
   MutationIdentitySchema,
   MutationResultSchema,
@@ -50,6 +55,7 @@ export {
   ToolPolicySchema,
   TurnInputSchema,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecision,
   type ApprovalDecisionResult,
@@ -77,6 +83,8 @@ export {
   type ClaimOptions,
   type ClaimResult,
   type ClaimStatus,
+  type ClaimedIdentity,
+  type CompletedMutation,
   type GuardrailStore,
   type MutationIdentity,
   type MutationResult,
@@ -105,8 +113,14 @@ export {
   type ApprovalErrorCode,
   type SealViolation,
 } from "./errors.js";
-export { moderationDigest, mutationKey, turnKey, type ToolCallRef } from "./keys.js";
-export { type AuditOptions } from "./audit.js";
+export { moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";
+export {
+  deliverAudit,
+  type AuditDelivery,
+  type AuditOptions,
+  type AuditSinkEvent,
+  type DeliverAuditOptions,
+} from "./audit.js";
 export {
   createDocumentGuardrails,
   type Authorize,

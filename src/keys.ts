@@ -3,8 +3,10 @@
  * object, so a service in another language can compute the same values. The formulas are part of
  * the public contract and documented in docs/architecture.md.
  */
+import type { ServerTool } from "@langchain/core/tools";
 import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
 import { digest, sha256Hex } from "./digest.js";
+import { declaredSchema } from "./guardrails/schema.js";
 
 /** Identifies a user turn: `(scopeId, turnId)`. The policy version is deliberately left out. */
 export function turnKey(turn: TurnRef): string {
@@ -18,6 +20,39 @@ export function moderationDigest(input: { readonly segments: readonly Segment[] 
     v: 1,
     segments: input.segments.map(({ label, content }) => ({ label, content })),
   });
+}
+
+/** What a fingerprint reads of a tool: any LangChain tool (`tool(...)`, a `StructuredTool`, an MCP tool) has it. */
+export interface FingerprintedTool {
+  readonly name?: unknown;
+  readonly description?: unknown;
+  /** A zod schema, or a JSON Schema. */
+  readonly schema?: unknown;
+}
+
+/** Fingerprints already computed, per tool object: a tool is fingerprinted once, not per call. */
+const fingerprints = new WeakMap<object, string>();
+
+/**
+ * Identifies a tool as the model is shown it: its name, its description (`""` when it has none)
+ * and its declared input schema as JSON Schema (a zod schema converted, a JSON Schema as is; `null`
+ * when it declares none). A verdict, an approval or a claim recorded under one fingerprint says
+ * which tool was decided on: change the tool's description or schema and its fingerprint changes.
+ * Computed once per tool object.
+ */
+export function toolFingerprint(tool: FingerprintedTool): string {
+  const known = fingerprints.get(tool);
+  if (known !== undefined) return known;
+  const { name, description } = tool;
+  const fingerprint = digest({
+    kind: "arkah.tool",
+    v: 1,
+    name: typeof name === "string" ? name : "",
+    description: typeof description === "string" ? description : "",
+    schema: declaredSchema(tool as ServerTool) ?? null,
+  });
+  fingerprints.set(tool, fingerprint);
+  return fingerprint;
 }
 
 /** A tool call as the model proposed it. */
@@ -39,10 +74,13 @@ export function mutationKey(turn: TurnRef, call: ToolCallRef): string {
   return keyOf(turnKey(turn), call.name, digest(call.args), call.id);
 }
 
-/** @internal The identity a claim is made under, from the call's argument digest. */
+/**
+ * @internal The identity a claim is made under, from the call's argument digest and its tool's
+ * fingerprint (recorded with the claim, not part of the mutation key).
+ */
 export function mutationIdentity(
   turn: { readonly scopeId: string; readonly turnKey: string },
-  call: { readonly id: string; readonly name: string; readonly argsDigest: string },
+  call: { readonly id: string; readonly name: string; readonly argsDigest: string; readonly toolFingerprint: string },
 ): MutationIdentity {
   const { argsDigest } = call;
   return {
@@ -52,6 +90,7 @@ export function mutationIdentity(
     toolName: call.name,
     argsDigest,
     mutationKey: keyOf(turn.turnKey, call.name, argsDigest, call.id),
+    toolFingerprint: call.toolFingerprint,
   };
 }
 

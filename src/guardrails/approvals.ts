@@ -60,9 +60,22 @@ export type ApprovalOutcome =
   | { readonly decision: Extract<ApprovalDecision, { decision: "reject" }> }
   | { readonly expired: true };
 
-/** `digest` of the request's identity: the turn, tool, call, arguments and the execution ordinal. */
-export function approvalId(turnKey: string, call: Pick<CheckedCall, "id" | "name" | "argsDigest">, execution: number): string {
-  return digest({ kind: "arkah.approval", v: 1, turnKey, toolName: call.name, toolCallId: call.id, argsDigest: call.argsDigest, execution });
+/** `digest` of the request's identity: the turn, tool (name and fingerprint), call, arguments and the execution ordinal. */
+export function approvalId(
+  turnKey: string,
+  call: Pick<CheckedCall, "id" | "name" | "argsDigest" | "toolFingerprint">,
+  execution: number,
+): string {
+  return digest({
+    kind: "arkah.approval",
+    v: 1,
+    turnKey,
+    toolName: call.name,
+    toolFingerprint: call.toolFingerprint,
+    toolCallId: call.id,
+    argsDigest: call.argsDigest,
+    execution,
+  });
 }
 
 /**
@@ -93,6 +106,7 @@ export async function approvalFor(
         scopeId: env.scopeId,
         toolCallId: call.id,
         toolName: call.name,
+        toolFingerprint: call.toolFingerprint,
         argsDigest: call.argsDigest,
         args: call.args,
         guardrails: [...ask.guardrails],

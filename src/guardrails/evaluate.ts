@@ -22,6 +22,7 @@ import { denialMessage, refusal } from "../tool-messages.js";
 import { approvalFor, type ApprovalAsk, type ApprovalHandle } from "./approvals.js";
 import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
 import { declaredSchema, SCHEMA_GUARDRAIL, zodSchemaOf } from "./schema.js";
+import { toolFingerprint } from "../keys.js";
 import type { ParsedArguments } from "../execution/parse.js";
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -38,6 +39,8 @@ export interface CheckedCall {
   readonly argsDigest: string;
   readonly kind: ToolKind | undefined;
   readonly schema: JsonSchema | undefined;
+  /** `toolFingerprint` of the call's tool: verdicts and approval requests are bound to it. */
+  readonly toolFingerprint: string;
   /** The arguments were parsed by the tool's own zod schema (the schema guardrail has nothing to add). */
   readonly parsedByZod: boolean;
 }
@@ -70,6 +73,9 @@ export type Evaluation =
   /** Refused: the model gets `refusal`; the audit records `code` and the deciding `guardrail`. */
   | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string };
 
+/** Stands in for a missing tool (the pipeline checks the tool is there before the guardrails run). */
+const NO_TOOL = Object.freeze({});
+
 /** What the guardrails are asked about: the call's parsed and written arguments, and its tool's schema. */
 export function checkedCall(
   tool: ClientTool | ServerTool | undefined,
@@ -85,6 +91,7 @@ export function checkedCall(
     argsDigest: checked.argsDigest,
     kind: call.kind,
     schema: declaredSchema(tool),
+    toolFingerprint: toolFingerprint(tool ?? NO_TOOL),
     parsedByZod: zodSchemaOf(tool) !== undefined,
   };
 }
@@ -212,6 +219,7 @@ async function verdictOf(
     turnKey: env.turn.turnKey,
     toolCallId: call.id,
     toolName: call.name,
+    toolFingerprint: call.toolFingerprint,
     guardrail: guardrail.name,
     argsDigest: call.argsDigest,
   };

@@ -12,7 +12,7 @@ import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError } from "../errors.js";
 import { Seal, sealScope } from "../execution/seal.js";
-import { mutationIdentity, readEvidenceDigest } from "../keys.js";
+import { mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
 import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
 import { refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
@@ -129,9 +129,16 @@ export async function runMutation(
 
   const store = call.governance.store;
   if (store === undefined) throw new Error("unreachable: the document guardrails always have a store");
+  const sealedTool = call.tool;
+  if (sealedTool === undefined) throw new Error("unreachable: the step check sets the tool");
   const claim = async () => {
     call.signal?.throwIfAborted();
-    const identity = mutationIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest });
+    const identity = mutationIdentity(call.turn, {
+      id: call.id,
+      name: call.name,
+      argsDigest: call.checked.argsDigest,
+      toolFingerprint: toolFingerprint(sealedTool),
+    });
     const requireResolvedScope = context.requireResolvedScope;
     return { identity, action: claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope }))) };
   };

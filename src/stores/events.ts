@@ -4,23 +4,23 @@ import {
   type ApprovalDecisionResult,
   type ApprovalRecord,
   type AuditEvent,
+  type ClaimedIdentity,
   type DecideApprovalInput,
-  type MutationIdentity,
   type Reconciliation,
 } from "../contracts.js";
 
 /** The `reconciled` audit event every store appends with a reconciliation, in the same transaction. */
-export function reconciledEvent(identity: MutationIdentity, reconciliation: Reconciliation, at: string): AuditEvent {
+export function reconciledEvent(identity: ClaimedIdentity, reconciliation: Reconciliation, at: string): AuditEvent {
   return { ...claimEvent("reconciled", identity, at), action: reconciliation.resolution, operatorRef: reconciliation.operatorRef };
 }
 
 /** The `released` audit event every store appends with a release, in the same transaction. */
-export function releasedEvent(identity: MutationIdentity, at: string): AuditEvent {
+export function releasedEvent(identity: ClaimedIdentity, at: string): AuditEvent {
   return claimEvent("released", identity, at);
 }
 
-/** An audit event about a claim: its identity's fields. */
-function claimEvent(decision: "reconciled" | "released", identity: MutationIdentity, at: string): AuditEvent {
+/** An audit event about a claim: its identity's fields (the tool's fingerprint if the claim recorded one). */
+function claimEvent(decision: "reconciled" | "released", identity: ClaimedIdentity, at: string): AuditEvent {
   return {
     at,
     decision,
@@ -28,6 +28,7 @@ function claimEvent(decision: "reconciled" | "released", identity: MutationIdent
     scopeId: identity.scopeId,
     toolCallId: identity.toolCallId,
     toolName: identity.toolName,
+    ...(identity.toolFingerprint === undefined ? {} : { toolFingerprint: identity.toolFingerprint }),
     kind: "mutation",
     argsDigest: identity.argsDigest,
     mutationKey: identity.mutationKey,
@@ -55,6 +56,7 @@ export function approvalEvent(
     scopeId: record.scopeId,
     toolCallId: record.toolCallId,
     toolName: record.toolName,
+    ...(record.toolFingerprint === undefined ? {} : { toolFingerprint: record.toolFingerprint }),
     argsDigest: record.argsDigest,
     action,
     ...(extra.code === undefined ? {} : { code: extra.code }),

@@ -7,11 +7,13 @@
 import { randomUUID } from "node:crypto";
 import {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRequestSchema,
   AuditEventSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   DecideApprovalInputSchema,
   ExpireApprovalsInputSchema,
   PruneOptionsSchema,
@@ -19,6 +21,7 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -80,7 +83,7 @@ export interface InMemoryGuardrailStoreOptions {
 }
 
 const verdictKey = (key: VerdictKey) =>
-  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.guardrail, key.argsDigest]);
+  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.toolFingerprint, key.guardrail, key.argsDigest]);
 
 export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #now: () => Date;
@@ -94,6 +97,8 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   /** approval id -> request; Map order is request order, the tie-break of listApprovals. */
   readonly #approvals = new Map<string, ApprovalRecord>();
   readonly #audit: StoredAuditEvent[] = [];
+  /** sink name -> the seq delivered up to. */
+  readonly #cursors = new Map<string, number>();
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
     this.#now = options.now ?? (() => new Date());
@@ -140,8 +145,11 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   #claim(identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult {
     const existing = this.#claims.get(identity.turnKey);
     if (existing !== undefined) {
-      if (existing.state === "pruned" || existing.identity.mutationKey !== identity.mutationKey) {
-        return { status: "conflict" };
+      if (existing.state === "pruned") return { status: "conflict" };
+      if (existing.identity.mutationKey !== identity.mutationKey) {
+        if (existing.state !== "complete" || existing.result === undefined) return { status: "conflict" };
+        const { toolName, toolCallId } = existing.identity;
+        return { status: "conflict", completed: { toolName, toolCallId, result: { ...existing.result } } };
       }
       if (existing.state === "complete" && existing.result !== undefined) {
         return { status: "replay", result: { ...existing.result } };
@@ -283,15 +291,27 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
     const from = since === undefined ? undefined : Date.parse(since);
     const events: StoredAuditEvent[] = [];
     for (const event of this.#audit) {
       if (events.length >= limit) break;
       if (event.seq <= afterSeq || (from !== undefined && Date.parse(event.at) < from)) continue;
+      if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;
       events.push(structuredClone(event));
     }
     return events;
+  }
+
+  async getAuditCursor(sink: string): Promise<number> {
+    return this.#cursors.get(parseStoreValue(AuditSinkNameSchema, sink, "audit sink name")) ?? 0;
+  }
+
+  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+    if (seq <= (this.#cursors.get(sink) ?? 0)) return false;
+    this.#cursors.set(sink, seq);
+    return true;
   }
 
   // -- reconciliation and retention -----------------------------------------------------------

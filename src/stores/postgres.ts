@@ -22,16 +22,19 @@ import pg from "pg";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRecordSchema,
   ApprovalRequestSchema,
   AuditEventSchema,
+  AuditCursorSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   DecideApprovalInputSchema,
   DigestSchema,
   ExpireApprovalsInputSchema,
-  MutationIdentitySchema,
+  ClaimedIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -40,6 +43,7 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -179,6 +183,7 @@ const FAILURE_STATE: Readonly<Record<string, string>> = {
   decideApproval: "the decision and its audit event were applied together or not at all; check getApproval",
   applyApproval: "the change to applied and its audit event were made together or not at all; check getApproval",
   expireApprovals: "the expiry was applied whole, with its audit events, or not at all",
+  advanceAuditCursor: "the cursor moved or did not (one statement); check getAuditCursor",
   prune: "the prune was applied whole or not at all",
 };
 
@@ -267,7 +272,7 @@ interface Migration {
   readonly statements: (s: string) => readonly string[];
 }
 
-/** @internal Append-only: the tests build a version 1 schema from the first one, as it shipped. */
+/** @internal Append-only: the tests build older schemas from the first ones, as they shipped. */
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -376,6 +381,39 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX audit_approval ON ${s}.audit (approval_id) WHERE approval_id IS NOT NULL`,
     ],
   },
+  {
+    version: 3,
+    description: "receipt principals; tool fingerprints on claims and in verdict keys; audit by turn and scope; audit cursors",
+    statements: (s) => [
+      // NULL when the turn named no principal (every receipt stored before version 3).
+      `ALTER TABLE ${s}.receipts ADD COLUMN principal text`,
+      // NULL for a claim made before version 3.
+      `ALTER TABLE ${s}.claims ADD COLUMN tool_fingerprint text`,
+      // Verdicts are keyed by the tool's fingerprint too. A verdict recorded before version 3 has
+      // none, so it can answer no call any more (a replay runs its check again): the table is
+      // recreated empty rather than kept unreachable.
+      `DROP TABLE ${s}.verdicts`,
+      `CREATE TABLE ${s}.verdicts (
+        turn_key text NOT NULL,
+        tool_call_id text NOT NULL,
+        tool_name text NOT NULL,
+        tool_fingerprint text NOT NULL,
+        guardrail text NOT NULL,
+        args_digest text NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest)
+      )`,
+      // readAudit by turn and by scope, in seq order (audit.scope_id is there since version 1).
+      `DROP INDEX ${s}.audit_turn`,
+      `CREATE INDEX audit_turn_seq ON ${s}.audit (turn_key, seq)`,
+      `CREATE INDEX audit_scope_seq ON ${s}.audit (scope_id, seq)`,
+      // How far each named sink has been delivered (deliverAudit): forward only.
+      `CREATE TABLE ${s}.audit_cursors (
+        sink text PRIMARY KEY,
+        seq bigint NOT NULL CHECK (seq >= 0)
+      )`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads. */
@@ -389,6 +427,8 @@ const CLAIM_STATES = ["pending", "complete", "unknown", "pruned"] as const;
 /** A claim row as the claim path reads it. */
 const ClaimRowSchema = z.object({
   mutation_key: DigestSchema,
+  tool_name: z.string(),
+  tool_call_id: z.string(),
   state: z.enum(CLAIM_STATES),
   result_content: z.string().nullable(),
   result_status: z.string().nullable(),
@@ -643,6 +683,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         candidate.moderationDigest,
         candidate.allowed,
         candidate.decidedAt,
+        candidate.principal === undefined ? null : encodeText(candidate.principal),
       ];
       for (let attempt = 0; attempt < 16; attempt++) {
         const inserted = await this.#query(this.#sql.putReceipt, values);
@@ -689,6 +730,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         token,
         claimedAt,
         Date.parse(claimedAt),
+        parsed.toolFingerprint,
       ];
       const inserted = await this.#query(requireResolvedScope ? this.#sql.claimScoped : this.#sql.claimUnscoped, values);
       if (inserted.rowCount === 1) return parseClaimResult({ status: "acquired", token });
@@ -725,6 +767,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
             token,
             claimedAt,
             Date.parse(claimedAt),
+            identity.toolFingerprint,
           ],
           client,
         );
@@ -777,7 +820,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         const { rows } = await this.#query(this.#sql.releaseClaim, [parsed.turnKey, encodeText(parsed.token)], client);
         const row = rows[0];
         if (row === undefined) return false;
-        const identity = parseStoreValue(MutationIdentitySchema, identityFromRow(row), "claim row");
+        const identity = parseStoreValue(ClaimedIdentitySchema, identityFromRow(row), "claim row");
         await this.#append(releasedEvent(identity, this.#timestamp()), client);
         return true;
       }),
@@ -935,10 +978,17 @@ export class PostgresGuardrailStore implements GuardrailStore {
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
     return this.#run("readAudit", async () => {
       const from = since === undefined ? null : epochMs(since);
-      const { rows } = await this.#query(this.#sql.readAudit, [afterSeq, from, limit]);
+      const scope = scopeId === undefined ? null : encodeText(scopeId);
+      // One statement per index it walks: the trail in seq order, or one turn's or one scope's events.
+      const { rows } =
+        turnKey !== undefined
+          ? await this.#query(this.#sql.readAuditByTurn, [afterSeq, from, limit, turnKey, scope])
+          : scope !== null
+            ? await this.#query(this.#sql.readAuditByScope, [afterSeq, from, limit, scope])
+            : await this.#query(this.#sql.readAudit, [afterSeq, from, limit]);
       return rows.map((row) => {
         const event = decodeJson(row.event, "audit event");
         const seq = Number(row.seq);
@@ -947,6 +997,27 @@ export class PostgresGuardrailStore implements GuardrailStore {
         }
         return parseStoreValue(StoredAuditEventSchema, { ...event, seq }, "stored audit event");
       });
+    });
+  }
+
+  async getAuditCursor(sink: string): Promise<number> {
+    const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
+    return this.#run("getAuditCursor", async () => {
+      const { rows } = await this.#query(this.#sql.getAuditCursor, [encodeText(name)]);
+      const seq = rows[0] === undefined ? 0 : Number(rows[0].seq);
+      return parseStoreValue(AuditCursorSchema, seq, "stored audit cursor");
+    });
+  }
+
+  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+    // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
+    if (seq === 0) return false;
+    return this.#run("advanceAuditCursor", async () => {
+      // One statement: the upsert's row lock orders concurrent advances, and each applies only
+      // over a lower cursor.
+      const { rowCount } = await this.#query(this.#sql.advanceAuditCursor, [encodeText(sink), seq]);
+      return rowCount === 1;
     });
   }
 
@@ -996,11 +1067,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
             await this.#query(this.#sql.deleteClaim, [parsed.turnKey], client);
           }
           if (state === "unknown") await this.#query(this.#sql.releaseScope, [scopeId], client);
-          const event = reconciledEvent(
-            parseStoreValue(MutationIdentitySchema, identity, "claim row"),
-            parsed,
-            at,
-          );
+          const event = reconciledEvent(parseStoreValue(ClaimedIdentitySchema, identity, "claim row"), parsed, at);
           await this.#append(event, client);
           return { reconciled: true, state };
         });
@@ -1112,15 +1179,25 @@ function parseRow<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
 /** The claim answer for an existing claim row, exactly as the in-memory store decides it. */
 function classify(row: Record<string, unknown>, mutationKey: string): ClaimResult {
   const claim = parseRow(ClaimRowSchema, row, "claim row");
-  if (claim.state === "pruned" || claim.mutation_key !== mutationKey) return parseClaimResult({ status: "conflict" });
-  if (claim.state === "complete") {
-    const result = parseStoreValue(
-      MutationResultSchema,
-      { content: decodeOptionalText(claim.result_content, "claim result"), status: claim.result_status },
-      "stored mutation result",
-    );
-    return parseClaimResult({ status: "replay", result });
+  if (claim.state === "pruned") return parseClaimResult({ status: "conflict" });
+  const result =
+    claim.state === "complete"
+      ? parseStoreValue(
+          MutationResultSchema,
+          { content: decodeOptionalText(claim.result_content, "claim result"), status: claim.result_status },
+          "stored mutation result",
+        )
+      : undefined;
+  if (claim.mutation_key !== mutationKey) {
+    if (result === undefined) return parseClaimResult({ status: "conflict" });
+    const completed = {
+      toolName: decodeText(claim.tool_name, "claim tool name"),
+      toolCallId: decodeText(claim.tool_call_id, "claim tool call id"),
+      result,
+    };
+    return parseClaimResult({ status: "conflict", completed });
   }
+  if (result !== undefined) return parseClaimResult({ status: "replay", result });
   return parseClaimResult({ status: claim.state });
 }
 
@@ -1132,6 +1209,8 @@ function identityFromRow(row: Record<string, unknown>) {
     toolName: decodeText(row.tool_name, "claim tool name"),
     argsDigest: row.args_digest,
     mutationKey: row.mutation_key,
+    // NULL for a claim made before schema version 3.
+    ...(row.tool_fingerprint === null ? {} : { toolFingerprint: row.tool_fingerprint }),
   };
 }
 
@@ -1146,13 +1225,21 @@ function receiptFromRow(row: Record<string, unknown>): AdmissionReceipt {
       moderationDigest: row.moderation_digest,
       allowed: row.allowed,
       decidedAt: row.decided_at,
+      ...(row.principal === null ? {} : { principal: decodeText(row.principal, "receipt principal") }),
     },
     "stored admission receipt",
   );
 }
 
 function verdictKeyValues(key: VerdictKey): string[] {
-  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.toolName), encodeText(key.guardrail), key.argsDigest];
+  return [
+    key.turnKey,
+    encodeText(key.toolCallId),
+    encodeText(key.toolName),
+    key.toolFingerprint,
+    encodeText(key.guardrail),
+    key.argsDigest,
+  ];
 }
 
 /** A stored verdict; it must still be the record for the key it is stored under. */
@@ -1162,6 +1249,7 @@ function verdictFromRow(row: Record<string, unknown>, key: VerdictKey): VerdictR
     record.turnKey !== key.turnKey ||
     record.toolCallId !== key.toolCallId ||
     record.toolName !== key.toolName ||
+    record.toolFingerprint !== key.toolFingerprint ||
     record.guardrail !== key.guardrail ||
     record.argsDigest !== key.argsDigest
   ) {
@@ -1185,15 +1273,15 @@ function statements(schema: string) {
   const tag = createHash("sha256").update(schema).digest("hex").slice(0, 12);
   const statement = (name: string, text: string): Statement => ({ name: `arkah_${tag}_${name}`, text });
   const claimColumns =
-    "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms";
-  const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint";
-  const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at";
+    "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms, tool_fingerprint";
+  const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint, $10";
+  const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal";
   const approvalColumns = "approval_id, turn_key, status, record";
   return {
     getReceipt: statement("get_receipt", `SELECT ${receiptColumns} FROM ${s}.receipts WHERE turn_key = $1`),
     putReceipt: statement(
       "put_receipt",
-      `INSERT INTO ${s}.receipts (${receiptColumns}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+      `INSERT INTO ${s}.receipts (${receiptColumns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (turn_key) DO NOTHING RETURNING ${receiptColumns}`,
     ),
     recordRead: statement(
@@ -1221,7 +1309,7 @@ function statements(schema: string) {
     ),
     readClaim: statement(
       "read_claim",
-      `SELECT mutation_key, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+      `SELECT mutation_key, tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
     ),
     lockScope: statement(
       "lock_scope",
@@ -1252,7 +1340,7 @@ function statements(schema: string) {
     readScope: statement("read_scope", `SELECT scope_id FROM ${s}.claims WHERE turn_key = $1`),
     lockClaim: statement(
       "lock_claim",
-      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, state
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state
        FROM ${s}.claims WHERE turn_key = $1 FOR UPDATE`,
     ),
     reconcileComplete: statement(
@@ -1264,7 +1352,7 @@ function statements(schema: string) {
     releaseClaim: statement(
       "release_claim",
       `DELETE FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'
-       RETURNING turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key`,
+       RETURNING turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint`,
     ),
     releaseScope: statement(
       "release_scope",
@@ -1272,13 +1360,14 @@ function statements(schema: string) {
     ),
     putVerdict: statement(
       "put_verdict",
-      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, guardrail, args_digest, record) VALUES ($1, $2, $3, $4, $5, $6)
+      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT DO NOTHING RETURNING record`,
     ),
     getVerdict: statement(
       "get_verdict",
       `SELECT record FROM ${s}.verdicts
-       WHERE turn_key = $1 AND tool_call_id = $2 AND tool_name = $3 AND guardrail = $4 AND args_digest = $5`,
+       WHERE turn_key = $1 AND tool_call_id = $2 AND tool_name = $3 AND tool_fingerprint = $4 AND guardrail = $5 AND args_digest = $6`,
     ),
     insertApproval: statement(
       "insert_approval",
@@ -1314,9 +1403,28 @@ function statements(schema: string) {
        WHERE seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
        ORDER BY seq LIMIT $3::integer`,
     ),
+    readAuditByTurn: statement(
+      "read_audit_by_turn",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE turn_key = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+         AND ($5::text IS NULL OR scope_id = $5::text)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    readAuditByScope: statement(
+      "read_audit_by_scope",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE scope_id = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    getAuditCursor: statement("get_audit_cursor", `SELECT seq FROM ${s}.audit_cursors WHERE sink = $1`),
+    advanceAuditCursor: statement(
+      "advance_audit_cursor",
+      `INSERT INTO ${s}.audit_cursors AS c (sink, seq) VALUES ($1, $2::bigint)
+       ON CONFLICT (sink) DO UPDATE SET seq = EXCLUDED.seq WHERE c.seq < EXCLUDED.seq`,
+    ),
     listUnresolved: statement(
       "list_unresolved",
-      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, state, claimed_at
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state, claimed_at
        FROM ${s}.claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_ms, claim_order`,
     ),
     prune: statement(

@@ -29,15 +29,18 @@ import Database from "better-sqlite3";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRecordSchema,
   ApprovalRequestSchema,
   AuditEventSchema,
+  AuditCursorSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   DecideApprovalInputSchema,
   ExpireApprovalsInputSchema,
-  MutationIdentitySchema,
+  ClaimedIdentitySchema,
   MutationResultSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -46,6 +49,7 @@ import {
   VerdictKeySchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -122,7 +126,7 @@ const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 // Schema
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 2;
+export const SQLITE_SCHEMA_VERSION = 3;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -130,8 +134,15 @@ export const SQLITE_SCHEMA_VERSION = 2;
  * string that is not well-formed UTF-16 (a lone surrogate), its UTF-16LE bytes as a BLOB (see
  * `encodeText`), so every string round-trips exactly and two distinct strings never collide.
  */
-/** @internal Append-only: the tests build a version 1 file from the first one, as it shipped. */
-export const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
+interface SqliteMigration {
+  readonly version: number;
+  readonly sql: string;
+  /** What SQL cannot do exactly, run after `sql` in the same transaction. */
+  readonly after?: (db: Database.Database) => void;
+}
+
+/** @internal Append-only: the tests build older files from the first ones, as they shipped. */
+export const MIGRATIONS: readonly SqliteMigration[] = [
   {
     version: 1,
     sql: `
@@ -246,6 +257,63 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX audit_events_by_approval ON audit_events (approval_id) WHERE approval_id IS NOT NULL;
     `,
   },
+  {
+    version: 3,
+    sql: `
+      -- The principal a turn was admitted for; NULL when the turn named none (every receipt
+      -- stored before version 3).
+      ALTER TABLE receipts ADD COLUMN principal TEXT;
+
+      -- The fingerprint of the tool a claim was made to; NULL for a claim made before version 3.
+      ALTER TABLE claims ADD COLUMN tool_fingerprint TEXT;
+
+      -- Verdicts are keyed by the tool's fingerprint too. A verdict recorded before version 3 has
+      -- none, so it can answer no call any more (a replay runs its check again): the table is
+      -- recreated empty rather than kept unreachable.
+      DROP TABLE verdicts;
+      CREATE TABLE verdicts (
+        turn_key         TEXT NOT NULL,
+        tool_call_id     TEXT NOT NULL,
+        tool_name        TEXT NOT NULL,
+        tool_fingerprint TEXT NOT NULL,
+        guardrail        TEXT NOT NULL,
+        args_digest      TEXT NOT NULL,
+        record           TEXT NOT NULL,
+        PRIMARY KEY (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest)
+      ) WITHOUT ROWID;
+
+      -- The scope an event is about, for readAudit's scopeId filter (encoded as every stored id is;
+      -- the event JSON has it too). Filled in for the events already there: here for those whose
+      -- JSON has no \\u escape (json_extract gives back their text exactly), by the migration's
+      -- after step for the others (a lone surrogate or a control character needs encodeText).
+      ALTER TABLE audit_events ADD COLUMN scope_id TEXT;
+      UPDATE audit_events SET scope_id = json_extract(event, '$.scopeId')
+        WHERE json_valid(event) AND instr(event, '\\u') = 0 AND json_type(event, '$.scopeId') = 'text';
+      -- readAudit by turn and by scope, in seq order.
+      CREATE INDEX audit_events_by_turn ON audit_events (turn_key, seq);
+      CREATE INDEX audit_events_by_scope ON audit_events (scope_id, seq);
+
+      -- How far each named sink has been delivered (deliverAudit): forward only.
+      CREATE TABLE audit_cursors (
+        sink TEXT PRIMARY KEY,
+        seq  INTEGER NOT NULL CHECK (seq >= 0)
+      );
+    `,
+    after: (db) => {
+      const rows = db.prepare<[], Row>("SELECT seq, event FROM audit_events WHERE scope_id IS NULL").all();
+      const update = db.prepare("UPDATE audit_events SET scope_id = ? WHERE seq = ?");
+      for (const row of rows) {
+        let scopeId: unknown;
+        try {
+          scopeId = (JSON.parse(String(row.event)) as { scopeId?: unknown } | null)?.scopeId;
+        } catch {
+          // A corrupt event stays unfiltered (NULL); readAudit rejects it when it reads it.
+          continue;
+        }
+        if (typeof scopeId === "string") update.run(encodeText(scopeId), row.seq);
+      }
+    },
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +376,7 @@ const ClaimStateSchema = z.enum(["pending", "complete", "unknown", "pruned"]);
 /** A claim row, as read back. */
 const StoredClaimSchema = z
   .strictObject({
-    identity: MutationIdentitySchema,
+    identity: ClaimedIdentitySchema,
     token: z.string().min(1),
     state: ClaimStateSchema,
     result: MutationResultSchema.optional(),
@@ -333,6 +401,8 @@ function claimFromRow(row: Row): StoredClaim {
         toolName: decodeText(row.tool_name),
         argsDigest: row.args_digest,
         mutationKey: row.mutation_key,
+        // NULL for a claim made before schema version 3.
+        ...(row.tool_fingerprint === null ? {} : { toolFingerprint: row.tool_fingerprint }),
       },
       token: decodeText(row.token),
       state: row.state,
@@ -354,6 +424,7 @@ function receiptFromRow(row: Row): AdmissionReceipt {
       moderationDigest: row.moderation_digest,
       allowed: decodeBoolean(row.allowed),
       decidedAt: row.decided_at,
+      ...(row.principal === null ? {} : { principal: decodeText(row.principal) }),
     },
     `admission receipt for turn ${String(row.turn_key)}`,
   );
@@ -367,6 +438,7 @@ function verdictFromRow(row: Row, key: VerdictKey): VerdictRecord {
     record.turnKey !== key.turnKey ||
     record.toolCallId !== key.toolCallId ||
     record.toolName !== key.toolName ||
+    record.toolFingerprint !== key.toolFingerprint ||
     record.guardrail !== key.guardrail ||
     record.argsDigest !== key.argsDigest
   ) {
@@ -375,8 +447,15 @@ function verdictFromRow(row: Row, key: VerdictKey): VerdictRecord {
   return record;
 }
 
-function keyParams(key: VerdictKey): [string, SqlText, SqlText, SqlText, string] {
-  return [key.turnKey, encodeText(key.toolCallId), encodeText(key.toolName), encodeText(key.guardrail), key.argsDigest];
+function keyParams(key: VerdictKey): [string, SqlText, SqlText, string, SqlText, string] {
+  return [
+    key.turnKey,
+    encodeText(key.toolCallId),
+    encodeText(key.toolName),
+    key.toolFingerprint,
+    encodeText(key.guardrail),
+    key.argsDigest,
+  ];
 }
 
 /** An approval row: its JSON record, parsed, and agreeing with the columns it is filed under. */
@@ -463,6 +542,7 @@ function migrate(db: Database.Database, path: string): void {
     for (const migration of MIGRATIONS) {
       if (migration.version <= version) continue;
       db.exec(migration.sql);
+      migration.after?.(db);
       record.run(migration.version, new Date().toISOString());
     }
   }).immediate();
@@ -625,15 +705,35 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
-    const from = since === undefined ? null : epochMs(since);
-    const rows = from === null ? this.#sql.readAudit.all(afterSeq, limit) : this.#sql.readAuditSince.all(afterSeq, from, limit);
-    return rows.map((row) => {
+    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const params = {
+      afterSeq,
+      since: since === undefined ? null : epochMs(since),
+      turnKey: turnKey ?? null,
+      scopeId: scopeId === undefined ? null : encodeText(scopeId),
+      limit,
+    };
+    const statement =
+      turnKey !== undefined ? this.#sql.readAuditByTurn : scopeId !== undefined ? this.#sql.readAuditByScope : this.#sql.readAudit;
+    return statement.all(params).map((row) => {
       const what = `audit event ${String(row.seq)}`;
       const event = parseJson(row.event, what);
       if (typeof event !== "object" || event === null || Array.isArray(event)) throw corrupt(what, "not a JSON object");
       return parseRow(StoredAuditEventSchema, { ...event, seq: row.seq }, what);
     });
+  }
+
+  async getAuditCursor(sink: string): Promise<number> {
+    const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
+    const seq: unknown = this.#sql.getAuditCursor.get(encodeText(name))?.seq ?? 0;
+    return parseRow(AuditCursorSchema, seq, `audit cursor of ${JSON.stringify(name)}`);
+  }
+
+  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+    // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
+    if (seq === 0) return false;
+    return this.#sql.advanceAuditCursor.run(encodeText(sink), seq).changes === 1;
   }
 
   // -- reconciliation and retention -----------------------------------------------------------
@@ -676,6 +776,7 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
       receipt.moderationDigest,
       receipt.allowed ? 1 : 0,
       receipt.decidedAt,
+      receipt.principal === undefined ? null : encodeText(receipt.principal),
     );
     if (inserted.changes === 1) return receipt;
     const row = sql.getReceipt.get(receipt.turnKey);
@@ -687,8 +788,11 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
     const row = sql.getClaim.get(identity.turnKey);
     if (row !== undefined) {
       const existing = claimFromRow(row);
-      if (existing.state === "pruned" || existing.identity.mutationKey !== identity.mutationKey) {
-        return { status: "conflict" };
+      if (existing.state === "pruned") return { status: "conflict" };
+      if (existing.identity.mutationKey !== identity.mutationKey) {
+        if (existing.state !== "complete" || existing.result === undefined) return { status: "conflict" };
+        const { toolName, toolCallId } = existing.identity;
+        return { status: "conflict", completed: { toolName, toolCallId, result: existing.result } };
       }
       if (existing.state === "complete" && existing.result !== undefined) {
         return { status: "replay", result: existing.result };
@@ -708,6 +812,7 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
       encodeText(identity.toolName),
       identity.argsDigest,
       identity.mutationKey,
+      identity.toolFingerprint,
       token,
       claimedAt,
       epochMs(claimedAt),
@@ -854,7 +959,14 @@ function prepareTransactions(db: Database.Database, sql: Statements, timestamp: 
 }
 
 function appendEvent(sql: Statements, event: AuditEvent): void {
-  sql.appendAudit.run(epochMs(event.at), event.turnKey, event.decision, event.approvalId ?? null, JSON.stringify(event));
+  sql.appendAudit.run(
+    epochMs(event.at),
+    event.turnKey,
+    encodeText(event.scopeId),
+    event.decision,
+    event.approvalId ?? null,
+    JSON.stringify(event),
+  );
 }
 
 function sameText(stored: unknown, expected: SqlText): boolean {
@@ -862,8 +974,12 @@ function sameText(stored: unknown, expected: SqlText): boolean {
   return Buffer.isBuffer(stored) && stored.equals(expected);
 }
 
+/** readAudit's `since`: events at or after it (an event time that did not parse is kept, as in memory). */
+const AUDIT_SINCE = "(@since IS NULL OR at_ms IS NULL OR at_ms >= @since)";
+
 const CLAIM_COLUMNS =
-  "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, result_content, result_status, claimed_at";
+  "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, " +
+  "result_content, result_status, claimed_at";
 
 type Statements = ReturnType<typeof prepareStatements>;
 
@@ -878,11 +994,12 @@ function prepareStatements(db: Database.Database) {
   const approvalColumns = "approval_id, turn_key, status, record";
   return {
     getReceipt: prepare(
-      "SELECT turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at FROM receipts WHERE turn_key = ?",
+      "SELECT turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal " +
+        "FROM receipts WHERE turn_key = ?",
     ),
     insertReceipt: prepare(
-      "INSERT OR IGNORE INTO receipts (turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+      "INSERT OR IGNORE INTO receipts (turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     ),
     insertRead: prepare("INSERT OR IGNORE INTO read_evidence (turn_key, evidence_digest) VALUES (?, ?)"),
     hasRead: prepare("SELECT 1 FROM read_evidence WHERE turn_key = ? AND evidence_digest = ?"),
@@ -890,8 +1007,8 @@ function prepareStatements(db: Database.Database) {
     getClaimToken: prepare("SELECT token, state FROM claims WHERE turn_key = ?"),
     scopeHasUnknown: prepare("SELECT 1 FROM claims WHERE scope_id = ? AND state = 'unknown' LIMIT 1"),
     insertClaim: prepare(
-      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_at_ms) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, " +
+        "claimed_at, claimed_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
     ),
     settleComplete: prepare(
       "UPDATE claims SET state = 'complete', result_content = ?, result_status = ?, settled_at = ?, settled_at_ms = ? " +
@@ -910,10 +1027,12 @@ function prepareStatements(db: Database.Database) {
       `SELECT ${CLAIM_COLUMNS} FROM claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
     ),
     insertVerdict: prepare(
-      "INSERT OR IGNORE INTO verdicts (turn_key, tool_call_id, tool_name, guardrail, args_digest, record) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT OR IGNORE INTO verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
     ),
     getVerdict: prepare(
-      "SELECT record FROM verdicts WHERE turn_key = ? AND tool_call_id = ? AND tool_name = ? AND guardrail = ? AND args_digest = ?",
+      "SELECT record FROM verdicts WHERE turn_key = ? AND tool_call_id = ? AND tool_name = ? AND tool_fingerprint = ? " +
+        "AND guardrail = ? AND args_digest = ?",
     ),
     insertApproval: prepare(
       "INSERT OR IGNORE INTO approvals (approval_id, turn_key, status, requested_at_ms, record) VALUES (?, ?, 'pending', ?, ?)",
@@ -927,10 +1046,23 @@ function prepareStatements(db: Database.Database) {
     pendingApprovalsBefore: prepare(
       `SELECT ${approvalColumns} FROM approvals WHERE status = 'pending' AND requested_at_ms < ? ORDER BY requested_at_ms, rowid`,
     ),
-    appendAudit: prepare("INSERT INTO audit_events (at_ms, turn_key, decision, approval_id, event) VALUES (?, ?, ?, ?, ?)"),
-    readAudit: prepare("SELECT seq, event FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?"),
-    readAuditSince: prepare(
-      "SELECT seq, event FROM audit_events WHERE seq > ? AND (at_ms IS NULL OR at_ms >= ?) ORDER BY seq LIMIT ?",
+    appendAudit: prepare(
+      "INSERT INTO audit_events (at_ms, turn_key, scope_id, decision, approval_id, event) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    // Named parameters: @afterSeq, @since (NULL: no bound), @turnKey, @scopeId, @limit. One
+    // statement per index it walks: the trail in seq order, or one turn's or one scope's events.
+    readAudit: prepare(`SELECT seq, event FROM audit_events WHERE seq > @afterSeq AND ${AUDIT_SINCE} ORDER BY seq LIMIT @limit`),
+    readAuditByTurn: prepare(
+      `SELECT seq, event FROM audit_events WHERE turn_key = @turnKey AND seq > @afterSeq AND ${AUDIT_SINCE} ` +
+        "AND (@scopeId IS NULL OR scope_id = @scopeId) ORDER BY seq LIMIT @limit",
+    ),
+    readAuditByScope: prepare(
+      `SELECT seq, event FROM audit_events WHERE scope_id = @scopeId AND seq > @afterSeq AND ${AUDIT_SINCE} ORDER BY seq LIMIT @limit`,
+    ),
+    getAuditCursor: prepare("SELECT seq FROM audit_cursors WHERE sink = ?"),
+    // Forward only, in one statement: the update applies only to a lower cursor.
+    advanceAuditCursor: prepare(
+      "INSERT INTO audit_cursors (sink, seq) VALUES (?, ?) ON CONFLICT (sink) DO UPDATE SET seq = excluded.seq WHERE seq < excluded.seq",
     ),
     pruneReads: pruneTurns("read_evidence"),
     pruneVerdicts: pruneTurns("verdicts"),

@@ -14,6 +14,7 @@ import {
   MutationSettlementSchema,
   ReadEvidenceSchema,
   type ClaimResult,
+  type CompletedMutation,
   type MutationIdentity,
   type MutationRelease,
   type MutationResult,
@@ -64,7 +65,7 @@ const isDigest = (value: unknown): value is string =>
   typeof value === "string" && value.length === 64 && !NOT_LOWER_HEX.test(value);
 
 const keySet = (...keys: string[]): ReadonlySet<string> => new Set(keys);
-const IDENTITY_KEYS = keySet("turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey");
+const IDENTITY_KEYS = keySet("turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey", "toolFingerprint");
 const EVIDENCE_KEYS = keySet("turnKey", "evidenceDigest");
 const RESULT_KEYS = keySet("content", "status");
 const COMPLETE_KEYS = keySet("turnKey", "token", "outcome", "result");
@@ -74,6 +75,8 @@ const OPTION_KEYS = keySet("requireResolvedScope");
 const STATUS_KEYS = keySet("status");
 const ACQUIRED_KEYS = keySet("status", "token");
 const REPLAY_KEYS = keySet("status", "result");
+const CONFLICT_KEYS = keySet("status", "completed");
+const COMPLETED_KEYS = keySet("toolName", "toolCallId", "result");
 
 function fastResult(value: unknown): MutationResult | undefined {
   const record = exactRecord(value, RESULT_KEYS);
@@ -83,6 +86,15 @@ function fastResult(value: unknown): MutationResult | undefined {
   return { content, status };
 }
 
+function fastCompleted(value: unknown): CompletedMutation | undefined {
+  const record = exactRecord(value, COMPLETED_KEYS);
+  if (record === undefined) return undefined;
+  const { toolName, toolCallId } = record;
+  const result = fastResult(record.result);
+  if (!isId(toolName) || !isId(toolCallId) || result === undefined) return undefined;
+  return { toolName, toolCallId, result };
+}
+
 export function parseDigest(value: unknown, what: string): string {
   return isDigest(value) ? value : parseStoreValue(DigestSchema, value, what);
 }
@@ -90,16 +102,17 @@ export function parseDigest(value: unknown, what: string): string {
 export function parseIdentity(value: unknown): MutationIdentity {
   const record = exactRecord(value, IDENTITY_KEYS);
   if (record !== undefined) {
-    const { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey } = record;
+    const { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey, toolFingerprint } = record;
     if (
       isDigest(turnKey) &&
       isId(scopeId) &&
       isId(toolCallId) &&
       isId(toolName) &&
       isDigest(argsDigest) &&
-      isDigest(mutationKey)
+      isDigest(mutationKey) &&
+      isDigest(toolFingerprint)
     ) {
-      return { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey };
+      return { turnKey, scopeId, toolCallId, toolName, argsDigest, mutationKey, toolFingerprint };
     }
   }
   return parseStoreValue(MutationIdentitySchema, value, "mutation identity");
@@ -157,12 +170,11 @@ export function parseClaimResult(value: unknown): ClaimResult {
   } else if (status === "replay") {
     const result = fastResult(exactRecord(value, REPLAY_KEYS)?.result);
     if (result !== undefined) return { status, result };
-  } else if (
-    status === "pending" ||
-    status === "unknown" ||
-    status === "conflict" ||
-    status === "scope_unresolved"
-  ) {
+  } else if (status === "conflict") {
+    if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
+    const completed = fastCompleted(exactRecord(value, CONFLICT_KEYS)?.completed);
+    if (completed !== undefined) return { status, completed };
+  } else if (status === "pending" || status === "unknown" || status === "scope_unresolved") {
     if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
   }
   return parseStoreValue(ClaimResultSchema, value, "claimMutation answer");

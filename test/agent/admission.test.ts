@@ -159,6 +159,7 @@ describe("admission receipts bind the exact turn input", () => {
       }),
     ],
     ["the policy version changed", twoSegmentTurn({ policyVersion: "v2" })],
+    ["a principal named where the admitted turn named none", twoSegmentTurn({ principal: "user-2" })],
   ];
 
   it.each(variants)("%s: a later admitTurn throws input_mismatch and the first receipt stays", async (_name, variant) => {
@@ -189,11 +190,63 @@ describe("admission receipts bind the exact turn input", () => {
   it("turnKey hashes scope and turn only: the policy version does not mint a new slot", () => {
     const base = turnInput();
     expect(turnKey(turnInput({ policyVersion: "v2" }))).toBe(turnKey(base));
+    expect(turnKey(turnInput({ principal: "user-1" }))).toBe(turnKey(base));
     expect(turnKey(turnInput({ segments: [{ label: "user", content: "other" }] }))).toBe(turnKey(base));
     expect(turnKey(turnInput({ turnId: "turn-2" }))).not.toBe(turnKey(base));
     expect(turnKey(turnInput({ scopeId: "doc-2" }))).not.toBe(turnKey(base));
     // No ambiguity from concatenation.
     expect(turnKey({ scopeId: "a/b", turnId: "c" })).not.toBe(turnKey({ scopeId: "a", turnId: "b/c" }));
+  });
+});
+
+describe("admission receipts bind the turn's principal", () => {
+  const forUser = (principal?: string) => twoSegmentTurn(principal === undefined ? {} : { principal });
+
+  it("admitTurn stores the principal in the receipt; assertAdmitted accepts only the same principal", async () => {
+    const store = new InMemoryGuardrailStore();
+    const receipt = await admitTurn({ store, input: forUser("user-1"), moderate: () => true });
+    expect(receipt).toMatchObject({ principal: "user-1", allowed: true });
+    expect(await store.getReceipt(turnKey(forUser("user-1")))).toEqual(receipt);
+    await expect(assertAdmitted({ store, input: forUser("user-1") })).resolves.toEqual(receipt);
+    await expectAdmissionCode(assertAdmitted({ store, input: forUser("user-2") }), "input_mismatch");
+    await expectAdmissionCode(assertAdmitted({ store, input: forUser() }), "input_mismatch");
+  });
+
+  it("a receipt for a turn without a principal has none, and matches only a turn without one", async () => {
+    const store = new InMemoryGuardrailStore();
+    const receipt = await admitTurn({ store, input: forUser(), moderate: () => true });
+    expect(receipt).not.toHaveProperty("principal");
+    await expect(assertAdmitted({ store, input: forUser() })).resolves.toEqual(receipt);
+    await expectAdmissionCode(assertAdmitted({ store, input: forUser("user-1") }), "input_mismatch");
+  });
+
+  it.each<[string, string | undefined]>([
+    ["another principal", "user-2"],
+    ["no principal", undefined],
+  ])("a later admitTurn with %s throws input_mismatch without asking moderation", async (_label, principal) => {
+    const store = new InMemoryGuardrailStore();
+    const first = await admitTurn({ store, input: forUser("user-1"), moderate: () => true });
+    const moderator = countingModerator(true);
+    await expectAdmissionCode(admitTurn({ store, input: forUser(principal), moderate: moderator.moderate }), "input_mismatch");
+    expect(moderator.calls).toBe(0);
+    expect(await store.getReceipt(turnKey(forUser()))).toEqual(first);
+  });
+
+  it("the middleware refuses to run the turn as another principal, before any model call", async () => {
+    const store = new InMemoryGuardrailStore();
+    await admitTurn({ store, input: forUser("user-1"), moderate: () => true });
+    const { agent, service, model } = guardedAgent({ script: READ_THEN_RENAME, store, input: forUser("user-2") });
+    await expectAdmissionCode(invokeTurn(agent, forUser("user-2")), "input_mismatch");
+    expect(model.calls).toBe(0);
+    expect(service.reads + service.writes).toBe(0);
+  });
+
+  it("the same principal runs the turn", async () => {
+    const store = new InMemoryGuardrailStore();
+    await admitTurn({ store, input: forUser("user-1"), moderate: () => true });
+    const { agent, service } = guardedAgent({ script: READ_THEN_RENAME, store, input: forUser("user-1") });
+    expect(outcomeOf(await invokeTurn(agent, forUser("user-1")), "w1").status).toBe("success");
+    expect(service.writes).toBe(1);
   });
 });
 
@@ -628,6 +681,8 @@ describe("one compiled agent, turns passed through context (design §5)", () => 
     expect(outcomeOf(await invoke(admitted), "w1").status).toBe("success");
     // Same (scopeId, turnId), new policy version: must not ride on the cached verification.
     await expectAdmissionCode(invoke(turnInput({ policyVersion: "v2" })), "input_mismatch");
+    // Nor another principal.
+    await expectAdmissionCode(invoke(turnInput({ principal: "someone-else" })), "input_mismatch");
     expect(service.writes).toBe(1);
   });
 });

@@ -1,19 +1,25 @@
 /**
- * The audit trail through the real `createAgent` loop: the `audit` option's sink receives one
- * structured event per decision (executed, replayed, refused with its code, deferred, verdicts),
- * each with the turn key, scope, call id, tool, kind, argument digest and time; the in-memory
- * store keeps the same events in an append-only log read with `store.readAudit()`, together with
- * the approval steps the store writes itself (requested, decided). Argument values and tool
- * results stay out of events unless `audit: { includeValues: true }`; approval steps never hold
- * them.
+ * The audit trail through the real `createAgent` loop: one structured event per decision
+ * (executed, replayed, refused with its code, deferred, verdicts), each with the turn key, scope,
+ * call id, tool, kind, argument digest and time, appended to the store's append-only log together
+ * with the approval steps the store writes itself (requested, decided). The `audit` option's sink
+ * is delivered that log from the store, in `seq` order, at least once, from a durable cursor per
+ * sink name: a sink that fails gets the missed events again on the next delivery, and two
+ * middleware instances sharing a store and a sink name do not deliver an event twice in the
+ * normal case. Argument values and tool results stay out of events unless
+ * `audit: { includeValues: true }`; approval steps never hold them.
  */
 import { HumanMessage } from "@langchain/core/messages";
 import { Command, MemorySaver } from "@langchain/langgraph";
 import { createAgent } from "langchain";
 import { describe, expect, it } from "vitest";
 import {
-  AuditEventSchema,
+  ConfigurationError,
   createDocumentGuardrails,
+  deliverAudit,
+  StoreContractError,
+  turnContext,
+  type AuditSinkEvent,
   digest,
   InMemoryGuardrailStore,
   requireApproval,
@@ -26,12 +32,14 @@ import {
   type GuardrailVerdict,
   type StoredAuditEvent,
   type TurnInput,
+  StoredAuditEventSchema,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   admit,
   DocumentService,
   documentTools,
+  ForwardingStore,
   guardedAgent,
   invokeTurn,
   outcomeOf,
@@ -118,10 +126,6 @@ const FULL_SCRIPT: ScriptStep[] = [
 /** A transport retry of the turn: the completed mutation replays. */
 const RETRY_SCRIPT: ScriptStep[] = [{ toolCalls: [read("r2")] }, { toolCalls: [rename("w2")] }, { content: "done" }];
 
-function withoutSeq(events: readonly StoredAuditEvent[]): AuditEvent[] {
-  return events.map(({ seq: _seq, ...event }) => event);
-}
-
 function eventsOf(events: readonly AuditEvent[], toolCallId: string) {
   return events.filter((event) => event.toolCallId === toolCallId);
 }
@@ -137,7 +141,7 @@ describe("one structured event per decision", () => {
     const stored = await turn.store.readAudit();
     expect(stored.length).toBeGreaterThan(0);
     expect(stored.map((event) => event.seq)).toEqual(stored.map((_, index) => index + 1));
-    expect(withoutSeq(stored)).toEqual(turn.sunk);
+    expect(turn.sunk).toEqual(stored);
     // Paging reads the same log.
     expect(await turn.store.readAudit({ afterSeq: 2, limit: 2 })).toEqual(stored.slice(2, 4));
   });
@@ -184,7 +188,7 @@ describe("one structured event per decision", () => {
       remember: "auxiliary",
     };
     for (const event of turn.sunk) {
-      expect(AuditEventSchema.safeParse(event).success).toBe(true);
+      expect(StoredAuditEventSchema.safeParse(event).success).toBe(true);
       expect(event.turnKey).toBe(turnKey(turn.input));
       expect(event.scopeId).toBe("doc-1");
       expect(event.toolCallId).toMatch(/^[rwsm][12]$/);
@@ -265,8 +269,8 @@ describe("values stay out of events unless the host opts in", () => {
     const w2 = eventsOf(events, "w2");
     expect(w2.find((event) => event.decision === "executed")).toMatchObject({ args: rename("w2").args, result: RENAMED });
     expect(w2.find((event) => event.decision === "replayed")).toMatchObject({ result: RENAMED });
-    // The store keeps what the sink saw.
-    expect(withoutSeq(await turn.store.readAudit())).toEqual(events);
+    // The sink saw what the store keeps.
+    expect(await turn.store.readAudit()).toEqual(events);
   });
 });
 
@@ -361,8 +365,9 @@ describe("approval decisions are audited", () => {
     expect(w2[1]?.approvalId).toBe(requested?.approvalId);
     expect(w1[0]?.approvalId).not.toBe(requested?.approvalId);
     for (const event of trail) expect(event).not.toHaveProperty("args");
-    // The store writes the approval steps itself; the middleware's sink gets its own decisions.
-    expect(turn.sunk.filter((event) => event.decision === "approval")).toEqual([]);
+    // The store writes the approval steps itself; the sink is delivered the whole trail from the
+    // store, those steps included, in order.
+    expect(turn.sunk).toEqual(trail);
   });
 
   it("with includeValues, the edited run holds the person's arguments; approval steps hold none", async () => {
@@ -407,5 +412,254 @@ describe("one event per run of a tool body", () => {
       ["failed", "retried"],
       ["executed", undefined],
     ]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Delivery from the store: at least once, in order, from a cursor per sink name
+
+const seqs = (events: readonly { readonly seq?: number }[]) => events.map((event) => event.seq);
+
+describe("the sink is delivered the store's trail from a durable cursor", () => {
+  it("a sink that fails gets the missed events again, in order, on the next delivery; each is accepted once", async () => {
+    const turn = await admittedTurn();
+    const attempts: (number | undefined)[] = [];
+    const accepted: AuditSinkEvent[] = [];
+    const warnings: Readonly<Record<string, unknown>>[] = [];
+    let failures = 1;
+    const agentFor = (script: readonly ScriptStep[]) =>
+      guardedAgent({
+        store: turn.store,
+        service: turn.service,
+        input: turn.input,
+        script,
+        guardrails: {
+          audit: {
+            sink: (event) => {
+              attempts.push(event.seq);
+              if (failures > 0) {
+                failures -= 1;
+                throw new Error("log shipper down");
+              }
+              accepted.push(event);
+            },
+          },
+          logger: {
+            warn: (message, fields) => {
+              if (message === "audit sink failed") warnings.push(fields);
+            },
+          },
+        },
+      }).agent;
+
+    await invokeTurn(agentFor([{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }]), turn.input);
+    // The first event failed once; the next delivery (after the second event) sent it again first.
+    expect(attempts).toEqual([1, 1, 2]);
+    expect(seqs(accepted)).toEqual([1, 2]);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ sinkName: "default", afterSeq: 0 });
+    expect(await turn.store.getAuditCursor("default")).toBe(2);
+
+    // Down for a whole invocation: nothing is accepted, the cursor stays, every event waits.
+    failures = Number.POSITIVE_INFINITY;
+    await invokeTurn(agentFor([{ toolCalls: [read("r2")] }, { toolCalls: [rename("w1")] }, { content: "done" }]), turn.input);
+    expect(seqs(accepted)).toEqual([1, 2]);
+    expect(attempts.slice(3)).toEqual([3, 3]);
+    expect(await turn.store.getAuditCursor("default")).toBe(2);
+
+    // Back up: the next invocation's first delivery sends the missed events, in order, then its own.
+    failures = 0;
+    await invokeTurn(agentFor([{ toolCalls: [read("r3")] }, { content: "done" }]), turn.input);
+    const trail = await turn.store.readAudit();
+    expect(trail.map((event) => event.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(accepted).toEqual(trail);
+    expect(await turn.store.getAuditCursor("default")).toBe(5);
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it("two middleware instances on one store with the same sink name deliver each event once, in order", async () => {
+    const store = new InMemoryGuardrailStore();
+    const service = new DocumentService();
+    const sunk: AuditSinkEvent[] = [];
+    const sink = (event: AuditSinkEvent) => {
+      sunk.push(event);
+    };
+    const turns = ["turn-a", "turn-b", "turn-c"].map((turnId) => turnInput({ turnId }));
+    for (const input of turns) await admit(store, input);
+    const script = (suffix: string): ScriptStep[] => [
+      { toolCalls: [read(`r-${suffix}`)] },
+      { toolCalls: [rename(`w-${suffix}`, `Title ${suffix}`, service.revision)] },
+      { content: "done" },
+    ];
+    // One compiled agent per instance, each with its own middleware, serving turns through context.
+    const instance = (steps: readonly ScriptStep[]) =>
+      createAgent({
+        model: new ScriptedModel(steps),
+        tools: documentTools(service).all,
+        middleware: [
+          createDocumentGuardrails({
+            store,
+            userMessageLabel: "user",
+            authorize: () => true,
+            tools: TOOL_POLICIES,
+            audit: { sink, sinkName: "siem" },
+            logger: { warn: () => undefined },
+          }),
+        ],
+      });
+    for (const [index, input] of turns.entries()) {
+      const agent = instance(script(String(index)));
+      await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, { context: turnContext(input) });
+    }
+    const trail = await store.readAudit();
+    expect(trail.length).toBeGreaterThanOrEqual(6);
+    expect(sunk).toEqual(trail);
+    expect(await store.getAuditCursor("siem")).toBe(trail.at(-1)?.seq);
+    expect(await store.getAuditCursor("default")).toBe(0);
+  });
+
+  it("a sink under another name has a cursor of its own: it is delivered the whole trail, other instances' events included", async () => {
+    const turn = await admittedTurn();
+    await invoke(turn, [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }]);
+    const first = await turn.store.readAudit();
+    const late: AuditSinkEvent[] = [];
+    const { agent } = guardedAgent({
+      store: turn.store,
+      service: turn.service,
+      input: turn.input,
+      script: [{ toolCalls: [read("r2")] }, { content: "done" }],
+      guardrails: {
+        audit: {
+          sinkName: "archive",
+          sink: (event) => {
+            late.push(event);
+          },
+        },
+      },
+    });
+    await invokeTurn(agent, turn.input);
+    expect(late).toEqual(await turn.store.readAudit());
+    expect(seqs(late.slice(0, first.length))).toEqual(seqs(first));
+  });
+
+  it("an invalid sink name is a ConfigurationError when the middleware is built", () => {
+    expect(() =>
+      createDocumentGuardrails({
+        store: new InMemoryGuardrailStore(),
+        userMessageLabel: "user",
+        authorize: () => true,
+        tools: TOOL_POLICIES,
+        audit: { sink: () => undefined, sinkName: "" },
+      }),
+    ).toThrow(ConfigurationError);
+  });
+});
+
+describe("deliverAudit", () => {
+  async function storeWith(count: number): Promise<InMemoryGuardrailStore> {
+    const store = new InMemoryGuardrailStore();
+    for (let index = 0; index < count; index++) {
+      await store.appendAudit({ at: new Date(0).toISOString(), decision: "executed", turnKey: turnKey(turnInput()), scopeId: "doc-1", toolCallId: `c${String(index)}` });
+    }
+    return store;
+  }
+
+  it("delivers from the cursor, in order, moving it after each event; a second delivery sends nothing", async () => {
+    const store = await storeWith(3);
+    const got: StoredAuditEvent[] = [];
+    const result = await deliverAudit({ store, sinkName: "siem", sink: (event) => void got.push(event) });
+    expect(result).toEqual({ delivered: 3, lastSeq: 3 });
+    expect(got).toEqual(await store.readAudit());
+    expect(await store.getAuditCursor("siem")).toBe(3);
+    expect(await deliverAudit({ store, sinkName: "siem", sink: () => undefined })).toEqual({ delivered: 0, lastSeq: 3 });
+  });
+
+  it("a sink that throws stops delivery at that event and the error is returned; the next delivery resends it", async () => {
+    const store = await storeWith(4);
+    const failure = new Error("down");
+    const got: number[] = [];
+    const failed = await deliverAudit({
+      store,
+      sinkName: "siem",
+      sink: (event) => {
+        if (event.seq === 3) throw failure;
+        got.push(event.seq);
+      },
+    });
+    expect(failed).toEqual({ delivered: 2, lastSeq: 2, error: failure });
+    expect(await store.getAuditCursor("siem")).toBe(2);
+    const resumed = await deliverAudit({ store, sinkName: "siem", sink: (event) => void got.push(event.seq) });
+    expect(resumed).toEqual({ delivered: 2, lastSeq: 4 });
+    expect(got).toEqual([1, 2, 3, 4]);
+  });
+
+  it("limit delivers at most that many; afterSeq replays without moving the cursor back", async () => {
+    const store = await storeWith(5);
+    const got: number[] = [];
+    const sink = (event: StoredAuditEvent) => void got.push(event.seq);
+    expect(await deliverAudit({ store, sinkName: "siem", sink, limit: 2 })).toEqual({ delivered: 2, lastSeq: 2 });
+    expect(await deliverAudit({ store, sinkName: "siem", sink })).toEqual({ delivered: 3, lastSeq: 5 });
+    expect(await deliverAudit({ store, sinkName: "siem", sink, afterSeq: 3 })).toEqual({ delivered: 2, lastSeq: 5 });
+    expect(got).toEqual([1, 2, 3, 4, 5, 4, 5]);
+    expect(await store.getAuditCursor("siem")).toBe(5);
+    // A replay past the cursor moves it forward.
+    expect(await deliverAudit({ store, sinkName: "fresh", sink: () => undefined, afterSeq: 4 })).toEqual({ delivered: 1, lastSeq: 5 });
+    expect(await store.getAuditCursor("fresh")).toBe(5);
+  });
+
+  it("pages through a long trail", async () => {
+    const store = await storeWith(2_050);
+    let count = 0;
+    let previous = 0;
+    const result = await deliverAudit({
+      store,
+      sinkName: "siem",
+      sink: (event) => {
+        expect(event.seq).toBe(previous + 1);
+        previous = event.seq;
+        count++;
+      },
+    });
+    expect(result).toEqual({ delivered: 2_050, lastSeq: 2_050 });
+    expect(count).toBe(2_050);
+  });
+
+  it("a delivery that finds another one for the same sink name ahead of it goes on from there, sending nothing twice", async () => {
+    const store = await storeWith(4);
+    const got: number[] = [];
+    const result = await deliverAudit({
+      store,
+      sinkName: "siem",
+      sink: async (event) => {
+        got.push(event.seq);
+        // While the first event is with the sink, another delivery for the name sends everything.
+        if (event.seq === 1) await deliverAudit({ store, sinkName: "siem", sink: (inner) => void got.push(inner.seq) });
+      },
+    });
+    // The inner delivery started at cursor 0 too, so event 1 reached the sink twice (at least once);
+    // the outer one then found the cursor at 4 and sent nothing more.
+    expect(got).toEqual([1, 1, 2, 3, 4]);
+    expect(result).toEqual({ delivered: 1, lastSeq: 1 });
+    expect(await store.getAuditCursor("siem")).toBe(4);
+  });
+
+  it("invalid options are a ConfigurationError; a store that answers out of order is a StoreContractError", async () => {
+    const store = await storeWith(2);
+    const sink = () => undefined;
+    for (const options of [
+      { store, sink, sinkName: "" },
+      { store, sink, sinkName: "s", limit: 0 },
+      { store, sink, sinkName: "s", afterSeq: -1 },
+      { store, sinkName: "s" },
+      { store: {}, sink, sinkName: "s" },
+      { store, sink, sinkName: "s", extra: true },
+    ]) {
+      await expect(deliverAudit(options as never)).rejects.toSatisfy((error) => ConfigurationError.isInstance(error));
+    }
+    const backwards = new ForwardingStore(store);
+    backwards.readAudit = async (query) => (await store.readAudit({ ...query, afterSeq: 0 })).reverse();
+    await expect(deliverAudit({ store: backwards, sink, sinkName: "s", afterSeq: 1 })).rejects.toSatisfy((error) =>
+      StoreContractError.isInstance(error),
+    );
   });
 });

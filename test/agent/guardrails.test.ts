@@ -4,7 +4,7 @@
  * runs or is claimed; the first verdict that is not `allow` wins; `observe` records and lets the
  * call run; a check that throws, times out or answers nonsense is a `partial` denial; a denial is
  * an error ToolMessage that consumes no slot; every verdict is recorded under (turn, call id,
- * guardrail, argument digest) and a replay of the same call reads it instead of running the
+ * tool name and fingerprint, guardrail, argument digest) and a replay of the same call reads it instead of running the
  * detector again.
  *
  * Every guardrail here counts its own detector invocations (a counter inside `check`); every
@@ -23,6 +23,7 @@ import {
   digest,
   InMemoryGuardrailStore,
   requireApproval,
+  toolFingerprint,
   turnKey,
   type Authorize,
   type Guardrail,
@@ -34,6 +35,7 @@ import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   admit,
   DocumentService,
+  documentToolFingerprint,
   documentTools,
   guardedAgent,
   invokeTurn,
@@ -121,7 +123,14 @@ function body(content: string): Record<string, unknown> {
 }
 
 function verdictKey(input: TurnInput, call: { id: string; name: string; args: unknown }, guardrail: string) {
-  return { turnKey: turnKey(input), toolCallId: call.id, toolName: call.name, guardrail, argsDigest: digest(call.args) };
+  return {
+    turnKey: turnKey(input),
+    toolCallId: call.id,
+    toolName: call.name,
+    toolFingerprint: documentToolFingerprint(call.name),
+    guardrail,
+    argsDigest: digest(call.args),
+  };
 }
 
 /** A JSON Schema tool, as an MCP adapter builds one: no zod schema to fall back on. */
@@ -576,6 +585,7 @@ describe("verdicts are recorded and a replay of the same call reads them", () =>
     // Nothing under another call id, another tool, other arguments or another turn.
     expect(await turn.store.getVerdict({ ...key, toolCallId: "w2" })).toBeUndefined();
     expect(await turn.store.getVerdict({ ...key, toolName: "remember" })).toBeUndefined();
+    expect(await turn.store.getVerdict({ ...key, toolFingerprint: documentToolFingerprint("remember") })).toBeUndefined();
     expect(await turn.store.getVerdict({ ...key, argsDigest: digest({ title: "Other", expectedRevision: 0 }) })).toBeUndefined();
     expect(
       await turn.store.getVerdict({ ...key, turnKey: turnKey({ scopeId: "doc-1", turnId: "turn-2" }) }),
@@ -598,6 +608,46 @@ describe("verdicts are recorded and a replay of the same call reads them", () =>
     expect(outcomeOf(retry.messages, "w1").code).toBe("blocked_now");
     expect(flaky.runs("w1")).toBe(1);
     expect(turn.service.writes).toBe(0);
+  });
+
+  it("a retry through a tool whose description changed is checked again: the recorded refusal does not answer it", async () => {
+    const turn = await admittedTurn();
+    let refuse = true;
+    const flaky = detector("flaky", () => (refuse ? deny("blocked_now") : ALLOW), { tools: ["rename_document"] });
+    const script = (readId: string) => [{ toolCalls: [read(readId)] }, { toolCalls: [rename("w1")] }, { content: "done" }];
+    const first = await invoke(turn, script("r1"), [flaky.guardrail]);
+    expect(outcomeOf(first.messages, "w1").code).toBe("blocked_now");
+
+    // The same call to a rename tool the model is now shown another description of.
+    refuse = false;
+    const tools = documentTools(turn.service);
+    const redescribed = tool(({ title, expectedRevision }) => turn.service.rename(title, expectedRevision), {
+      name: "rename_document",
+      description: "Rename the document. The title must be short.",
+      schema: z.object({ title: z.string().min(1), expectedRevision: z.number().int().min(0) }),
+    });
+    const agent = createAgent({
+      model: new ScriptedModel(script("r2")),
+      tools: [tools.readDocument, tools.searchSources, redescribed, tools.remember],
+      middleware: [
+        createDocumentGuardrails({
+          input: turn.input,
+          store: turn.store,
+          userMessageLabel: "user",
+          authorize: () => true,
+          tools: TOOL_POLICIES,
+          guardrails: [flaky.guardrail],
+          logger: { warn: () => undefined },
+        }),
+      ],
+    });
+    const retry = await invokeTurn(agent, turn.input);
+    expect(flaky.runs("w1")).toBe(2);
+    expect(outcomeOf(retry, "w1").status).toBe("success");
+    expect(turn.service.writes).toBe(1);
+    const key = verdictKey(turn.input, rename("w1"), "flaky");
+    expect((await turn.store.getVerdict(key))?.verdict.action).toBe("deny");
+    expect((await turn.store.getVerdict({ ...key, toolFingerprint: toolFingerprint(redescribed) }))?.verdict.action).toBe("allow");
   });
 
   it("a transport retry of an allowed call reads the verdicts; the mutation replays without running the detector", async () => {

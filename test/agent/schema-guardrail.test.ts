@@ -18,6 +18,7 @@ import {
   createSchemaGuardrail,
   digest,
   InMemoryGuardrailStore,
+  toolFingerprint,
   turnKey,
   type ArgumentIssue,
   type Guardrail,
@@ -387,17 +388,21 @@ describe("the dialect comes from $schema, else 2020-12, overridable with draft",
     const effects = runs();
     const guardrails = [createSchemaGuardrail({ name: "dialect", ...(draft === undefined ? {} : { draft }) })];
     const args = { n: 50 };
-    const { messages, store, input } = await runCalls(
-      [jsonSchemaTool("counted", refSibling(declared), effects)],
-      [{ id: "n1", name: "counted", args }],
-      guardrails,
-    );
+    const counted = jsonSchemaTool("counted", refSibling(declared), effects);
+    const { messages, store, input } = await runCalls([counted], [{ id: "n1", name: "counted", args }], guardrails);
     // The tool would reject it when LangChain invokes it: refused as invalid_arguments first, so a
     // laxer declared dialect can never let it reach a claim it would leave unknown.
     const outcome = outcomeOf(messages, "n1");
     expect(outcome.code).toBe("invalid_arguments");
     expect(refusalBody(outcome.content).issues).toEqual([{ path: "/n", message: "50 is greater than 10." }]);
-    const key = { turnKey: turnKey(input), toolCallId: "n1", toolName: "counted", guardrail: "dialect", argsDigest: digest(args) };
+    const key = {
+      turnKey: turnKey(input),
+      toolCallId: "n1",
+      toolName: "counted",
+      toolFingerprint: toolFingerprint(counted),
+      guardrail: "dialect",
+      argsDigest: digest(args),
+    };
     expect(await store.getVerdict(key)).toBeUndefined();
     expect(ran(effects, "counted")).toEqual([]);
   });
@@ -414,13 +419,10 @@ describe("options", () => {
     const args = { n: 5 };
     const DRAFT_4 = "http://json-schema.org/draft-04/schema#";
     const schema = { $schema: DRAFT_4, type: "object", properties: { n: { type: "number", minimum: 5, exclusiveMinimum: true } } };
-    const { store, input } = await runCalls(
-      [jsonSchemaTool("bounded", schema, effects)],
-      [{ id: "c1", name: "bounded", args }],
-      [createSchemaGuardrail({ name: "mcp-schema" })],
-    );
+    const bounded = jsonSchemaTool("bounded", schema, effects);
+    const { store, input } = await runCalls([bounded], [{ id: "c1", name: "bounded", args }], [createSchemaGuardrail({ name: "mcp-schema" })]);
     // LangChain's dialect accepts it; the declared draft-04 refuses it, under the given name.
-    const key = { turnKey: turnKey(input), toolCallId: "c1", toolName: "bounded", argsDigest: digest(args) };
+    const key = { turnKey: turnKey(input), toolCallId: "c1", toolName: "bounded", toolFingerprint: toolFingerprint(bounded), argsDigest: digest(args) };
     expect((await store.getVerdict({ ...key, guardrail: "mcp-schema" }))?.verdict).toMatchObject({
       action: "deny",
       outcome: "complete",

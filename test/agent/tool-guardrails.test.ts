@@ -22,6 +22,7 @@ import {
   InMemoryGuardrailStore,
   requireApproval,
   turnContext,
+  toolFingerprint,
   turnKey,
   type ApprovalRequest,
   type AuditEvent,
@@ -147,8 +148,22 @@ function body(content: string): Record<string, unknown> {
   return JSON.parse(content) as Record<string, unknown>;
 }
 
+/** `toolFingerprint` of the payment tool named `name`. */
+function paymentFingerprint(name: string): string {
+  const found = paymentTools().tools.find((candidate) => candidate.name === name);
+  if (found === undefined) throw new Error(`no payment tool named ${name}`);
+  return toolFingerprint(found);
+}
+
 function verdictKey(call: ScriptedToolCall, guardrail: string, key = turnKey(TURN)) {
-  return { turnKey: key, toolCallId: call.id, toolName: call.name, guardrail, argsDigest: digest(call.args) };
+  return {
+    turnKey: key,
+    toolCallId: call.id,
+    toolName: call.name,
+    toolFingerprint: paymentFingerprint(call.name),
+    guardrail,
+    argsDigest: digest(call.args),
+  };
 }
 
 function approvalRequests(result: { __interrupt__?: { value?: unknown }[] }): ApprovalRequest[] {
@@ -366,6 +381,7 @@ describe("approvals", () => {
       v: 1,
       turnKey: turnKey(TURN),
       toolName: "transfer",
+      toolFingerprint: paymentFingerprint("transfer"),
       toolCallId: "t1",
       argsDigest: digest(TRANSFER("t1").args),
       execution: 0,
@@ -509,7 +525,7 @@ describe("audit", () => {
       { ...common, decision: "verdict", guardrail: "limit", action: "deny", code: "over_limit" },
       { ...common, decision: "refused", guardrail: "limit", code: "over_limit" },
     ]);
-    expect((await store.readAudit()).map(({ seq: _seq, ...event }) => event)).toEqual(sunk);
+    expect(await store.readAudit()).toEqual(sunk);
     expect(JSON.stringify(sunk)).not.toContain("DE123456");
   });
 

@@ -21,6 +21,7 @@ import {
   digest,
   mutationKey,
   requireApproval,
+  toolFingerprint,
   turnKey,
   type ApprovalRecord,
   type ApprovalRequest,
@@ -149,6 +150,7 @@ function identity(turn: TurnRef, callId: string, toolName = "rename_document", a
     toolName,
     argsDigest: digest(args),
     mutationKey: mutationKey(turn, { id: callId, name: toolName, args }),
+    toolFingerprint: toolFingerprint({ name: toolName }),
   };
 }
 
@@ -170,6 +172,7 @@ function submission(n: number, overrides: Partial<ApprovalSubmission> = {}): App
     scopeId: "doc-1",
     toolCallId: `call-${String(n)}`,
     toolName: "rename_document",
+    toolFingerprint: toolFingerprint({ name: "rename_document" }),
     argsDigest: digest(args),
     args,
     guardrails: ["approval"],
@@ -1084,6 +1087,7 @@ describe("main", () => {
         scopeId: "doc-1",
         toolCallId: "call-1",
         toolName: "rename_document",
+        toolFingerprint: id.toolFingerprint,
         kind: "mutation",
         argsDigest: id.argsDigest,
         mutationKey: id.mutationKey,

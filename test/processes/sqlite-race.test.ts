@@ -11,7 +11,7 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { digest, mutationKey, turnKey } from "arkah-agent-guardrails";
+import { digest, mutationKey, toolFingerprint, turnKey } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { readEffects, startWorker, tempDir, type Worker } from "./support.js";
 import {
@@ -144,6 +144,8 @@ describe("SqliteGuardrailStore: processes racing for one mutation", () => {
           toolName: call.name,
           argsDigest: digest(call.args),
           mutationKey: mutationKey(input, call),
+          // Recorded with a claim, never matched: any fingerprint finds the workers' claim.
+          toolFingerprint: toolFingerprint({ name: call.name }),
         };
         expect(await store.claimMutation(identity)).toEqual({
           status: "replay",

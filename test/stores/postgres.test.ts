@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ConfigurationError,
   StoreContractError,
+  toolFingerprint,
   turnKey,
   type AdmissionReceipt,
   type ApprovalSubmission,
@@ -69,20 +70,32 @@ function rawIdentity(index: number, scopeId: string, toolCallId = "w1", toolName
     toolName,
     argsDigest: digest({ args: index }),
     mutationKey: digest({ mutation: index }),
+    toolFingerprint: digest({ tool: index }),
   };
 }
 
 const RESULT = { content: '{"title":"Field notes"}', status: "success" as const };
+const RENAME_FINGERPRINT = toolFingerprint({ name: "rename_document" });
 
 /** An approval request as the middleware would submit it, with awkward-but-valid values where given. */
 function approvalRequest(turnKeyValue: string, scopeId: string, overrides: Partial<ApprovalSubmission> = {}): ApprovalSubmission {
   const args = { title: "Field notes" };
   return {
-    approvalId: digest({ kind: "arkah.approval", v: 1, turnKey: turnKeyValue, toolName: "rename_document", toolCallId: "w1", argsDigest: digest(args) }),
+    approvalId: digest({
+      kind: "arkah.approval",
+      v: 1,
+      turnKey: turnKeyValue,
+      toolName: "rename_document",
+      toolFingerprint: RENAME_FINGERPRINT,
+      toolCallId: "w1",
+      argsDigest: digest(args),
+      execution: 0,
+    }),
     turnKey: turnKeyValue,
     scopeId,
     toolCallId: "w1",
     toolName: "rename_document",
+    toolFingerprint: RENAME_FINGERPRINT,
     argsDigest: digest(args),
     args,
     guardrails: ["approval"],
@@ -94,6 +107,11 @@ function approvalRequest(turnKeyValue: string, scopeId: string, overrides: Parti
 /** Schema version 1 as it shipped: migration 1 (migrations are append-only). */
 function v1Statements(s: string): readonly string[] {
   return MIGRATIONS.find((migration) => migration.version === 1)?.statements(s) ?? [];
+}
+
+/** Schema version 2 as it shipped: migrations 1 and 2. */
+function v2Statements(s: string): readonly string[] {
+  return MIGRATIONS.filter((migration) => migration.version <= 2).flatMap((migration) => migration.statements(s));
 }
 
 describePostgres("PostgresGuardrailStore", (url) => {
@@ -130,8 +148,8 @@ describePostgres("PostgresGuardrailStore", (url) => {
       );
       stores.push(...opened);
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
-      expect(POSTGRES_SCHEMA_VERSION).toBe(2);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+      expect(POSTGRES_SCHEMA_VERSION).toBe(3);
       // Every store works against the one schema.
       const turn = { scopeId: "doc-open", turnId: "t-open" };
       const answers = await Promise.all(opened.map((store) => store.claimMutation(claimIdentity(turn))));
@@ -147,7 +165,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       stores.push(again);
       expect(await again.claimMutation(claimIdentity(turn))).toEqual({ status: "pending" });
       const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_migrations`);
-      expect(rows).toHaveLength(2);
+      expect(rows).toHaveLength(3);
     });
 
     it("upgrades a version 1 schema once when 8 workers open it at the same time; claims and the trail stay", async () => {
@@ -182,7 +200,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
       expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
       expect(await store.releaseMutation({ turnKey: identity.turnKey, token: "old-token" })).toBe(true);
       expect((await admin.query(`SELECT 1 FROM ${s}.verdicts`)).rowCount).toBe(0);
@@ -196,6 +214,107 @@ describePostgres("PostgresGuardrailStore", (url) => {
       ]);
       const column = await admin.query(`SELECT approval_id FROM ${s}.audit ORDER BY seq`);
       expect(column.rows).toEqual([{ approval_id: null }, { approval_id: null }, { approval_id: request.approvalId }]);
+    });
+
+    it("upgrades a version 2 schema once when 8 workers open it at the same time; claims gain no fingerprint, verdicts start empty", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const s = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${s}`);
+      for (const statement of v2Statements(s)) await admin.query(statement);
+      await admin.query(
+        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
+      );
+      await admin.query(
+        `INSERT INTO ${s}.schema_migrations VALUES (1, 'version 1', '2031-01-01T00:00:00.000Z'), (2, 'version 2', '2031-01-02T00:00:00.000Z')`,
+      );
+      const { toolFingerprint: _pending, ...pending } = claimIdentity({ scopeId: "doc-v2", turnId: "t1" });
+      const receiptV2: AdmissionReceipt = {
+        turnKey: pending.turnKey,
+        scopeId: "doc-v2",
+        turnId: "t1",
+        policyVersion: "v1",
+        moderationDigest: digest("segments"),
+        allowed: true,
+        decidedAt: "2031-01-01T00:00:00.000+01:00",
+      };
+      await admin.query(`INSERT INTO ${s}.receipts VALUES ($1, $2, $3, $4, $5, $6, $7)`, Object.values(receiptV2));
+      const { toolFingerprint: _complete, ...completed } = claimIdentity({ scopeId: "doc-v2b", turnId: "t2" });
+      for (const [claim, token, state, content, status, settled] of [
+        [pending, "old-token", "pending", null, null, null],
+        [completed, "done-token", "complete", RESULT.content, RESULT.status, 1924992000001],
+      ] as const) {
+        await admin.query(
+          `INSERT INTO ${s}.claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state,
+             result_content, result_status, claimed_at, claimed_ms, settled_ms)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, '2031-01-01T00:00:00.000Z', 1924992000000, $11)`,
+          [claim.turnKey, claim.scopeId, claim.toolCallId, claim.toolName, claim.argsDigest, claim.mutationKey, token, state, content, status, settled],
+        );
+        await admin.query(`INSERT INTO ${s}.scopes (scope_id) VALUES ($1)`, [claim.scopeId]);
+      }
+      const keyV2 = { turnKey: pending.turnKey, toolCallId: "w1", toolName: "rename_document", guardrail: "pii", argsDigest: pending.argsDigest };
+      const verdict = { action: "deny" as const, outcome: "complete" as const, detections: [] };
+      await admin.query(`INSERT INTO ${s}.verdicts VALUES ($1, $2, $3, $4, $5, $6)`, [
+        ...Object.values(keyV2),
+        JSON.stringify({ ...keyV2, verdict, recordedAt: "2031-01-01T00:00:00Z" }),
+      ]);
+      const { toolFingerprint: _request, ...requestV2 } = approvalRequest(pending.turnKey, "doc-v2", { approvalId: digest("v2 request") });
+      await admin.query(`INSERT INTO ${s}.approvals (approval_id, turn_key, status, requested_ms, record) VALUES ($1, $2, 'pending', 0, $3)`, [
+        requestV2.approvalId,
+        requestV2.turnKey,
+        JSON.stringify({ ...requestV2, status: "pending" }),
+      ]);
+      const event = { at: "2031-01-01T00:00:00.000Z", decision: "executed", turnKey: pending.turnKey, scopeId: "doc-v2" };
+      await admin.query(
+        `INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, event) VALUES (nextval('${s}.audit_seq'), $1, 0, 'executed', $2, 'doc-v2', $3)`,
+        [event.at, pending.turnKey, JSON.stringify(event)],
+      );
+
+      const opened = await Promise.all(
+        Array.from({ length: 8 }, () => PostgresGuardrailStore.open({ connectionString: url }, { schema })),
+      );
+      stores.push(...opened);
+      const [store] = opened;
+      if (store === undefined) throw new Error("no store");
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+      // Receipts: an older one names no principal; a new one keeps its principal.
+      expect(await store.getReceipt(receiptV2.turnKey)).toEqual(receiptV2);
+      expect(await store.getReceipt(receiptV2.turnKey)).not.toHaveProperty("principal");
+      const named = { ...receiptV2, turnKey: digest("another turn"), turnId: "t9", principal: "user-7" };
+      expect(await store.putReceiptIfAbsent(named)).toEqual(named);
+      expect(await store.getReceipt(named.turnKey)).toEqual(named);
+      // Claims: listed without a fingerprint, and matched by mutation key.
+      expect((await store.listUnresolved()).map(({ claimedAt: _at, ...rest }) => rest)).toEqual([{ ...pending, state: "pending" }]);
+      expect(await store.claimMutation(claimIdentity({ scopeId: "doc-v2", turnId: "t1" }))).toEqual({ status: "pending" });
+      expect(await store.claimMutation(claimIdentity({ scopeId: "doc-v2b", turnId: "t2" }))).toEqual({ status: "replay", result: RESULT });
+      expect(await store.releaseMutation({ turnKey: pending.turnKey, token: "old-token" })).toBe(true);
+      const released = (await store.readAudit()).at(-1);
+      expect(released).toMatchObject({ decision: "released", mutationKey: pending.mutationKey });
+      expect(released).not.toHaveProperty("toolFingerprint");
+      const fresh = claimIdentity({ scopeId: "doc-v2", turnId: "t1" });
+      expect((await store.claimMutation(fresh)).status).toBe("acquired");
+      expect((await store.listUnresolved())[0]?.toolFingerprint).toBe(fresh.toolFingerprint);
+      // Verdicts: the table was recreated with the fingerprint in its key.
+      expect((await admin.query(`SELECT 1 FROM ${s}.verdicts`)).rowCount).toBe(0);
+      const key = { ...keyV2, toolFingerprint: fresh.toolFingerprint };
+      const record = { ...key, verdict, recordedAt: "2031-01-01T00:00:00Z" };
+      expect(await store.recordVerdict(record)).toEqual(record);
+      expect(await store.getVerdict(key)).toEqual(record);
+      // Approval requests: the old one is kept as it was and can be decided; its events carry no fingerprint.
+      expect(await store.getApproval(requestV2.approvalId)).toEqual({ ...requestV2, status: "pending" });
+      expect(await store.decideApproval({ approvalId: requestV2.approvalId, decision: { decision: "approve" }, decidedAt: "2031-01-02T00:00:00Z" }))
+        .toMatchObject({ decided: true });
+      expect((await store.readAudit()).at(-1)).not.toHaveProperty("toolFingerprint");
+      expect((await store.readAudit()).map((each) => each.seq)).toEqual([1, 2, 3]);
+      // The audit trail: events from before the upgrade are found by turn and by scope.
+      expect((await store.readAudit({ scopeId: "doc-v2" })).map((each) => each.seq)).toEqual([1, 2, 3]);
+      expect((await store.readAudit({ turnKey: pending.turnKey, scopeId: "doc-v2" })).map((each) => each.seq)).toEqual([1, 2, 3]);
+      expect(await store.readAudit({ scopeId: "doc-v2b" })).toEqual([]);
+      // Audit cursors start at 0.
+      expect(await store.getAuditCursor("default")).toBe(0);
+      expect(await store.advanceAuditCursor({ sink: "default", seq: 2 })).toBe(true);
+      expect(await Promise.all(opened.map((each) => each.getAuditCursor("default")))).toEqual(opened.map(() => 2));
     });
 
     it("refuses a database migrated by a newer version, saying so", async () => {
@@ -328,6 +447,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
           moderationDigest: digest({ index }),
           allowed: true,
           decidedAt: "2031-02-03T04:05:06.123456789+05:30",
+          principal: `user ${text}`,
         };
         expect(await store.putReceiptIfAbsent(receipt)).toEqual(receipt);
         expect(await store.getReceipt(receipt.turnKey)).toEqual(receipt);
@@ -338,11 +458,16 @@ describePostgres("PostgresGuardrailStore", (url) => {
         const result = { content: `result ${text}`, status: "error" as const };
         expect(await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result })).toBe(true);
         expect(await store.claimMutation(identity)).toEqual({ status: "replay", result });
+        expect(await store.claimMutation({ ...identity, mutationKey: digest({ rival: index }) })).toEqual({
+          status: "conflict",
+          completed: { toolName: identity.toolName, toolCallId: identity.toolCallId, result },
+        });
 
         const key = {
           turnKey: identity.turnKey,
           toolCallId: identity.toolCallId,
           toolName: identity.toolName,
+          toolFingerprint: identity.toolFingerprint,
           guardrail: `g ${text}`,
           argsDigest: identity.argsDigest,
         };
@@ -355,6 +480,13 @@ describePostgres("PostgresGuardrailStore", (url) => {
         expect(await store.getVerdict(key)).toEqual(verdict);
         expect(await store.getVerdict({ ...key, guardrail: "g other" })).toBeUndefined();
         expect(await store.getVerdict({ ...key, toolName: "tool other" })).toBeUndefined();
+        expect(await store.getVerdict({ ...key, toolFingerprint: digest({ tool: "other" }) })).toBeUndefined();
+
+        // Audit filters and cursors keep these strings exact too.
+        await store.appendAudit({ at: "2031-02-03T04:05:06.000Z", decision: "executed", turnKey: identity.turnKey, scopeId: turn.scopeId });
+        expect((await store.readAudit({ scopeId: turn.scopeId })).map((event) => event.scopeId)).toEqual([turn.scopeId]);
+        expect(await store.advanceAuditCursor({ sink: `sink ${text}`, seq: index + 1 })).toBe(true);
+        expect(await store.getAuditCursor(`sink ${text}`)).toBe(index + 1);
 
         const request = approvalRequest(identity.turnKey, turn.scopeId, {
           approvalId: digest({ approval: index }),
@@ -438,7 +570,14 @@ describePostgres("PostgresGuardrailStore", (url) => {
     it("a verdict that is not JSON, or is stored under another key, or an audit event that does not parse", async () => {
       const { store, schema } = await openStore();
       const identity = await settledTurn(store, "doc-corrupt-records");
-      const key = { turnKey: identity.turnKey, toolCallId: "w1", toolName: "rename_document", guardrail: "pii", argsDigest: identity.argsDigest };
+      const key = {
+        turnKey: identity.turnKey,
+        toolCallId: "w1",
+        toolName: "rename_document",
+        toolFingerprint: identity.toolFingerprint,
+        guardrail: "pii",
+        argsDigest: identity.argsDigest,
+      };
       const record = { ...key, verdict: { action: "deny" as const, outcome: "complete" as const, detections: [] }, recordedAt: "2031-01-01T00:00:00Z" };
       await store.recordVerdict(record);
       await admin.query(`UPDATE "${schema}".verdicts SET record = '{not json'`);
@@ -447,6 +586,8 @@ describePostgres("PostgresGuardrailStore", (url) => {
       expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
       expect(StoreContractError.isInstance(await rejection(store.recordVerdict(record)))).toBe(true);
       await admin.query(`UPDATE "${schema}".verdicts SET record = $1`, [JSON.stringify({ ...record, toolName: "delete_document" })]);
+      expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
+      await admin.query(`UPDATE "${schema}".verdicts SET record = $1`, [JSON.stringify({ ...record, toolFingerprint: digest("other") })]);
       expect(StoreContractError.isInstance(await rejection(store.getVerdict(key)))).toBe(true);
 
       await store.appendAudit({ at: "2031-01-01T00:00:00Z", decision: "executed", turnKey: identity.turnKey, scopeId: "doc" });

@@ -13,10 +13,12 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
+  toolFingerprint,
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
   type ApprovalDecision,
+  type AuditSinkEvent,
   type ApprovalQuery,
   type ApprovalSubmission,
   type AuditEvent,
@@ -70,6 +72,7 @@ function raw(path: string): Database.Database {
 const TURN: TurnRef = { scopeId: "doc-1", turnId: "turn-1" };
 const TURN_KEY = turnKey(TURN);
 const RESULT: MutationResult = { content: '{"title":"Field notes"}', status: "success" };
+const RENAME_FINGERPRINT = toolFingerprint({ name: "rename_document", description: "Rename the document." });
 
 function identity(turn: TurnRef = TURN, callId = "w1", args: Record<string, unknown> = { title: "Field notes" }): MutationIdentity {
   const call = { id: callId, name: "rename_document", args };
@@ -80,6 +83,7 @@ function identity(turn: TurnRef = TURN, callId = "w1", args: Record<string, unkn
     toolName: call.name,
     argsDigest: digest(args),
     mutationKey: mutationKey(turn, call),
+    toolFingerprint: RENAME_FINGERPRINT,
   };
 }
 
@@ -100,6 +104,7 @@ const VERDICT_KEY: VerdictKey = {
   turnKey: TURN_KEY,
   toolCallId: "w1",
   toolName: "rename_document",
+  toolFingerprint: RENAME_FINGERPRINT,
   guardrail: "pii",
   argsDigest: digest({ title: "x" }),
 };
@@ -124,11 +129,21 @@ function approvalRequest(turn: TurnRef = TURN, callId = "w1", overrides: Partial
   const args = { title: "Field notes" };
   const key = turnKey(turn);
   return {
-    approvalId: digest({ kind: "arkah.approval", v: 1, turnKey: key, toolName: "rename_document", toolCallId: callId, argsDigest: digest(args) }),
+    approvalId: digest({
+      kind: "arkah.approval",
+      v: 1,
+      turnKey: key,
+      toolName: "rename_document",
+      toolFingerprint: RENAME_FINGERPRINT,
+      toolCallId: callId,
+      argsDigest: digest(args),
+      execution: 0,
+    }),
     turnKey: key,
     scopeId: turn.scopeId,
     toolCallId: callId,
     toolName: "rename_document",
+    toolFingerprint: RENAME_FINGERPRINT,
     argsDigest: digest(args),
     args: { ...args, tags: ["a", 1, null] },
     guardrails: ["approval"],
@@ -185,6 +200,10 @@ const untyped = (value: unknown): never => value as never;
 
 /** Schema version 1 as it shipped: migration 1 (migrations are append-only). */
 const V1_SCHEMA = MIGRATIONS.find((migration) => migration.version === 1)?.sql ?? "";
+/** Schema version 2 as it shipped: migrations 1 and 2. */
+const V2_SCHEMA = MIGRATIONS.filter((migration) => migration.version <= 2)
+  .map((migration) => migration.sql)
+  .join("\n");
 
 // ---------------------------------------------------------------------------------------------
 
@@ -256,14 +275,14 @@ describe("SqliteGuardrailStore.open: options and paths", () => {
 });
 
 describe("SqliteGuardrailStore: pragmas and migrations", () => {
-  it("puts the file in WAL mode and records schema versions 1 and 2 once", () => {
+  it("puts the file in WAL mode and records schema versions 1, 2 and 3 once", () => {
     const path = tempPath();
     open(path).close();
     open(path).close();
     const db = raw(path);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2]);
-    expect(SQLITE_SCHEMA_VERSION).toBe(2);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
+    expect(SQLITE_SCHEMA_VERSION).toBe(3);
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     expect(tables).toEqual(
       expect.arrayContaining(["approvals", "audit_events", "claims", "read_evidence", "receipts", "schema_migrations", "verdicts"]),
@@ -275,12 +294,12 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     const store = open(path);
     await store.putReceiptIfAbsent(receipt());
     store.close();
-    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (3, '2040-01-01T00:00:00Z')").run();
+    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (4, '2040-01-01T00:00:00Z')").run();
 
     const error = openError(path);
     expect(error.message).toContain(JSON.stringify(path));
-    expect(error.message).toMatch(/schema version 3/);
-    expect(error.message).toMatch(/supports up to 2/);
+    expect(error.message).toMatch(/schema version 4/);
+    expect(error.message).toMatch(/supports up to 3/);
     expect(raw(path).prepare("SELECT count(*) FROM receipts").pluck().get()).toBe(1);
   });
 
@@ -308,7 +327,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     );
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
     expect(await store.releaseMutation({ turnKey: TURN_KEY, token: "old-token" })).toBe(true);
@@ -323,6 +342,117 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
       [3, "approval", "requested"],
     ]);
     expect(db.prepare("SELECT approval_id FROM audit_events ORDER BY seq").pluck().all()).toEqual([null, null, APPROVAL_ID]);
+  });
+
+  it("upgrades a version 2 file: claims keep their state and gain no fingerprint; verdicts start empty; approval requests stay", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    // Version 2 exactly as it shipped (migrations 1 and 2), with a row in every table.
+    db.exec(`${V2_SCHEMA}
+      CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+      INSERT INTO schema_migrations VALUES (1, '2031-01-01T00:00:00.000Z'), (2, '2031-01-02T00:00:00.000Z');`);
+    db.prepare("INSERT INTO receipts VALUES (?, ?, ?, ?, ?, ?, ?)").run(
+      TURN_KEY, TURN.scopeId, TURN.turnId, "v1", digest({ segments: "user" }), 1, "2031-02-03T04:05:06.789+01:00",
+    );
+    const { toolFingerprint: _none, ...pendingV2 } = identity();
+    const { toolFingerprint: _also, ...completeV2 } = identity({ scopeId: "doc-2", turnId: "turn-2" });
+    const insertClaim = db.prepare(
+      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, " +
+        "result_content, result_status, claimed_at, claimed_at_ms, settled_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    );
+    for (const [claim, token, state, content, status] of [
+      [pendingV2, "old-token", "pending", null, null],
+      [completeV2, "done-token", "complete", RESULT.content, RESULT.status],
+    ] as const) {
+      insertClaim.run(
+        claim.turnKey, claim.scopeId, claim.toolCallId, claim.toolName, claim.argsDigest, claim.mutationKey, token, state,
+        content, status, "2031-02-03T04:05:06.789Z", 1927857906789, state === "complete" ? 1927857906790 : null,
+      );
+    }
+    const { toolFingerprint: _key, ...keyV2 } = VERDICT_KEY;
+    db.prepare("INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?)").run(
+      keyV2.turnKey, keyV2.toolCallId, keyV2.toolName, keyV2.guardrail, keyV2.argsDigest,
+      JSON.stringify({ ...keyV2, verdict: verdict().verdict, recordedAt: verdict().recordedAt }),
+    );
+    const { toolFingerprint: _request, ...requestV2 } = approvalRequest(TURN, "w9");
+    db.prepare("INSERT INTO approvals VALUES (?, ?, 'pending', ?, ?)").run(
+      requestV2.approvalId, requestV2.turnKey, Date.parse(requestV2.requestedAt), JSON.stringify({ ...requestV2, status: "pending" }),
+    );
+    db.prepare("INSERT INTO audit_events (at_ms, turn_key, decision, approval_id, event) VALUES (0, ?, 'approval', ?, ?)").run(
+      TURN_KEY,
+      requestV2.approvalId,
+      JSON.stringify({ at: "2031-02-03T04:05:06.789Z", decision: "approval", action: "requested", turnKey: TURN_KEY, scopeId: TURN.scopeId, approvalId: requestV2.approvalId }),
+    );
+    // Events in scopes whose JSON needs escapes: a lone surrogate, a control character, a quote.
+    const oddScopes = ["doc-\ud800", "doc-\u0007", 'doc-"q"'];
+    for (const scopeId of oddScopes) {
+      db.prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (0, ?, 'executed', ?)").run(
+        TURN_KEY,
+        JSON.stringify({ at: "2031-02-03T04:05:06.789Z", decision: "executed", turnKey: TURN_KEY, scopeId }),
+      );
+    }
+
+    const store = open(path);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
+    // Receipts: an older one names no principal; a new one keeps its principal.
+    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
+    expect(await store.getReceipt(TURN_KEY)).not.toHaveProperty("principal");
+    const named = receipt({ turnKey: turnKey({ scopeId: "doc-3", turnId: "t3" }), scopeId: "doc-3", turnId: "t3", principal: "user-7" });
+    expect(await store.putReceiptIfAbsent(named)).toEqual(named);
+    expect(await store.getReceipt(named.turnKey)).toEqual(named);
+    // Claims: listed without a fingerprint, and matched by mutation key whatever the new one says.
+    expect((await store.listUnresolved()).map(({ claimedAt: _at, ...rest }) => rest)).toEqual([{ ...pendingV2, state: "pending" }]);
+    expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
+    expect(await store.claimMutation(identity({ scopeId: "doc-2", turnId: "turn-2" }))).toEqual({ status: "replay", result: RESULT });
+    expect(await store.releaseMutation({ turnKey: TURN_KEY, token: "old-token" })).toBe(true);
+    const released = (await store.readAudit()).at(-1);
+    expect(released).toMatchObject({ decision: "released", mutationKey: pendingV2.mutationKey });
+    expect(released).not.toHaveProperty("toolFingerprint");
+    // A new claim of the turn records its fingerprint.
+    await acquire(store);
+    expect((await store.listUnresolved())[0]?.toolFingerprint).toBe(RENAME_FINGERPRINT);
+    // Verdicts: the old one can answer no key any more; new ones round-trip.
+    expect(db.prepare("SELECT count(*) FROM verdicts").pluck().get()).toBe(0);
+    expect(await store.getVerdict(VERDICT_KEY)).toBeUndefined();
+    await store.recordVerdict(verdict());
+    expect(await store.getVerdict(VERDICT_KEY)).toEqual(verdict());
+    // Approval requests: the old one is kept as it was, readable and decidable; its events carry no fingerprint.
+    expect(await store.getApproval(requestV2.approvalId)).toEqual({ ...requestV2, status: "pending" });
+    const decided = await store.decideApproval({ approvalId: requestV2.approvalId, decision: { decision: "reject" }, decidedAt: "2031-02-03T05:00:00Z" });
+    expect(decided).toMatchObject({ decided: true, record: { status: "rejected" } });
+    expect((await store.readAudit()).at(-1)).not.toHaveProperty("toolFingerprint");
+    await store.requestApproval(approvalRequest());
+    expect((await store.readAudit()).at(-1)).toMatchObject({ action: "requested", toolFingerprint: RENAME_FINGERPRINT });
+    expect((await store.readAudit()).map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    // The audit trail: events from before the upgrade are found by turn and by scope, exactly.
+    expect((await store.readAudit({ scopeId: TURN.scopeId })).map((event) => event.seq)).toEqual([1, 5, 6, 7]);
+    for (const [index, scopeId] of oddScopes.entries()) {
+      expect((await store.readAudit({ scopeId })).map((event) => event.seq), JSON.stringify(scopeId)).toEqual([index + 2]);
+    }
+    expect(await store.readAudit({ scopeId: "doc-\ud801" })).toEqual([]);
+    expect((await store.readAudit({ turnKey: TURN_KEY })).map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    // Audit cursors start at 0.
+    expect(await store.getAuditCursor("default")).toBe(0);
+    expect(await store.advanceAuditCursor({ sink: "default", seq: 4 })).toBe(true);
+    expect(await store.getAuditCursor("default")).toBe(4);
+  });
+
+  it("upgrades a version 2 file whose audit trail holds an unreadable event: it stays unreadable and in no scope", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    db.exec(`${V2_SCHEMA}
+      CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+      INSERT INTO schema_migrations VALUES (1, '2031-01-01T00:00:00.000Z'), (2, '2031-01-02T00:00:00.000Z');`);
+    const append = db.prepare("INSERT INTO audit_events (at_ms, turn_key, decision, event) VALUES (0, ?, 'executed', ?)");
+    append.run(TURN_KEY, JSON.stringify(auditEvent()));
+    append.run(TURN_KEY, '{"scopeId": "doc-1", \\u');
+    append.run(TURN_KEY, '{"scopeId": 7}');
+    const store = open(path);
+    expect(db.prepare("SELECT scope_id FROM audit_events ORDER BY seq").pluck().all()).toEqual([TURN.scopeId, null, null]);
+    expect((await store.readAudit({ scopeId: TURN.scopeId })).map((event) => event.seq)).toEqual([1]);
+    await contractError(store.readAudit());
   });
 
   it("refuses another application's database without changing it", () => {
@@ -440,6 +570,27 @@ describe("SqliteGuardrailStore: durability and sharing", () => {
     expect(replayed).toEqual(written);
     expect(service.writes).toBe(1);
   });
+
+  it("two connections' middleware with one sink name deliver each audit event once, and the cursor survives reopening", async () => {
+    const path = tempPath();
+    const service = new DocumentService();
+    const sunk: AuditSinkEvent[] = [];
+    const audit = { sinkName: "siem", sink: (event: AuditSinkEvent) => void sunk.push(event) };
+    const [one, two] = [open(path), open(path)];
+    const turns = ["t1", "t2", "t3"].map((turnId) => turnInput({ turnId }));
+    for (const [index, input] of turns.entries()) {
+      const store = index % 2 === 0 ? one : two;
+      await admit(store, input);
+      const script = [{ toolCalls: [read(`r${String(index)}`)] }, { content: "done" }];
+      const run = guardedAgent({ script, store, input, service, guardrails: { audit } });
+      await invokeTurn(run.agent, input);
+    }
+    expect(sunk).toEqual(await one.readAudit());
+    expect(sunk.map((event) => event.seq)).toEqual([1, 2, 3]);
+    one.close();
+    two.close();
+    expect(await open(path).getAuditCursor("siem")).toBe(3);
+  });
 });
 
 describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractError", () => {
@@ -456,6 +607,7 @@ describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractE
     ["an empty scope id", "pending", "UPDATE claims SET scope_id = ''"],
     ["an empty tool call id", "pending", "UPDATE claims SET tool_call_id = ''"],
     ["an empty token", "pending", "UPDATE claims SET token = ''"],
+    ["a tool fingerprint that is not a digest", "pending", "UPDATE claims SET tool_fingerprint = 'rename_document'"],
     ["a pending claim with a result", "pending", "UPDATE claims SET result_content = 'x', result_status = 'success'"],
     ["a result status the contract does not know", "complete", "UPDATE claims SET result_status = 'weird'"],
     ["a complete claim without its result", "complete", "UPDATE claims SET result_content = NULL, result_status = NULL"],
@@ -496,6 +648,8 @@ describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractE
     ["JSON that is not a record", `UPDATE verdicts SET record = '[1,2,3]'`],
     ["a record stored under another call id", `UPDATE verdicts SET record = json_set(record, '$.toolCallId', 'w2')`],
     ["a record stored under another tool", `UPDATE verdicts SET record = json_set(record, '$.toolName', 'delete_document')`],
+    ["a record stored under another tool fingerprint", `UPDATE verdicts SET record = json_set(record, '$.toolFingerprint', '${"0".repeat(64)}')`],
+    ["a record without its tool fingerprint", `UPDATE verdicts SET record = json_remove(record, '$.toolFingerprint')`],
     ["a record with an unknown field", `UPDATE verdicts SET record = json_set(record, '$.extra', 1)`],
   ])("a verdict with %s is rejected on read and on insert", async (_label, edit) => {
     const path = tempPath();
@@ -515,6 +669,7 @@ describe("SqliteGuardrailStore: a corrupted row fails closed with StoreContractE
     ["a decided status without a decision", `UPDATE approvals SET status = 'approved', record = json_set(record, '$.status', 'approved')`],
     ["a record with an unknown field", `UPDATE approvals SET record = json_set(record, '$.extra', 1)`],
     ["a record without its arguments", `UPDATE approvals SET record = json_remove(record, '$.args')`],
+    ["a tool fingerprint that is not a digest", `UPDATE approvals SET record = json_set(record, '$.toolFingerprint', 'rename_document')`],
   ])("an approval request with %s is rejected by every method that reads it, and nothing changes", async (_label, edit) => {
     const path = tempPath();
     const store = open(path);
@@ -580,6 +735,26 @@ describe("SqliteGuardrailStore: strings round-trip exactly", () => {
     expect(await store.claimMutation(identity())).toEqual({ status: "replay", result });
   });
 
+  it("keeps a receipt's principal exact, and principals that differ only in a lone surrogate apart", async () => {
+    const store = open(tempPath());
+    const first = receipt({ principal: `user ${A}` });
+    expect(await store.putReceiptIfAbsent(first)).toEqual(first);
+    expect(await store.getReceipt(TURN_KEY)).toEqual(first);
+    expect(await store.putReceiptIfAbsent(receipt({ principal: `user ${B}` }))).toEqual(first);
+  });
+
+  it("tells another call what was done with the ids and result exactly, lone surrogates included", async () => {
+    const store = open(tempPath());
+    const done: MutationIdentity = { ...identity(), toolCallId: `call ${A}`, toolName: `tool ${B}` };
+    const result: MutationResult = { content: `a${B}\u0000`, status: "success" };
+    const token = await acquire(store, done);
+    await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result });
+    expect(await store.claimMutation(identity(TURN, "w2"))).toEqual({
+      status: "conflict",
+      completed: { toolName: done.toolName, toolCallId: done.toolCallId, result },
+    });
+  });
+
   it("keeps approval requests with lone surrogates exact, in the record and in its audit events", async () => {
     const store = open(tempPath());
     const request = approvalRequest(TURN, "w1", {
@@ -601,6 +776,19 @@ describe("SqliteGuardrailStore: strings round-trip exactly", () => {
       [A, `call ${B}`, `tool ${A}`, undefined],
       [A, `call ${B}`, `tool ${A}`, `op ${A}`],
     ]);
+    // The scope filter keeps A and B apart.
+    expect(await store.readAudit({ scopeId: A })).toHaveLength(2);
+    expect(await store.readAudit({ scopeId: B })).toEqual([]);
+    expect(await store.readAudit({ scopeId: "doc-\ufffd" })).toEqual([]);
+  });
+
+  it("keeps audit cursors of sinks that differ only in a lone surrogate apart", async () => {
+    const store = open(tempPath());
+    expect(await store.advanceAuditCursor({ sink: `sink ${A}`, seq: 3 })).toBe(true);
+    expect(await store.getAuditCursor(`sink ${B}`)).toBe(0);
+    expect(await store.advanceAuditCursor({ sink: `sink ${B}`, seq: 2 })).toBe(true);
+    expect(await store.getAuditCursor(`sink ${A}`)).toBe(3);
+    expect(await store.getAuditCursor(`sink ${B}`)).toBe(2);
   });
 
   it("keeps verdict keys that differ only in a lone surrogate apart, and settles only with the exact token", async () => {
@@ -685,6 +873,7 @@ describe("SqliteGuardrailStore answers exactly as InMemoryGuardrailStore", () =>
       turnKey: turnKey(pick(turns)),
       toolCallId: pick(["w1", "w2"]),
       toolName: pick(["rename_document", "delete_document"]),
+      toolFingerprint: pick([RENAME_FINGERPRINT, toolFingerprint({ name: "rename_document" })]),
       guardrail: pick(["pii", "policy"]),
       argsDigest: digest(pick(["a", "b"])),
     });

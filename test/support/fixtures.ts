@@ -10,7 +10,9 @@ import {
   admitTurn,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
+  toolFingerprint,
   type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -105,6 +107,13 @@ export function documentTools(service: DocumentService, hooks: ToolHooks = {}) {
     schema: z.object({ preference: z.string() }),
   });
   return { readDocument, searchSources, renameDocument, remember, all: [readDocument, searchSources, renameDocument, remember] };
+}
+
+/** `toolFingerprint` of the document tool named `name` (the same for every `documentTools` set). */
+export function documentToolFingerprint(name: string): string {
+  const found = documentTools(new DocumentService()).all.find((candidate) => candidate.name === name);
+  if (found === undefined) throw new Error(`no document tool named ${name}`);
+  return toolFingerprint(found);
 }
 
 export const TOOL_POLICIES: Record<string, ToolPolicy> = {
@@ -296,6 +305,12 @@ export class ForwardingStore implements GuardrailStore {
   }
   readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]> {
     return this.inner.readAudit(query);
+  }
+  getAuditCursor(sink: string): Promise<number> {
+    return this.inner.getAuditCursor(sink);
+  }
+  advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    return this.inner.advanceAuditCursor(input);
   }
   listUnresolved(): Promise<UnresolvedMutation[]> {
     return this.inner.listUnresolved();

@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { digest, mutationKey, turnKey, type MutationIdentity } from "arkah-agent-guardrails";
+import { digest, mutationKey, toolFingerprint, turnKey, type MutationIdentity } from "arkah-agent-guardrails";
 
 /** The database URL, or undefined when no server could be had (then PG suites fail). */
 export const PG_URL: string | undefined = process.env.ARKAH_PG_URL === "" ? undefined : process.env.ARKAH_PG_URL;
@@ -89,6 +89,7 @@ export function claimIdentity(
     toolName: call.name,
     argsDigest: digest(call.args),
     mutationKey: mutationKey(turn, call),
+    toolFingerprint: toolFingerprint({ name: call.name }),
   };
 }
 

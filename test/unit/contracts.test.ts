@@ -103,6 +103,13 @@ describe("TurnInputSchema", () => {
     ).toBe(true);
   });
 
+  it("takes an optional principal, kept verbatim; an empty or non-string one is rejected", () => {
+    expect(TurnInputSchema.parse(turn({ principal: " user-1 " })).principal).toBe(" user-1 ");
+    expect(TurnInputSchema.parse(turn())).not.toHaveProperty("principal");
+    expect(issuePaths(TurnInputSchema.safeParse(turn({ principal: "" })))).toEqual([["principal"]]);
+    expect(TurnInputSchema.safeParse({ ...turn(), principal: 7 }).success).toBe(false);
+  });
+
   it.each(["scopeId", "turnId", "policyVersion"])("rejects an empty %s", (field) => {
     const result = TurnInputSchema.safeParse(turn({ [field]: "" }));
     expect(result.success).toBe(false);
@@ -205,6 +212,7 @@ describe("ClaimResultSchema", () => {
     { status: "pending" },
     { status: "unknown" },
     { status: "conflict" },
+    { status: "conflict", completed: { toolName: "rename_document", toolCallId: "w1", result: { content: "", status: "error" } } },
     { status: "scope_unresolved" },
   ])("accepts %o", (value) => {
     expect(ClaimResultSchema.parse(value)).toEqual(value);
@@ -220,6 +228,11 @@ describe("ClaimResultSchema", () => {
     ["replay with a bad result status", { status: "replay", result: { content: "x", status: "ok" } }],
     ["pending with a token", { status: "pending", token: "tok" }],
     ["conflict with a result", { status: "conflict", result: { content: "x", status: "success" } }],
+    ["conflict with a completed call missing its result", { status: "conflict", completed: { toolName: "t", toolCallId: "w1" } }],
+    ["conflict with a completed call without a tool", { status: "conflict", completed: { toolCallId: "w1", result: { content: "x", status: "success" } } }],
+    ["conflict with an empty completed call id", { status: "conflict", completed: { toolName: "t", toolCallId: "", result: { content: "x", status: "success" } } }],
+    ["conflict with an extra key in the completed call", { status: "conflict", completed: { toolName: "t", toolCallId: "w1", result: { content: "x", status: "success" }, args: {} } }],
+    ["pending with a completed call", { status: "pending", completed: { toolName: "t", toolCallId: "w1", result: { content: "x", status: "success" } } }],
     ["a token on unknown", { status: "unknown", token: "t" }],
   ])("rejects %s", (_label, value) => {
     expect(ClaimResultSchema.safeParse(value).success).toBe(false);

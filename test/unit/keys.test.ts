@@ -1,17 +1,22 @@
 import { createHash } from "node:crypto";
+import { DynamicStructuredTool } from "@langchain/core/tools";
+import { tool } from "langchain";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
   digest,
   DigestError,
   moderationDigest,
   MutationIdentitySchema,
   mutationKey,
+  toolFingerprint,
   turnKey,
   type Segment,
   type ToolCallRef,
   type TurnRef,
 } from "arkah-agent-guardrails";
 import { sha256Hex } from "../../src/digest.js";
+import { declaredSchema } from "../../src/guardrails/schema.js";
 import { mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -203,10 +208,12 @@ describe("mutationKey", () => {
 
 describe("mutationIdentity (internal)", () => {
   it("carries the same mutationKey as the public function, and parses as a MutationIdentity", () => {
+    const fingerprint = toolFingerprint({ name: call.name });
     const identity = mutationIdentity(
       { scopeId: turn.scopeId, turnKey: turnKey(turn) },
-      { id: call.id, name: call.name, argsDigest: digest(call.args) },
+      { id: call.id, name: call.name, argsDigest: digest(call.args), toolFingerprint: fingerprint },
     );
+    // The tool's fingerprint is recorded with the claim; the mutation key leaves it out.
     expect(identity).toEqual({
       turnKey: VECTORS.turnKey,
       scopeId: "doc-1",
@@ -214,6 +221,7 @@ describe("mutationIdentity (internal)", () => {
       toolName: "rename_document",
       argsDigest: digest(call.args),
       mutationKey: VECTORS.mutationKey,
+      toolFingerprint: fingerprint,
     });
     expect(MutationIdentitySchema.parse(identity)).toEqual(identity);
   });
@@ -235,5 +243,79 @@ describe("readEvidenceDigest (internal)", () => {
     expect(readEvidenceDigest(VECTORS.turnKey, { ...read, toolCallId: "r2" })).not.toBe(base);
     expect(readEvidenceDigest(VECTORS.turnKey, { ...read, toolName: "read_outline" })).not.toBe(base);
     expect(readEvidenceDigest(VECTORS.turnKey, { ...read, content: `${read.content} ` })).not.toBe(base);
+  });
+});
+
+describe("toolFingerprint", () => {
+  const schema = z.object({ title: z.string(), expectedRevision: z.number().int() });
+  const rename = (description = "Rename the document.", input: z.ZodType = schema) =>
+    tool(() => "ok", { name: "rename_document", description, schema: input });
+  const JSON_SCHEMA = {
+    type: "object",
+    properties: { title: { type: "string" } },
+    required: ["title"],
+    additionalProperties: false,
+  };
+  const jsonTool = (description: string | undefined, input: unknown = JSON_SCHEMA) =>
+    new DynamicStructuredTool({ name: "rename_document", description: description ?? "", schema: input as never, func: () => Promise.resolve("ok") });
+
+  it("follows the documented formula: name, description and the declared schema as JSON Schema", () => {
+    const zodTool = rename();
+    expect(toolFingerprint(zodTool)).toBe(
+      digest({ kind: "arkah.tool", v: 1, name: "rename_document", description: "Rename the document.", schema: declaredSchema(zodTool) }),
+    );
+    // A JSON Schema tool's schema is taken as is.
+    expect(toolFingerprint(jsonTool("Rename it."))).toBe(
+      digest({ kind: "arkah.tool", v: 1, name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA }),
+    );
+    expect(toolFingerprint(zodTool)).toMatch(HEX64);
+  });
+
+  it("matches the fixed vector for a JSON Schema tool", () => {
+    expect(toolFingerprint(jsonTool("Rename it."))).toBe("735b56fd560f491269e9476780e0a518f55ac91f3b064ab020f29f3add834940");
+    expect(toolFingerprint(jsonTool("Rename it."))).toBe(
+      sha256(
+        '{"description":"Rename it.","kind":"arkah.tool","name":"rename_document","schema":{"additionalProperties":false,' +
+          '"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"},"v":1}',
+      ),
+    );
+  });
+
+  it("converts a zod schema: the fingerprint holds its JSON Schema, not the zod object", () => {
+    const converted = declaredSchema(rename());
+    expect(converted).toMatchObject({ type: "object", properties: { title: { type: "string" } } });
+  });
+
+  it("an absent description is the empty string, an absent schema null", () => {
+    const bare = { name: "ping", invoke: () => Promise.resolve("pong") };
+    expect(toolFingerprint(bare)).toBe(digest({ kind: "arkah.tool", v: 1, name: "ping", description: "", schema: null }));
+    expect(toolFingerprint({ ...bare, description: 7 })).toBe(toolFingerprint(bare));
+  });
+
+  it("changes with the name, the description and the schema", () => {
+    const base = toolFingerprint(rename());
+    expect(toolFingerprint(rename("Rename the document!"))).not.toBe(base);
+    expect(toolFingerprint(rename(undefined, schema.extend({ force: z.boolean() })))).not.toBe(base);
+    expect(toolFingerprint(tool(() => "ok", { name: "retitle_document", description: "Rename the document.", schema }))).not.toBe(base);
+    expect(toolFingerprint(jsonTool("d", { ...JSON_SCHEMA, required: [] }))).not.toBe(toolFingerprint(jsonTool("d")));
+  });
+
+  it("is the same for two tool objects declaring the same thing, and not its function", () => {
+    const other = tool(() => "something else", { name: "rename_document", description: "Rename the document.", schema });
+    expect(toolFingerprint(other)).toBe(toolFingerprint(rename()));
+  });
+
+  it("is computed once per tool object", () => {
+    const reads: string[] = [];
+    const watched = new Proxy(rename(), {
+      get(target, property, receiver) {
+        if (property === "description") reads.push("description");
+        return Reflect.get(target, property, receiver) as unknown;
+      },
+    });
+    const first = toolFingerprint(watched);
+    expect(toolFingerprint(watched)).toBe(first);
+    expect(toolFingerprint(watched)).toBe(first);
+    expect(reads).toEqual(["description"]);
   });
 });

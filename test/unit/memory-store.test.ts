@@ -3,6 +3,7 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
+  toolFingerprint,
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
@@ -44,6 +45,7 @@ function identity(
     toolName: call.name,
     argsDigest: digest(call.args),
     mutationKey: mutationKey(turn, call),
+    toolFingerprint: toolFingerprint({ name: call.name }),
   };
 }
 
@@ -368,12 +370,13 @@ describe("InMemoryGuardrailStore: mutation claims", () => {
     expect(await store.claimMutation(identity())).toEqual({ status: "replay", result: failed });
   });
 
-  it("still answers conflict to another call after completion", async () => {
+  it("still answers conflict to another call after completion, saying what was done", async () => {
     const store = new InMemoryGuardrailStore();
     const token = await acquire(store);
     await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
     expect(await store.claimMutation(identity(TURN, { id: "w2", name: "rename_document", args: {} }))).toEqual({
       status: "conflict",
+      completed: { toolName: "rename_document", toolCallId: "w1", result: RESULT },
     });
   });
 
@@ -509,6 +512,7 @@ describe("InMemoryGuardrailStore: approval requests", () => {
       scopeId: TURN.scopeId,
       toolCallId: "w1",
       toolName: "rename_document",
+      toolFingerprint: toolFingerprint({ name: "rename_document" }),
       argsDigest: digest(args),
       args,
       guardrails: ["approval"],

@@ -28,6 +28,7 @@ import {
   getApproval,
   pendingRecord,
   readAudit,
+  REDESCRIBED,
   requestApproval,
   SIBLING,
   STRANGER,
@@ -113,6 +114,7 @@ function expectApprovalEvent(
     scopeId: request.scopeId,
     toolCallId: request.toolCallId,
     toolName: request.toolName,
+    toolFingerprint: request.toolFingerprint,
     argsDigest: request.argsDigest,
     action,
   });
@@ -129,6 +131,7 @@ const OTHER_REQUESTS: readonly (readonly [string, ApprovalSubmission])[] = [
   ["another scope", approvalRequest(STRANGER)],
   ["another call id", approvalRequest(TURN, { ...CALL, id: "call-2" })],
   ["another tool", approvalRequest(TURN, { ...CALL, name: "delete_document" })],
+  ["another tool fingerprint", approvalRequest(TURN, REDESCRIBED)],
   ["other arguments", approvalRequest(TURN, { ...CALL, args: { title: "Other notes" } })],
 ];
 

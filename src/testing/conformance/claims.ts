@@ -5,6 +5,7 @@
  */
 import { expect } from "vitest";
 import type { GuardrailStore, MutationIdentity, MutationResult } from "../../contracts.js";
+import type { Call } from "./fixtures.js";
 import { turnKey } from "../../keys.js";
 import {
   acquire,
@@ -14,10 +15,12 @@ import {
   ERROR_RESULT,
   expectBoolean,
   expectInstant,
+  fingerprintOfCall,
   identity,
   leaveUnknown,
   OPERATOR_RESULT,
   readAudit,
+  REDESCRIBED,
   RESULT,
   RIVAL_CALLS,
   SIBLING,
@@ -30,6 +33,9 @@ import {
 import type { StoreTest } from "./harness.js";
 
 const count = (statuses: readonly string[], status: string) => statuses.filter((value) => value === status).length;
+
+/** What a conflict reports about `CALL` completed with `RESULT`. */
+const COMPLETED = { toolName: CALL.name, toolCallId: CALL.id, result: RESULT };
 
 // ---------------------------------------------------------------------------------------------
 // Claims
@@ -87,15 +93,71 @@ export function claimsSuite(test: StoreTest): void {
       const token = await acquire(store);
       expect(await claim(store, rival), "while pending").toEqual({ status: "conflict" });
       expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
-      expect(await claim(store, rival), "after completion").toEqual({ status: "conflict" });
+      expect(await claim(store, rival), "after completion").toEqual({ status: "conflict", completed: COMPLETED });
     });
   }
 
-  test("conflict: another call of a turn whose mutation is unknown", async ({ store }) => {
+  test("conflict with a completed slot says what was done: the call's tool, id and result, every time", async ({ store }) => {
+    await complete(store, identity(), ERROR_RESULT);
+    const completed = { toolName: CALL.name, toolCallId: CALL.id, result: ERROR_RESULT };
+    for (const [label, call] of RIVAL_CALLS) {
+      expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict", completed });
+    }
+    // A redescribed tool is the same call: a replay, not a conflict.
+    expect(await claim(store, identity(TURN, REDESCRIBED))).toEqual({ status: "replay", result: ERROR_RESULT });
+    // Another turn's completed call is no conflict of this one.
+    expect((await claim(store, identity(SIBLING, { ...CALL, id: "call-2" }))).status).toBe("acquired");
+  });
+
+  test("conflict with a completed slot returns its ids and result exactly (unicode, NUL, empty content)", async ({ store }) => {
+    const odd: Call = { id: "call \u00e9\u0000 1", name: "rename_document \u2028", args: { title: "x" } };
+    const result: MutationResult = { content: "", status: "success" };
+    await complete(store, identity(TURN, odd), result);
+    expect(await claim(store)).toEqual({ status: "conflict", completed: { toolName: odd.name, toolCallId: odd.id, result } });
+    const other = identity(SIBLING, { ...CALL, id: "call-2" });
+    const nul: MutationResult = { content: "before\u0000after \u{1F680}", status: "error" };
+    await complete(store, other, nul);
+    expect(await claim(store, identity(SIBLING))).toEqual({
+      status: "conflict",
+      completed: { toolName: CALL.name, toolCallId: "call-2", result: nul },
+    });
+  });
+
+  test("detaches what it returns: changing a conflict's completed result changes nothing stored", async ({ store }) => {
+    await complete(store);
+    const rival = identity(TURN, { ...CALL, id: "call-2" });
+    const answer = await claim(store, rival);
+    if (answer.status !== "conflict" || answer.completed === undefined) throw new Error("expected a completed conflict");
+    answer.completed.result.content = "changed";
+    answer.completed.toolCallId = "changed";
+    expect(await claim(store, rival)).toEqual({ status: "conflict", completed: COMPLETED });
+    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("conflict: another call of a turn whose mutation is unknown, without a completed mutation", async ({ store }) => {
     await leaveUnknown(store);
     for (const [label, call] of RIVAL_CALLS) {
       expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
     }
+  });
+
+  test("the tool fingerprint is recorded, not matched: the same call to a redescribed tool is the same claim", async ({ store }) => {
+    const redescribed = identity(TURN, REDESCRIBED);
+    expect(redescribed.mutationKey).toBe(identity().mutationKey);
+    expect(redescribed.toolFingerprint).not.toBe(identity().toolFingerprint);
+    const token = await acquire(store);
+    expect(await claim(store, redescribed)).toEqual({ status: "pending" });
+    // The claim keeps the fingerprint of the call that acquired it.
+    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "pending" }]);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+    expect(await claim(store, redescribed)).toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("listUnresolved returns each claim's tool fingerprint exactly", async ({ store }) => {
+    await acquire(store, identity(TURN, REDESCRIBED));
+    await leaveUnknown(store, identity(STRANGER));
+    const list = await unresolved(store);
+    expect(list.map((entry) => entry.toolFingerprint)).toEqual([fingerprintOfCall(REDESCRIBED), identity(STRANGER).toolFingerprint]);
   });
 
   test("scope_unresolved: another turn of a scope with an unknown mutation, and nothing is claimed", async ({ store }) => {
@@ -327,6 +389,7 @@ export function releaseSuite(test: StoreTest): void {
       scopeId: id.scopeId,
       toolCallId: id.toolCallId,
       toolName: id.toolName,
+      toolFingerprint: id.toolFingerprint,
       argsDigest: id.argsDigest,
       mutationKey: id.mutationKey,
     });

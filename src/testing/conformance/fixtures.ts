@@ -30,7 +30,7 @@ import {
 } from "../../contracts.js";
 import { digest } from "../../digest.js";
 import { StoreContractError } from "../../errors.js";
-import { mutationKey, turnKey } from "../../keys.js";
+import { mutationKey, toolFingerprint, turnKey } from "../../keys.js";
 
 /** Freezes `value` and everything in it, so a test (or a store) that changes a shared fixture fails loudly. */
 function deepFreeze<T>(value: T): T {
@@ -48,7 +48,15 @@ export interface Call {
   readonly id: string;
   readonly name: string;
   readonly args: Record<string, unknown>;
+  /** The tool's fingerprint; default: that of a tool named `name` with no description or schema. */
+  readonly fingerprint?: string;
 }
+
+/** `toolFingerprint` of a tool named `name`, described as `description`, with no schema. */
+export const fingerprintOf = (name: string, description = ""): string => toolFingerprint({ name, description });
+
+/** The fingerprint of the tool `call` is made to. */
+export const fingerprintOfCall = (call: Call): string => call.fingerprint ?? fingerprintOf(call.name);
 
 export const SCOPE = "doc-1";
 export const OTHER_SCOPE = "doc-2";
@@ -73,8 +81,12 @@ export function identity(of: TurnRef = TURN, call: Call = CALL): MutationIdentit
     toolName: call.name,
     argsDigest: digest(call.args),
     mutationKey: mutationKey(of, call),
+    toolFingerprint: fingerprintOfCall(call),
   };
 }
+
+/** The same call, to the same tool by name, after the tool's description changed: another fingerprint. */
+export const REDESCRIBED: Call = deepFreeze({ ...CALL, args: { ...CALL.args }, fingerprint: fingerprintOf(CALL.name, "Renames a document.") });
 
 /** Three calls of the same turn that each differ from `CALL` in one part of the mutation key. */
 export const RIVAL_CALLS: readonly (readonly [string, Call])[] = [
@@ -114,15 +126,17 @@ export const VERDICT_KEY: VerdictKey = deepFreeze({
   turnKey: TURN_KEY,
   toolCallId: CALL.id,
   toolName: CALL.name,
+  toolFingerprint: fingerprintOfCall(CALL),
   guardrail: "pii",
   argsDigest: digest(CALL.args),
 });
 
-/** The verdict key with each of its five fields changed in turn. */
+/** The verdict key with each of its six fields changed in turn. */
 export const VERDICT_KEY_VARIANTS: readonly (readonly [string, VerdictKey])[] = [
   ["another turn key", { ...VERDICT_KEY, turnKey: turnKey(SIBLING) }],
   ["another call id", { ...VERDICT_KEY, toolCallId: "call-2" }],
   ["another tool", { ...VERDICT_KEY, toolName: "delete_document" }],
+  ["another tool fingerprint", { ...VERDICT_KEY, toolFingerprint: fingerprintOfCall(REDESCRIBED) }],
   ["another guardrail", { ...VERDICT_KEY, guardrail: "toxicity" }],
   ["another argument digest", { ...VERDICT_KEY, argsDigest: digest({ title: "Other notes" }) }],
 ];
@@ -150,15 +164,17 @@ export function verdictRecord(
   return { ...key, verdict: structuredClone(verdict), recordedAt };
 }
 
-/** The approval id the middleware derives for `call` in `of`. */
+/** The approval id the middleware derives for the first execution of `call` in `of`. */
 export function approvalId(of: TurnRef = TURN, call: Call = CALL): string {
   return digest({
     kind: "arkah.approval",
     v: 1,
     turnKey: turnKey(of),
     toolName: call.name,
+    toolFingerprint: fingerprintOfCall(call),
     toolCallId: call.id,
     argsDigest: digest(call.args),
+    execution: 0,
   });
 }
 
@@ -176,6 +192,7 @@ export function approvalRequest(
     scopeId: of.scopeId,
     toolCallId: call.id,
     toolName: call.name,
+    toolFingerprint: fingerprintOfCall(call),
     argsDigest: digest(call.args),
     args: { ...(structuredClone(call.args) as ApprovalSubmission["args"]), tags: ["a", { b: null }], label: "ünïcødé ✓" },
     guardrails: ["manager", "legal"],

@@ -84,6 +84,7 @@ function expectReconciledEvent(
     scopeId: id.scopeId,
     toolCallId: id.toolCallId,
     toolName: id.toolName,
+    toolFingerprint: id.toolFingerprint,
     kind: "mutation",
     argsDigest: id.argsDigest,
     mutationKey: id.mutationKey,
@@ -157,7 +158,11 @@ export function reconciliationSuite(test: StoreTest): void {
     expect(await reconcile(store, completed(TURN_KEY, "INC-42"))).toEqual({ reconciled: true, state: "unknown" });
     expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
     expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
-    for (const [label, call] of RIVAL_CALLS) expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
+    // Another call is told what was done: the reconciled call, with the operator's result.
+    const completedByOperator = { toolName: CALL.name, toolCallId: CALL.id, result: OPERATOR_RESULT };
+    for (const [label, call] of RIVAL_CALLS) {
+      expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict", completed: completedByOperator });
+    }
     expect(await unresolved(store)).toEqual([]);
     const events = await reconciledEvents(store);
     expect(events).toHaveLength(1);
@@ -360,7 +365,10 @@ export function scopeSuite(test: StoreTest): void {
     await leaveUnknown(store);
     expect(await claim(store, done)).toEqual({ status: "replay", result: RESULT });
     expect(await claim(store, running)).toEqual({ status: "pending" });
-    expect(await claim(store, identity(turn("done"), { ...CALL, id: "call-2" }))).toEqual({ status: "conflict" });
+    expect(await claim(store, identity(turn("done"), { ...CALL, id: "call-2" }))).toEqual({
+      status: "conflict",
+      completed: { toolName: CALL.name, toolCallId: CALL.id, result: RESULT },
+    });
   });
 
   test("only unknown blocks: pending and completed mutations in the scope do not", async ({ store }) => {

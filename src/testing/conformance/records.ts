@@ -19,7 +19,9 @@ import {
   DENY,
   evidenceDigest,
   expectBoolean,
+  fingerprintOfCall,
   receipt,
+  REDESCRIBED,
   SIBLING,
   STRANGER,
   TURN,
@@ -61,6 +63,25 @@ export function receiptsSuite(test: StoreTest): void {
       expect(await store.getReceipt(TURN_KEY)).toEqual(first);
     });
   }
+
+  test("stores a receipt's principal exactly, and leaves it out of a receipt that names none", async ({ store }) => {
+    const named = receipt(TURN, { principal: "user:ünïcødé 7\u0000" });
+    expect(await put(store, named)).toEqual(named);
+    expect(await store.getReceipt(TURN_KEY)).toEqual(named);
+    await put(store, receipt(SIBLING));
+    expect(await store.getReceipt(turnKey(SIBLING))).not.toHaveProperty("principal");
+  });
+
+  test("the first receipt's principal is immutable: a later put for another principal, or none, gets the first back", async ({ store }) => {
+    const first = receipt(TURN, { principal: "user-1" });
+    await put(store, first);
+    expect(await put(store, receipt(TURN, { principal: "user-2" }))).toEqual(first);
+    expect(await put(store, receipt(TURN))).toEqual(first);
+    const unnamed = receipt(SIBLING);
+    await put(store, unnamed);
+    expect(await put(store, receipt(SIBLING, { principal: "user-1" }))).toEqual(unnamed);
+    expect(await store.getReceipt(turnKey(SIBLING))).not.toHaveProperty("principal");
+  });
 
   test("keeps receipts of different turns apart", async ({ store }) => {
     const denied = receipt(TURN, { allowed: false });
@@ -161,7 +182,7 @@ export function readsSuite(test: StoreTest): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Guardrail verdicts: insert-if-absent, keyed by all five key fields
+// Guardrail verdicts: insert-if-absent, keyed by all six key fields
 
 interface KeyedRecords<R extends VerdictKey> {
   readonly what: string;
@@ -185,6 +206,7 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
     turnKey: value.turnKey,
     toolCallId: value.toolCallId,
     toolName: value.toolName,
+    toolFingerprint: value.toolFingerprint,
     guardrail: value.guardrail,
     argsDigest: value.argsDigest,
   });
@@ -212,7 +234,7 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
   });
 
   for (const [label, key] of VERDICT_KEY_VARIANTS) {
-    test(`keys a ${what} by all five fields: ${label} is a different ${what}`, async ({ store }) => {
+    test(`keys a ${what} by all six fields: ${label} is a different ${what}`, async ({ store }) => {
       await record(store, first());
       expect(await get(store, key)).toBeUndefined();
       expect(await record(store, second(key))).toEqual(second(key));
@@ -255,6 +277,15 @@ export function verdictsSuite(test: StoreTest): void {
     expect((await store.getVerdict(other))?.verdict).toEqual(DENY);
     expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
     expect((await store.getVerdict({ ...VERDICT_KEY, toolName: CALL.name.toUpperCase() }))).toBeUndefined();
+  });
+
+  test("a verdict recorded under one tool fingerprint never answers another: the same tool, described otherwise", async ({ store }) => {
+    const redescribed = { ...VERDICT_KEY, toolFingerprint: fingerprintOfCall(REDESCRIBED) };
+    await store.recordVerdict(verdictRecord(VERDICT_KEY, ALLOW));
+    expect(await store.getVerdict(redescribed)).toBeUndefined();
+    expect(await store.recordVerdict(verdictRecord(redescribed, DENY))).toEqual(verdictRecord(redescribed, DENY));
+    expect((await store.getVerdict(redescribed))?.verdict).toEqual(DENY);
+    expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
   });
 
   keyedRecordsSuite<VerdictRecord>(test, {

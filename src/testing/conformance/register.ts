@@ -8,6 +8,7 @@ import type { ConformanceSuite } from "./suites.js";
 import { approvalsSuite } from "./approvals.js";
 import { auditSuite } from "./audit.js";
 import { claimsSuite, releaseSuite, settlementSuite } from "./claims.js";
+import { cursorsSuite } from "./cursors.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
 import { readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
@@ -24,7 +25,8 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
     title: "approvals: durable requests; the first decision wins; applied once; listed and expired",
     register: approvalsSuite,
   },
-  audit: { title: "audit: an append-only trail in append order", register: auditSuite },
+  audit: { title: "audit: an append-only trail in append order, filtered by turn and scope", register: auditSuite },
+  cursors: { title: "cursors: one forward-only delivery cursor per audit sink", register: cursorsSuite },
   reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite },
   scope: { title: "scope: an unknown mutation blocks its scope's other turns", register: scopeSuite },
   retention: { title: "retention: prune keeps a tombstone per turn", register: retentionSuite },

@@ -8,6 +8,7 @@ export const CONFORMANCE_SUITES = [
   "verdicts",
   "approvals",
   "audit",
+  "cursors",
   "reconciliation",
   "scope",
   "retention",

@@ -6,11 +6,13 @@ import { expect } from "vitest";
 import { z } from "zod";
 import {
   AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRequestSchema,
   AuditEventSchema,
   AuditQuerySchema,
+  AuditSinkNameSchema,
   ClaimOptionsSchema,
   DecideApprovalInputSchema,
   DigestSchema,
@@ -82,6 +84,9 @@ const PENDING_REQUEST = approvalRequest(TURN);
 const APPROVED_REQUEST = approvalRequest(DONE);
 const FREE_REQUEST = approvalRequest(FREE);
 const FREE_EVIDENCE = { turnKey: FREE_KEY, evidenceDigest: evidenceDigest("free") };
+/** A sink whose cursor is at 1 (a valid advance would move it), and one without a cursor. */
+const SEEDED_SINK = "seeded";
+const FREE_SINK = "free";
 
 interface Seeded {
   /** The token of `TURN`'s pending claim. */
@@ -96,6 +101,7 @@ async function seed(store: GuardrailStore, clock: ManualClock): Promise<Seeded> 
   await store.requestApproval(APPROVED_REQUEST);
   await store.decideApproval({ approvalId: APPROVED_REQUEST.approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
   await store.appendAudit(auditEvent());
+  await store.advanceAuditCursor({ sink: SEEDED_SINK, seq: 1 });
   await complete(store, identity(DONE));
   await leaveUnknown(store, identity(STRANGER));
   const token = await acquire(store, identity(TURN));
@@ -118,6 +124,7 @@ async function observe(store: GuardrailStore) {
     ],
     approvalList: await store.listApprovals(),
     audit: await store.readAudit(),
+    cursors: [await store.getAuditCursor(SEEDED_SINK), await store.getAuditCursor(FREE_SINK)],
     unresolved: await store.listUnresolved(),
     // Claims that find an existing claim, or are refused, change nothing.
     claims: [
@@ -213,6 +220,9 @@ function validationCases(): Case[] {
         ["allowed as null", { ...freeReceipt, allowed: null }],
         ...badTimestamps("decidedAt", freeReceipt),
         ["no allowed", without(freeReceipt, "allowed")],
+        ["an empty principal", { ...freeReceipt, principal: "" }],
+        ["a numeric principal", { ...freeReceipt, principal: 7 }],
+        ["a null principal", { ...freeReceipt, principal: null }],
         ["no turn key", without(freeReceipt, "turnKey")],
         ["an extra key", { ...freeReceipt, trusted: true }],
       ],
@@ -250,6 +260,9 @@ function validationCases(): Case[] {
         ["a bad argsDigest", { ...freeIdentity, argsDigest: "{}" }],
         ["a numeric mutationKey", { ...freeIdentity, mutationKey: 7 }],
         ["no mutationKey", without(freeIdentity, "mutationKey")],
+        ["no toolFingerprint", without(freeIdentity, "toolFingerprint")],
+        ["an upper-case toolFingerprint", { ...freeIdentity, toolFingerprint: freeIdentity.toolFingerprint.toUpperCase() }],
+        ["a null toolFingerprint", { ...freeIdentity, toolFingerprint: null }],
         ["an extra key", { ...freeIdentity, token: "mine" }],
         ["an existing claim's identity with an extra key", { ...identity(TURN), force: true }],
       ],
@@ -329,6 +342,8 @@ function validationCases(): Case[] {
         ["an empty toolCallId", { ...freeVerdict, toolCallId: "" }],
         ["an empty toolName", { ...freeVerdict, toolName: "" }],
         ["no toolName", without(freeVerdict, "toolName")],
+        ["no toolFingerprint", without(freeVerdict, "toolFingerprint")],
+        ["a bad toolFingerprint", { ...freeVerdict, toolFingerprint: "rename_document" }],
         ["an empty guardrail", { ...freeVerdict, guardrail: "" }],
         ["a bad argsDigest", { ...freeVerdict, argsDigest: "x" }],
         ["no verdict", without(freeVerdict, "verdict")],
@@ -361,6 +376,8 @@ function validationCases(): Case[] {
         ["an empty toolName", { ...VERDICT_KEY, toolName: "" }],
         ["no toolName (a key without the tool)", without(VERDICT_KEY, "toolName")],
         ["a numeric toolName", { ...VERDICT_KEY, toolName: 1 }],
+        ["no toolFingerprint (a key without the tool's fingerprint)", without(VERDICT_KEY, "toolFingerprint")],
+        ["an empty toolFingerprint", { ...VERDICT_KEY, toolFingerprint: "" }],
         ["a bad argsDigest", { ...VERDICT_KEY, argsDigest: VERDICT_KEY.argsDigest.toUpperCase() }],
         ["no guardrail", without(VERDICT_KEY, "guardrail")],
         ["an extra key (a whole record)", verdictRecord(VERDICT_KEY, DENY)],
@@ -381,6 +398,8 @@ function validationCases(): Case[] {
         ["an empty scopeId", { ...FREE_REQUEST, scopeId: "" }],
         ["an empty toolCallId", { ...FREE_REQUEST, toolCallId: "" }],
         ["an empty toolName", { ...FREE_REQUEST, toolName: "" }],
+        ["no toolFingerprint", without(FREE_REQUEST, "toolFingerprint")],
+        ["a bad toolFingerprint", { ...FREE_REQUEST, toolFingerprint: "x" }],
         ["a bad argsDigest", { ...FREE_REQUEST, argsDigest: "x" }],
         ["arguments as an array", { ...FREE_REQUEST, args: [] }],
         ["arguments as a string", { ...FREE_REQUEST, args: "{}" }],
@@ -485,6 +504,7 @@ function validationCases(): Case[] {
         ["an empty toolCallId", { ...event, toolCallId: "" }],
         ["a bad argsDigest", { ...event, argsDigest: "x" }],
         ["a bad mutationKey", { ...event, mutationKey: "x" }],
+        ["a bad toolFingerprint", { ...event, toolFingerprint: "x" }],
         ["an empty operatorRef", { ...event, operatorRef: "" }],
         ["a bad approvalId", { ...event, decision: "approval", approvalId: "x" }],
         ["a caller-chosen seq", { ...event, seq: 1 }],
@@ -510,10 +530,58 @@ function validationCases(): Case[] {
         ["a string limit", { limit: "10" }],
         ["a negative afterSeq", { afterSeq: -1 }],
         ["a string afterSeq", { afterSeq: "1" }],
+        ["a bad turn key", { turnKey: "t" }],
+        ["an upper-case turn key", { turnKey: TURN_KEY.toUpperCase() }],
+        ["a null turn key", { turnKey: null }],
+        ["an empty scopeId", { scopeId: "" }],
+        ["a numeric scopeId", { scopeId: 1 }],
+        ["scopeId as an array", { scopeId: ["doc-1"] }],
         ...BAD_TIMESTAMPS.map(([label, value]) => [`since as ${label}`, { since: value }] as const),
         ["an extra key", { limit: 1, order: "desc" }],
       ],
       (store, _seeded, value) => store.readAudit(untyped(value)),
+    ),
+
+    ...cases(
+      "getAuditCursor",
+      AuditSinkNameSchema,
+      [
+        ["an empty name", ""],
+        ["a number", 1],
+        ["null", null],
+        ["undefined", undefined],
+        ["an object", { sink: FREE_SINK }],
+        ["an array", [FREE_SINK]],
+      ],
+      (store, _seeded, value) => store.getAuditCursor(untyped(value)),
+    ),
+
+    ...(
+      [
+        ["a fresh sink", FREE_SINK],
+        ["a sink at 1", SEEDED_SINK],
+      ] as const
+    ).flatMap(([which, sink]) =>
+      cases(
+        "advanceAuditCursor",
+        AdvanceAuditCursorInputSchema,
+        (
+          [
+            ...NOT_OBJECTS,
+            ["a negative seq", { sink, seq: -1 }],
+            ["a fractional seq", { sink, seq: 2.5 }],
+            ["a string seq", { sink, seq: "2" }],
+            ["NaN", { sink, seq: Number.NaN }],
+            ["Infinity", { sink, seq: Number.POSITIVE_INFINITY }],
+            ["no seq", { sink }],
+            ["no sink", { seq: 2 }],
+            ["an empty sink", { sink: "", seq: 2 }],
+            ["a numeric sink", { sink: 1, seq: 2 }],
+            ["an extra key", { sink, seq: 2, force: true }],
+          ] as const
+        ).map(([label, value]) => [`${label} (${which})`, value] as const),
+        (store, _seeded, value) => store.advanceAuditCursor(untyped(value)),
+      ),
     ),
 
     ...cases(
