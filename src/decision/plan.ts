@@ -2,11 +2,13 @@
  * The decision table of design section 3, as pure functions of the policy, the model step and the
  * store's answers. The middleware asks these in order; the first refusal wins.
  */
-import type { ClaimResult, MutationResult, RefusalCode, ToolKind } from "../contracts.js";
+import type { ClaimResult, JsonValue, MutationResult, RefusalCode, ToolKind } from "../contracts.js";
 import type { StepCall } from "./transcript.js";
 
 export interface Refusal {
   readonly refuse: RefusalCode;
+  /** Extra fields of the refusal's content, for the model. */
+  readonly details?: Readonly<Record<string, JsonValue>>;
 }
 
 /** Steps 2 and 3: is the tool registered, and are the step's call ids unique? */
@@ -82,7 +84,13 @@ export function claimAction(claim: ClaimResult): ClaimAction {
     case "unknown":
       return { refuse: "mutation_unknown" };
     case "conflict":
-      return { refuse: "mutation_conflict" };
+      // What the turn's one change did, so a model that minted a new call id can tell the user.
+      return claim.completed === undefined
+        ? { refuse: "mutation_conflict" }
+        : {
+            refuse: "mutation_conflict",
+            details: { completed: { tool: claim.completed.toolName, status: claim.completed.result.status, result: claim.completed.result.content } },
+          };
     case "scope_unresolved":
       return { refuse: "scope_unresolved" };
   }
@@ -113,7 +121,7 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
   mutation_unknown:
     "The outcome of this change is unknown and it will not be retried. Tell the user an operator has to confirm it.",
   mutation_conflict:
-    "This turn has already made its one change. Do not make another; tell the user what was done.",
+    "This turn has already made its one change. Do not make another; tell the user what was done (see completed, when given).",
   scope_unresolved:
     "An earlier change to this document has an unknown outcome and awaits an operator, so no change can be made now. Tell the user.",
   tool_failed: "The tool failed and returned no result. Try a different approach or tell the user.",

@@ -156,7 +156,8 @@ export async function runMutation(
     call.adopt(renewed.pass, renewed.approval);
     ({ identity, action } = await claim());
   }
-  if ("refuse" in action) return call.refuse(action.refuse);
+  // authorize allowed this call before the claim, so the turn's completed change may be named.
+  if ("refuse" in action) return call.refuse(action.refuse, action.details);
   const { mutationKey } = identity;
   if ("replay" in action) {
     await call.record({ decision: "replayed", mutationKey, result: action.replay.content });

@@ -211,3 +211,51 @@ describe("createToolGuardrails fails closed", () => {
     expect(seen).toEqual(["u-7"]);
   });
 });
+
+describe("a conflict says what the turn's one change did", () => {
+  it("a transport retry whose model mints a new call id gets mutation_conflict naming the completed change and its result", async () => {
+    const store = new InMemoryGuardrailStore();
+    const input = turnInput();
+    await admit(store, input);
+    const service = new DocumentService();
+    const run = (script: ConstructorParameters<typeof ScriptedModel>[0]) =>
+      createAgent({
+        model: new ScriptedModel(script),
+        tools: documentTools(service).all,
+        middleware: [createDocumentGuardrails({ input, store, userMessageLabel: "user", authorize: () => true, tools: TOOL_POLICIES })],
+      }).invoke({ messages: [new HumanMessage(USER_MESSAGE)] });
+    await run([{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }]);
+    expect(service.writes).toBe(1);
+
+    // The retry of the same turn: a real provider plans the same change under a fresh id.
+    const retried = await run([{ toolCalls: [read("r2")] }, { toolCalls: [rename("w9")] }, { content: "done" }]);
+    const conflict = outcomeOf(retried.messages, "w9");
+    expect(conflict.code).toBe("mutation_conflict");
+    expect(JSON.parse(conflict.content)).toMatchObject({
+      completed: { tool: "rename_document", status: "success", result: '{"title":"Field notes","revision":1}' },
+    });
+    expect(service.writes).toBe(1);
+  });
+
+  it("an unauthorized call is never told what the turn did", async () => {
+    const store = new InMemoryGuardrailStore();
+    const input = turnInput();
+    await admit(store, input);
+    const service = new DocumentService();
+    let allow = true;
+    const agent = (script: ConstructorParameters<typeof ScriptedModel>[0]) =>
+      createAgent({
+        model: new ScriptedModel(script),
+        tools: documentTools(service).all,
+        middleware: [createDocumentGuardrails({ input, store, userMessageLabel: "user", authorize: () => allow, tools: TOOL_POLICIES })],
+      });
+    await agent([{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }]).invoke({
+      messages: [new HumanMessage(USER_MESSAGE)],
+    });
+    allow = false;
+    const retried = await agent([{ toolCalls: [rename("w9")] }, { content: "done" }]).invoke({ messages: [new HumanMessage(USER_MESSAGE)] });
+    const refused = outcomeOf(retried.messages, "w9");
+    expect(refused.code).toBe("unauthorized");
+    expect(refused.content).not.toContain("Field notes");
+  });
+});

@@ -228,6 +228,10 @@ describe("claimAction", () => {
     [{ status: "pending" }, { refuse: "mutation_pending" }],
     [{ status: "unknown" }, { refuse: "mutation_unknown" }],
     [{ status: "conflict" }, { refuse: "mutation_conflict" }],
+    [
+      { status: "conflict", completed: { toolName: "rename_document", toolCallId: "w1", result: { content: "renamed", status: "success" } } },
+      { refuse: "mutation_conflict", details: { completed: { tool: "rename_document", status: "success", result: "renamed" } } },
+    ],
     [{ status: "scope_unresolved" }, { refuse: "scope_unresolved" }],
   ];
 
