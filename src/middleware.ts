@@ -71,6 +71,8 @@ export interface DocumentGuardrailsOptions {
 export interface ToolReport {
   readonly name: string;
   readonly kind: ToolKind;
+  /** `toolFingerprint` of the tool, once the agent's model was called (undefined before). */
+  readonly fingerprint: string | undefined;
   readonly retry: { readonly owner: "tool" | "middleware"; readonly maxAttempts: number; readonly idempotent: boolean };
   /** The guardrails that check its calls, in order. */
   readonly guardrails: readonly string[];
@@ -221,6 +223,7 @@ export function createDocumentGuardrails(
     tools: [...policies].map(([name, policy]) => ({
       name,
       kind: policy.kind,
+      fingerprint: coverage.fingerprint(name),
       retry: { owner: policy.owner, maxAttempts: policy.maxAttempts, idempotent: policy.idempotent },
       guardrails: guardrails
         .filter((guardrail) => guardrail.placements.includes("tool-args") && (guardrail.tools?.includes(name) ?? true))

@@ -22,7 +22,7 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
-import { authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
+import { adoptTool, authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
 
 /** A call as `createToolGuardrails`' `authorize` sees it: a copy of its parsed arguments. */
@@ -76,6 +76,8 @@ const OptionsSchema = z.strictObject({
 /** What `report()` says about one tool `createToolGuardrails` governs. */
 export interface ToolGuardrailsToolReport {
   readonly name: string;
+  /** `toolFingerprint` of the tool, once the agent's model was called (undefined before). */
+  readonly fingerprint: string | undefined;
   /** The guardrails that check its calls, in order. */
   readonly guardrails: readonly string[];
 }
@@ -132,6 +134,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     coverage: coverage.report(),
     tools: tools.map((name) => ({
       name,
+      fingerprint: coverage.fingerprint(name),
       guardrails: guardrails.filter((guardrail) => appliesTo(guardrail, name)).map((guardrail) => guardrail.name),
     })),
   });
@@ -143,8 +146,7 @@ function checkTool(call: GovernedCall, registered: ReadonlySet<string>): Promise
   const { request } = call;
   if (!registered.has(call.name) || !isSealable(request.tool)) return call.refuse("unregistered_tool");
   if (!isWellFormedId(request.toolCall.id)) return call.refuse("duplicate_call_id");
-  call.tool = request.tool;
-  return undefined;
+  return adoptTool(call, request.tool);
 }
 
 /** The turn a call is recorded under: the trusted one in context, else the thread's latest user message (`isUserText`). */

@@ -93,7 +93,7 @@ export async function approvalFor(
   if (store === undefined) {
     // Without a store there is nothing to consume: one decision per task execution.
     const id = approvalId(env.turn.turnKey, call, options.from);
-    const decision = await answer(env, request(ask, call, id), false, options.from);
+    const decision = await answer(env, request(ask, call, id), false);
     return withHandle(decision, { approvalId: id, execution: options.from, used: false, apply: () => Promise.resolve(true) });
   }
   for (let execution = options.from; ; execution++) {
@@ -127,7 +127,7 @@ export async function approvalFor(
       continue;
     }
     if (record.status === "expired") return { expired: true };
-    const decided = record.status === "pending" ? await decide(env, record, request(ask, call, id), execution) : record;
+    const decided = record.status === "pending" ? await decide(env, record, request(ask, call, id)) : record;
     if (decided.status === "expired") return { expired: true };
     return withHandle(decided.decision ?? { decision: "reject" }, { approvalId: id, execution, used: false, apply });
   }
@@ -151,15 +151,10 @@ function request(ask: ApprovalAsk, call: CheckedCall, id: string): ApprovalReque
 }
 
 /** Pauses for the person's answer and records it; the first recorded decision wins. */
-async function decide(
-  env: GuardrailEnvironment,
-  pending: ApprovalRecord,
-  asked: ApprovalRequest,
-  execution: number,
-): Promise<ApprovalRecord> {
+async function decide(env: GuardrailEnvironment, pending: ApprovalRecord, asked: ApprovalRequest): Promise<ApprovalRecord> {
   const store = env.store;
   if (store === undefined) throw new Error("unreachable: decide needs a store");
-  const decision = await answer(env, asked, true, execution);
+  const decision = await answer(env, asked, true);
   const result = parseStoreValue(
     ApprovalDecisionResultSchema,
     await store.decideApproval({ approvalId: asked.approvalId, decision, decidedAt: new Date().toISOString() }),
@@ -183,12 +178,7 @@ async function decide(
  * another request, or is unkeyed while other calls of the step are waiting too, is reported in a
  * new interrupt for the same request: nothing is decided and the request stays answerable.
  */
-async function answer(
-  env: GuardrailEnvironment,
-  asked: ApprovalRequest,
-  keyed: boolean,
-  execution: number,
-): Promise<ApprovalDecision> {
+async function answer(env: GuardrailEnvironment, asked: ApprovalRequest, keyed: boolean): Promise<ApprovalDecision> {
   let problem: string | undefined;
   for (;;) {
     const value: unknown = interrupt(problem === undefined ? asked : { ...asked, problem });
@@ -199,14 +189,13 @@ async function answer(
         'or { decision: "edit", args }, optionally with this request\'s approvalId';
     } else if (parsed.data.approvalId !== undefined && parsed.data.approvalId !== asked.approvalId) {
       problem = "the answer named another approval request: resume this one with its own approvalId";
-    } else if (parsed.data.approvalId === undefined && keyed && execution > 0) {
-      // A renewed request reuses the task's interrupt positions: an unkeyed value may be an
-      // answer meant for the request before it.
-      problem = "this call was approved once already and runs again: answer this new request with its approvalId";
-    } else if (parsed.data.approvalId === undefined && keyed && (await othersWaiting(env, asked))) {
+    } else if (parsed.data.approvalId === undefined && keyed && (await othersAsked(env, asked))) {
+      // LangGraph hands a task its resume values by position, and an unkeyed scalar to every
+      // pending request: with another request for this call or its step, the value may be meant
+      // for that one (asked before the call ran again, or its tool or arguments changed).
       problem =
-        "other calls of this step are waiting for approval too, so an answer without approvalId decides none: " +
-        "answer each request with its approvalId, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })";
+        "another approval request exists for this call or another call of its step, so an answer without approvalId " +
+        "decides none: answer each request with its approvalId, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })";
     } else {
       const { approvalId: _named, ...decision } = parsed.data;
       return decision;
@@ -220,10 +209,10 @@ async function answer(
   }
 }
 
-/** Whether another call of the same model step has an approval request in this turn. */
-async function othersWaiting(env: GuardrailEnvironment, asked: ApprovalRequest): Promise<boolean> {
-  if (env.siblings.length === 0 || env.store === undefined) return false;
-  const siblings = new Set(env.siblings);
+/** Whether this turn holds another approval request for this call id or another call of its step. */
+async function othersAsked(env: GuardrailEnvironment, asked: ApprovalRequest): Promise<boolean> {
+  if (env.store === undefined) return false;
+  const calls = new Set([asked.toolCallId, ...env.siblings]);
   const requests = await env.store.listApprovals({ turnKey: env.turn.turnKey });
-  return requests.some((record) => record.approvalId !== asked.approvalId && siblings.has(record.toolCallId));
+  return requests.some((record) => record.approvalId !== asked.approvalId && calls.has(record.toolCallId));
 }

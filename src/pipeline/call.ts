@@ -53,8 +53,9 @@ export class GovernedCall {
   readonly kind: ToolKind | undefined;
   /** The tool calls of the model step that proposed this one, as the transcript shows it. */
   readonly step: readonly StepCall[] | undefined;
-  /** Set by the step check. */
+  /** Set by the step check: the tool and its `toolFingerprint`. */
   tool: SealableTool | undefined;
+  fingerprint: string | undefined;
   /** Set by the parse stage; replaced by an approver's edit. */
   arguments: CallArguments | undefined;
   /** Set by the guardrails when a person approved the call: this execution must apply it. */
@@ -106,6 +107,7 @@ export class GovernedCall {
       toolName: this.name,
       ...(id === undefined || id === "" ? {} : { toolCallId: id }),
       ...(this.kind === undefined ? {} : { kind: this.kind }),
+      ...(this.fingerprint === undefined ? {} : { toolFingerprint: this.fingerprint }),
       ...(this.arguments === undefined ? {} : { argsDigest: this.arguments.argsDigest }),
       ...draft,
     });

@@ -4,6 +4,7 @@
  * listed can fail the run before the model may call it.
  */
 import { ConfigurationError } from "../errors.js";
+import { toolFingerprint, type FingerprintedTool } from "../keys.js";
 
 /** Which of the agent's tools are governed. */
 export interface Coverage {
@@ -20,6 +21,7 @@ export class ToolCoverage {
   readonly #registered: ReadonlySet<string>;
   readonly #failOnUngoverned: boolean;
   readonly #seen = new Set<string>();
+  readonly #fingerprints = new Map<string, string>();
   /** The tool lists already looked at: a list is checked once, not at every model call. */
   readonly #checked = new WeakSet<readonly unknown[]>();
 
@@ -37,6 +39,7 @@ export class ToolCoverage {
       if (typeof name !== "string") continue;
       this.#seen.add(name);
       if (!this.#registered.has(name)) ungoverned.push(name);
+      else this.#fingerprints.set(name, fingerprintOf(name, tool as FingerprintedTool));
     }
     if (this.#failOnUngoverned && ungoverned.length > 0) {
       throw new ConfigurationError(
@@ -45,6 +48,11 @@ export class ToolCoverage {
       );
     }
     this.#checked.add(tools);
+  }
+
+  /** A governed tool's `toolFingerprint`, as last seen in a model request. */
+  fingerprint(name: string): string | undefined {
+    return this.#fingerprints.get(name);
   }
 
   /** Undefined until the agent's model was first called. */
@@ -58,5 +66,15 @@ export class ToolCoverage {
       ungoverned,
       level: ungoverned.length === 0 ? "full" : "partial",
     };
+  }
+}
+
+function fingerprintOf(name: string, tool: FingerprintedTool): string {
+  try {
+    return toolFingerprint(tool);
+  } catch (error) {
+    throw new ConfigurationError(`tools.${name}: its declared input schema is not plain JSON, so it has no fingerprint`, {
+      cause: error,
+    });
   }
 }

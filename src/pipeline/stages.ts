@@ -8,6 +8,7 @@ import { checkCall } from "../decision/plan.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
 import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
 import { argumentIssueDetails } from "../guardrails/schema.js";
+import { toolFingerprint } from "../keys.js";
 import { isAuthorized } from "../options.js";
 import type { GovernedCall } from "./call.js";
 
@@ -33,7 +34,21 @@ export function checkStep(call: GovernedCall): Promise<ToolMessage> | undefined 
     });
     return call.refuse("unregistered_tool");
   }
-  call.tool = request.tool;
+  return adoptTool(call, request.tool);
+}
+
+/** Takes the call's tool, once its identity is known: a tool without a fingerprint is refused. */
+export function adoptTool(call: GovernedCall, tool: SealableTool): Promise<ToolMessage> | undefined {
+  try {
+    call.fingerprint = toolFingerprint(tool);
+  } catch (error) {
+    call.governance.logger.warn("a governed tool's declared schema is not plain JSON, so it has no fingerprint; refused", {
+      toolName: call.name,
+      error,
+    });
+    return call.refuse("unregistered_tool");
+  }
+  call.tool = tool;
   return undefined;
 }
 

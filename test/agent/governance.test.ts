@@ -14,6 +14,7 @@ import {
   createDocumentGuardrails,
   createToolGuardrails,
   InMemoryGuardrailStore,
+  toolFingerprint,
   turnContext,
 } from "arkah-agent-guardrails";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
@@ -55,10 +56,13 @@ describe("report(): what the guardrails govern of the agent", () => {
     });
     expect(guardrails.report().coverage).toBeUndefined();
     expect(guardrails.report().tools.map((entry) => entry.name)).toEqual(Object.keys(TOOL_POLICIES));
+    expect(guardrails.report().tools.map((entry) => entry.fingerprint)).toEqual(Object.keys(TOOL_POLICIES).map(() => undefined));
 
     const { messages } = await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] });
     expect(outcomeOf(messages, "p1").code).toBe("unregistered_tool");
     expect(runs.peeks).toBe(0);
+    const byName = Object.fromEntries(documentTools(service).all.map((entry) => [entry.name, toolFingerprint(entry)]));
+    expect(Object.fromEntries(guardrails.report().tools.map((entry) => [entry.name, entry.fingerprint]))).toEqual(byName);
     expect(guardrails.report().coverage).toEqual({
       agentTools: ["peek", "read_document", "remember", "rename_document", "search_sources"],
       governed: ["read_document", "remember", "rename_document", "search_sources"],
@@ -194,7 +198,7 @@ describe("createToolGuardrails fails closed", () => {
     expect(outcomeOf(messages, "p1").code).toBe("unregistered_tool");
     expect(runs).toEqual({ peeks: 0, reads: 1 });
     expect(guardrails.report()).toEqual({
-      tools: [{ name: "lookup", guardrails: ["schema"] }],
+      tools: [{ name: "lookup", fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/) as string, guardrails: ["schema"] }],
       coverage: { agentTools: ["lookup", "peek"], governed: ["lookup"], ungoverned: ["peek"], level: "partial" },
     });
   });

@@ -11,7 +11,7 @@ import { Command, MemorySaver } from "@langchain/langgraph";
 import { tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { requireApproval, type ApprovalRequest, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
+import { InMemoryGuardrailStore, requireApproval, type ApprovalRequest, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
 import { outcomeOf } from "../support/fixtures.js";
 import { NOTE_POLICIES, NotesService, noteTools, secureAgent } from "./support.js";
 
@@ -94,7 +94,11 @@ describe("decisions are bound to the tool", () => {
     const [asked] = pendingRequests(first);
     expect(asked).toMatchObject({ tool: "delete_document", toolCallId: "c1" });
     expect(agent.actions.done).toEqual(["export note-7"]);
-    const done = await agent.resume({ decision: "reject", message: "never" });
+    // Another request exists for call id c1 (the export's), so an unkeyed answer decides nothing.
+    const unkeyed = await agent.resume({ decision: "approve" });
+    expect(pendingRequests(unkeyed)).toMatchObject([{ tool: "delete_document", problem: expect.stringMatching(/approvalId/) as string }]);
+    expect(agent.actions.done).toEqual(["export note-7"]);
+    const done = await agent.resume({ decision: "reject", message: "never", approvalId: asked?.approvalId });
     expect(outcomeOf(done.messages.slice(-3), "c1")).toMatchObject({ code: "approval_rejected" });
     expect(agent.actions.done).toEqual(["export note-7"]);
   });
@@ -213,5 +217,65 @@ describe("approvals cover one execution and are answered per request", () => {
     expect(agent.actions.done).toEqual([]);
     await agent.resume({ decision: "approve" });
     expect(agent.actions.done).toEqual(["export note-7"]);
+  });
+});
+
+describe("decisions are bound to the tool's identity (its fingerprint)", () => {
+  /** Pauses on export_document with tool v1, decides the request out of band, resumes with `description`. */
+  async function reconfigured(description: string) {
+    const checks: string[] = [];
+    const exported: string[] = [];
+    const counter: Guardrail = {
+      name: "counter",
+      placements: ["tool-args"],
+      check: ({ tool: checked }) => {
+        checks.push(checked.name);
+        return { action: "allow", outcome: "complete", detections: [] };
+      },
+    };
+    const exportTool = (text: string) =>
+      tool(
+        ({ noteId }) => {
+          exported.push(noteId);
+          return "exported";
+        },
+        { name: "export_document", description: text, schema: z.object({ noteId: z.string() }) },
+      );
+    const service = new NotesService();
+    const store = new InMemoryGuardrailStore();
+    const checkpointer = new MemorySaver();
+    const config = { configurable: { thread_id: "t-1" } };
+    const build = (text: string, script: Parameters<typeof secureAgent>[0]["script"]) =>
+      secureAgent({
+        service,
+        store,
+        tools: [...noteTools(service).all, exportTool(text)],
+        policies: POLICIES,
+        guardrails: { guardrails: [counter, requireApproval({ tools: ["export_document"] })] },
+        checkpointer,
+        script,
+      });
+    const first = build("Export a note.", [{ toolCalls: [{ id: "e1", name: "export_document", args: { noteId: "note-7" } }] }]);
+    await first.run(config);
+    const [pending] = await store.listApprovals({ status: "pending" });
+    await store.decideApproval({ approvalId: pending?.approvalId ?? "", decision: { decision: "approve" }, decidedAt: new Date().toISOString() });
+    // A restarted server: the same thread, the tool as now configured; the model has one step left.
+    const resumed = await build(description, [{ content: "done" }]).agent.invoke(new Command({ resume: { decision: "approve" } }), config);
+    return { checks, exported, asked: pendingRequests(resumed), firstId: pending?.approvalId };
+  }
+
+  it("the same tool: the recorded verdict and the decided approval are used; it runs once", async () => {
+    const { checks, exported, asked } = await reconfigured("Export a note.");
+    expect(checks).toEqual(["export_document"]);
+    expect(exported).toEqual(["note-7"]);
+    expect(asked).toEqual([]);
+  });
+
+  it("a reconfigured tool (another description): its guardrails check again and a person is asked again; nothing runs", async () => {
+    const { checks, exported, asked, firstId } = await reconfigured("Export a note to the public web.");
+    expect(checks).toEqual(["export_document", "export_document"]);
+    expect(exported).toEqual([]);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]?.approvalId).not.toBe(firstId);
   });
 });
