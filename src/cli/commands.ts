@@ -300,6 +300,10 @@ export interface AuditOptions {
   readonly limit?: number;
   /** Events per `readAudit` call. Default 1000. */
   readonly pageSize?: number;
+  /** Only the events of this turn. */
+  readonly turnKey?: string;
+  /** Only the events of this scope. */
+  readonly scopeId?: string;
 }
 
 /** Writes the audit trail as JSON lines, oldest first, paging through `readAudit` until it is exhausted. */
@@ -310,6 +314,8 @@ export async function audit(store: GuardrailStore, options: AuditOptions, sink: 
   while (remaining > 0) {
     const page: StoredAuditEvent[] = await store.readAudit({
       ...(options.since === undefined ? {} : { since: options.since }),
+      ...(options.turnKey === undefined ? {} : { turnKey: options.turnKey }),
+      ...(options.scopeId === undefined ? {} : { scopeId: options.scopeId }),
       afterSeq,
       limit: Math.min(pageSize, remaining),
     });

@@ -59,6 +59,8 @@ const COMMAND_OPTIONS = {
     since: { type: "string" },
     "after-seq": { type: "string" },
     limit: { type: "string" },
+    "turn-key": { type: "string" },
+    scope: { type: "string" },
   },
   approvals: {
     status: { type: "string" },
@@ -150,13 +152,15 @@ ${STORE_HELP}
 
 ${EXIT_HELP}
 `,
-  audit: `Usage: ${BIN} STORE audit [--since ISO-TIME] [--after-seq N] [--limit N]
+  audit: `Usage: ${BIN} STORE audit [--since ISO-TIME] [--after-seq N] [--limit N] [--turn-key K] [--scope S]
 
 Writes the audit trail to stdout as JSON lines, oldest first, one event per line with its seq.
   --since ISO-TIME   events at or after this time, e.g. 2026-11-29T18:00:00Z (a date alone,
                      2026-11-29, means midnight UTC); default: from the beginning
   --after-seq N      events after sequence number N (resume an earlier export)
   --limit N          at most N events; default: all
+  --turn-key K       only the events of this turn (its 64-hex turn key, as inspect shows it)
+  --scope S          only the events of this scope (the document's scopeId)
 
 ${STORE_HELP}
 
@@ -410,10 +414,18 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo, ta
       const since = str(values, "since");
       const afterSeq = str(values, "after-seq");
       const limit = str(values, "limit");
+      const turnKey = str(values, "turn-key");
+      const scope = str(values, "scope");
+      if (turnKey !== undefined && !/^[0-9a-f]{64}$/.test(turnKey)) {
+        throw usage(`--turn-key: expected a turn key (64 lowercase hex characters), got "${turnKey}"`, "audit");
+      }
+      if (scope === "") throw usage("--scope: expected a scope id, got an empty string", "audit");
       const options = {
         ...(since === undefined ? {} : { since: parseIsoTime("--since", since) }),
         ...(afterSeq === undefined ? {} : { afterSeq: parseCount("--after-seq", afterSeq, 0, command) }),
         ...(limit === undefined ? {} : { limit: parseCount("--limit", limit, 1, command) }),
+        ...(turnKey === undefined ? {} : { turnKey }),
+        ...(scope === undefined ? {} : { scopeId: scope }),
       };
       return (store, sink) => audit(store, options, sink);
     }

@@ -365,6 +365,31 @@ describe("audit", () => {
     expect(none.lines.out).toBe("");
     store.close();
   });
+
+  it("--turn-key and --scope keep one turn's or one document's events, through the command line", async () => {
+    const { store, flags } = sqliteFile();
+    const turns = [
+      { scopeId: "doc-1", turnId: "t-1" },
+      { scopeId: "doc-2", turnId: "t-2" },
+      { scopeId: "doc-1", turnId: "t-3" },
+    ];
+    for (const [index, turn] of turns.entries()) {
+      await store.appendAudit({ at: new Date(T0 + index * 60_000).toISOString(), decision: "executed", turnKey: turnKey(turn), scopeId: turn.scopeId });
+    }
+    store.close();
+    const seqsOf = (text: string) => text.trim().split("\n").filter(Boolean).map((line) => (JSON.parse(line) as { seq: number }).seq);
+
+    const byTurn = await cli([...flags, "audit", "--turn-key", turnKey(turns[2] ?? turns[0]!)]);
+    expect(byTurn.code).toBe(EXIT.ok);
+    expect(seqsOf(byTurn.stdout)).toEqual([3]);
+    const byScope = await cli([...flags, "audit", "--scope", "doc-1"]);
+    expect(seqsOf(byScope.stdout)).toEqual([1, 3]);
+    const both = await cli([...flags, "audit", "--scope", "doc-2", "--turn-key", turnKey(turns[0]!)]);
+    expect(seqsOf(both.stdout)).toEqual([]);
+    const bad = await cli([...flags, "audit", "--turn-key", "t-1"]);
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.stderr).toContain("--turn-key: expected a turn key");
+  });
 });
 
 describe("approvals", () => {
