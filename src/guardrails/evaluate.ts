@@ -215,6 +215,8 @@ async function verdictOf(
   guardrail: Guardrail,
   call: CheckedCall,
 ): Promise<{ readonly verdict: GuardrailVerdict; readonly fresh: boolean }> {
+  // A pure function of the call answers the same again: nothing to record or read back.
+  if (guardrail.deterministic === true) return { verdict: await runCheck(env, guardrail, call), fresh: true };
   const key: VerdictKey = {
     turnKey: env.turn.turnKey,
     toolCallId: call.id,

@@ -44,6 +44,12 @@ export interface Guardrail {
   readonly tools?: readonly string[];
   /** How long `check` may take before the call is denied (outcome `partial`). Default 10 s. */
   readonly timeoutMs?: number;
+  /**
+   * The verdict is a pure function of the call (its tool, arguments and turn): it is not recorded
+   * in the store and read back on a replay, the check just runs again. Leave it unset for anything
+   * that calls a service, samples, or reads the clock.
+   */
+  readonly deterministic?: boolean;
   check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict>;
 }
 

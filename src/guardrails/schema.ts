@@ -107,6 +107,7 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     [SCHEMA_GUARDRAIL]: true,
     name,
     placements: ["tool-args"],
+    deterministic: true,
     // Synchronous once the validator is loaded (zod tools always): no timer, no extra turn.
     check(context: GuardrailContext): GuardrailVerdict | Promise<GuardrailVerdict> {
       const { schema } = context.tool;

@@ -414,7 +414,7 @@ describe("options", () => {
     expect(() => createSchemaGuardrail({ strict: true } as never)).toThrow(ConfigurationError);
   });
 
-  it("a custom name is what verdicts are recorded under", async () => {
+  it("a custom name is what its denial is reported under; as a pure function of the call, its verdict is not stored", async () => {
     const effects = runs();
     const args = { n: 5 };
     const DRAFT_4 = "http://json-schema.org/draft-04/schema#";
@@ -422,12 +422,13 @@ describe("options", () => {
     const bounded = jsonSchemaTool("bounded", schema, effects);
     const { store, input } = await runCalls([bounded], [{ id: "c1", name: "bounded", args }], [createSchemaGuardrail({ name: "mcp-schema" })]);
     // LangChain's dialect accepts it; the declared draft-04 refuses it, under the given name.
+    const events = (await store.readAudit()).filter((event) => event.toolCallId === "c1");
+    expect(events.map((event) => [event.decision, event.guardrail, event.code])).toEqual([
+      ["verdict", "mcp-schema", "invalid_arguments"],
+      ["refused", "mcp-schema", "invalid_arguments"],
+    ]);
     const key = { turnKey: turnKey(input), toolCallId: "c1", toolName: "bounded", toolFingerprint: toolFingerprint(bounded), argsDigest: digest(args) };
-    expect((await store.getVerdict({ ...key, guardrail: "mcp-schema" }))?.verdict).toMatchObject({
-      action: "deny",
-      outcome: "complete",
-      code: "invalid_arguments",
-    });
-    expect(await store.getVerdict({ ...key, guardrail: "schema" })).toBeUndefined();
+    expect(await store.getVerdict({ ...key, guardrail: "mcp-schema" })).toBeUndefined();
+    expect(ran(effects, "bounded")).toEqual([]);
   });
 });
