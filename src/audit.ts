@@ -189,19 +189,31 @@ export class AuditTrail {
    * sink gets the event directly.
    */
   async record(draft: AuditDraft): Promise<void> {
+    const event = this.event(draft);
+    await this.#store?.appendAudit(event);
+    await this.appended(event);
+  }
+
+  /** The event for a draft: stamped now, values only if the host opted in. */
+  event(draft: AuditDraft): AuditEvent {
     const { args, result, ...fields } = draft;
     const event: AuditEvent = { at: new Date().toISOString(), ...fields };
     if (this.#options.includeValues === true) {
       if (args !== undefined) event.args = args as JsonValue;
       if (result !== undefined) event.result = result;
     }
+    return event;
+  }
+
+  /**
+   * After a store call appended `event` (with the decision it records, in one transaction):
+   * delivers the trail to the sink from its cursor, or, without a store, hands it the event.
+   */
+  async appended(event: AuditEvent): Promise<void> {
     const { sink } = this.#options;
-    if (this.#store === undefined) {
-      if (sink !== undefined) await this.#direct(sink, event);
-      return;
-    }
-    await this.#store.appendAudit(event);
-    if (sink !== undefined) await this.#deliver(this.#store, sink);
+    if (sink === undefined) return;
+    if (this.#store === undefined) await this.#direct(sink, event);
+    else await this.#deliver(this.#store, sink);
   }
 
   async #direct(sink: NonNullable<AuditOptions["sink"]>, event: AuditEvent): Promise<void> {

@@ -6,7 +6,7 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallRequest } from "langchain";
 import type { AuditDraft, AuditTrail } from "../audit.js";
-import type { GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
+import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
 import { findStep, type StepCall } from "../decision/transcript.js";
 import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
@@ -100,8 +100,17 @@ export class GovernedCall {
 
   /** Appends an audit event for this call (the turn, tool, id, kind and argument digest filled in). */
   record(draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">): Promise<void> {
+    return this.governance.audit.record(this.#draft(draft));
+  }
+
+  /** The audit event for this call, for a store call that appends it with its decision. */
+  event(draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">): AuditEvent {
+    return this.governance.audit.event(this.#draft(draft));
+  }
+
+  #draft(draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">): AuditDraft {
     const id = this.request.toolCall.id;
-    return this.governance.audit.record({
+    return {
       turnKey: this.turn.turnKey,
       scopeId: this.turn.scopeId,
       toolName: this.name,
@@ -110,7 +119,7 @@ export class GovernedCall {
       ...(this.fingerprint === undefined ? {} : { toolFingerprint: this.fingerprint }),
       ...(this.arguments === undefined ? {} : { argsDigest: this.arguments.argsDigest }),
       ...draft,
-    });
+    };
   }
 
   /** Records the refusal and returns the model's answer for it. */
