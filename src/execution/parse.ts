@@ -7,7 +7,7 @@
  * execution hands the tool body exactly these.
  */
 import { Validator } from "@langchain/core/utils/json_schema";
-import { interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
+import { interopSafeParse, interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
 import type { JsonValue } from "../contracts.js";
 import { digest, DigestError } from "../digest.js";
 import { jsonPointer, leafIssues, type ArgumentIssue } from "../guardrails/schema.js";
@@ -65,7 +65,10 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
   // Parsed as `StructuredTool.call` does; `raw` is a JSON object here.
   const input = raw as Readonly<Record<string, JsonValue>>;
   if (isInteropZodSchema(schema)) {
-    const result = await interopSafeParseAsync(schema, input);
+    // Synchronously when the schema allows it (no extra turn of the event loop); a schema with
+    // async refinements (or one that threw) answers without issues and is parsed again, async.
+    const fast = interopSafeParse(schema, input);
+    const result = fast.success || Array.isArray((fast.error as { issues?: unknown }).issues) ? fast : await interopSafeParseAsync(schema, input);
     if (!result.success) {
       // A refinement that throws surfaces here as its own error, not as issues.
       const error: unknown = result.error;
