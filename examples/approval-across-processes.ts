@@ -18,10 +18,9 @@
  * Prints a trace and exits non-zero if anything differs from what is expected.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
@@ -31,6 +30,7 @@ import { z } from "zod";
 import { admitTurn, createDocumentGuardrails, requireApproval, type ApprovalRequest, type TurnInput } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
+import { arkahGuardrails } from "./support/operator-cli.js";
 
 // ---------------------------------------------------------------------------------------------
 // The document service: a JSON file, so every process sees the same document and write count.
@@ -193,22 +193,6 @@ const check = (what: string, ok: boolean) => {
   if (!ok) failures.push(what);
 };
 
-/** How to run the CLI: from the sources in a checkout, else the installed package's bin. */
-function cliCommand(): string[] {
-  const require = createRequire(import.meta.url);
-  const packageJson = require.resolve("arkah-agent-guardrails/package.json");
-  const root = dirname(packageJson);
-  const source = join(root, "src", "cli", "index.ts");
-  if (existsSync(source)) return [process.execPath, ...process.execArgv, source];
-  const { bin } = JSON.parse(readFileSync(packageJson, "utf8")) as { bin: Record<string, string> };
-  return [process.execPath, join(root, bin["arkah-guardrails"] ?? "dist/cli/index.js")];
-}
-
-function arkahGuardrails(args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const [command = process.execPath, ...prefix] = cliCommand();
-  const child = spawnSync(command, [...prefix, ...args], { encoding: "utf8" });
-  return { code: child.status, stdout: child.stdout, stderr: child.stderr };
-}
 
 /** This file again, under the same loader flags (tsx), in another mode: another OS process. */
 function agentProcess(mode: "--pause" | "--resume", dir: string): string[] {

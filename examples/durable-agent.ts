@@ -17,10 +17,9 @@
  * Prints a trace and exits non-zero if anything differs from what is expected.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { createAgent, tool } from "langchain";
@@ -35,6 +34,7 @@ import {
 } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
+import { arkahGuardrails } from "./support/operator-cli.js";
 
 // ---------------------------------------------------------------------------------------------
 // The document service: a JSON file, so every process sees the same document and write count.
@@ -161,22 +161,6 @@ const check = (what: string, ok: boolean) => {
   if (!ok) failures.push(what);
 };
 
-/** How to run the CLI: from the sources in a checkout, else the installed package's bin. */
-function cliCommand(): string[] {
-  const require = createRequire(import.meta.url);
-  const packageJson = require.resolve("arkah-agent-guardrails/package.json");
-  const root = dirname(packageJson);
-  const source = join(root, "src", "cli", "index.ts");
-  if (existsSync(source)) return [process.execPath, ...process.execArgv, source];
-  const { bin } = JSON.parse(readFileSync(packageJson, "utf8")) as { bin: Record<string, string> };
-  return [process.execPath, join(root, bin["arkah-guardrails"] ?? "dist/cli/index.js")];
-}
-
-function arkahGuardrails(args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const [command = process.execPath, ...prefix] = cliCommand();
-  const child = spawnSync(command, [...prefix, ...args], { encoding: "utf8" });
-  return { code: child.status, stdout: child.stdout, stderr: child.stderr };
-}
 
 const dir = mkdtempSync(join(tmpdir(), "arkah-durable-"));
 const storePath = join(dir, "guardrails.sqlite");

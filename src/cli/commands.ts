@@ -120,7 +120,7 @@ export interface SuggestedStore {
 }
 
 /** What suggestions print when the command was not given the store's flags (a direct call). */
-const PLACEHOLDER_STORE: SuggestedStore = { flags: "STORE" };
+const GENERIC_STORE: SuggestedStore = { flags: "STORE" };
 
 /** A suggested command line: the bin, the store flags, then the command. */
 function suggestion(store: SuggestedStore, command: string): string {
@@ -139,7 +139,7 @@ export interface InspectOptions {
   readonly json?: boolean;
   /** The clock ages are computed against. Default: the system clock. */
   readonly now?: () => Date;
-  /** The store flags for the suggested command lines. Default: a `STORE` placeholder. */
+  /** The store flags for the suggested command lines. Default: a generic `STORE` where the flags go. */
   readonly store?: SuggestedStore;
 }
 
@@ -221,9 +221,9 @@ export async function inspect(store: GuardrailStore, options: InspectOptions, si
     ),
     "",
     "Check each write with your write service by its MUTATION KEY, then:",
-    suggestion(options.store ?? PLACEHOLDER_STORE, "reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF"),
-    suggestion(options.store ?? PLACEHOLDER_STORE, "reconcile --turn-key KEY --no-effect --operator-ref REF"),
-    ...suggestionNote(options.store ?? PLACEHOLDER_STORE),
+    suggestion(options.store ?? GENERIC_STORE, "reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF"),
+    suggestion(options.store ?? GENERIC_STORE, "reconcile --turn-key KEY --no-effect --operator-ref REF"),
+    ...suggestionNote(options.store ?? GENERIC_STORE),
   ];
   await sink.out(`${lines.join("\n")}\n`);
   return EXIT.ok;
@@ -345,7 +345,7 @@ export interface ApprovalsOptions {
   readonly json?: boolean;
   /** The clock ages are computed against. Default: the system clock. */
   readonly now?: () => Date;
-  /** The store flags for the suggested command lines. Default: a `STORE` placeholder. */
+  /** The store flags for the suggested command lines. Default: a generic `STORE` where the flags go. */
   readonly store?: SuggestedStore;
 }
 
@@ -446,7 +446,7 @@ export async function approvals(store: GuardrailStore, options: ApprovalsOptions
   }
   const pending = views.filter((record) => record.status === "pending");
   if (pending.length > 0) {
-    const store = options.store ?? PLACEHOLDER_STORE;
+    const store = options.store ?? GENERIC_STORE;
     const id = pending.length === 1 ? (pending[0]?.approvalId ?? "ID") : "ID";
     lines.push(
       "",
