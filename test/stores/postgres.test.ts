@@ -19,7 +19,7 @@ import {
   type ClaimResult,
   digest,
 } from "arkah-agent-guardrails";
-import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres.js";
+import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
 import {
   adminPool,
   blockedBackend,

@@ -29,7 +29,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails";
-import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "../../src/stores/sqlite.js";
+import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "../../src/stores/sqlite/index.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
