@@ -34,6 +34,22 @@ export function statements(schema: string) {
       `INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
     ),
     hasRead: statement("has_read", `SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = $2`),
+    // The evidence and its audit event in one statement (one transaction): the event is appended
+    // under the audit lock (as appendAudit, below) whether or not the evidence was new.
+    recordReadAudited: statement(
+      "record_read_audited",
+      `WITH recorded AS (
+         INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) VALUES ($1, $2) ON CONFLICT DO NOTHING
+       ),
+       locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($3::bigint))
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $4, $5::bigint, $6, $7, $8, $9, $10 FROM locked`,
+    ),
+    // Is any of the digests in $2 (validated hex, at most 256) recorded for turn $1?
+    hasAnyRead: statement(
+      "has_any_read",
+      `SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($2::text[]) LIMIT 1`,
+    ),
     // The scope row's lock (taken by the upsert, held to commit) and its latest unknown_count.
     claimScoped: statement(
       "claim_scoped",
@@ -52,9 +68,51 @@ export function statements(schema: string) {
       `INSERT INTO ${s}.claims (${claimColumns}) VALUES (${claimValues})
        ON CONFLICT (turn_key) DO NOTHING RETURNING token`,
     ),
+    // The same two claims, after the evidence check ($11: the digests), all in one statement: no
+    // evidence, nothing written (not even the scope row). Always one row: ok, and the token if the
+    // claim was inserted.
+    claimScopedRead: statement(
+      "claim_scoped_read",
+      `WITH evidence AS (
+         SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($11::text[])) AS ok
+       ),
+       scope AS (
+         INSERT INTO ${s}.scopes AS sc (scope_id) SELECT $2::text FROM evidence WHERE evidence.ok
+         ON CONFLICT (scope_id) DO UPDATE SET unknown_count = sc.unknown_count
+         RETURNING sc.unknown_count
+       ),
+       inserted AS (
+         INSERT INTO ${s}.claims (${claimColumns})
+         SELECT ${claimValues} FROM scope WHERE scope.unknown_count = 0
+         ON CONFLICT (turn_key) DO NOTHING
+         RETURNING token
+       )
+       SELECT evidence.ok, (SELECT token FROM inserted) AS token FROM evidence`,
+    ),
+    claimUnscopedRead: statement(
+      "claim_unscoped_read",
+      `WITH evidence AS (
+         SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($11::text[])) AS ok
+       ),
+       inserted AS (
+         INSERT INTO ${s}.claims (${claimColumns})
+         SELECT ${claimValues} FROM evidence WHERE evidence.ok
+         ON CONFLICT (turn_key) DO NOTHING
+         RETURNING token
+       )
+       SELECT evidence.ok, (SELECT token FROM inserted) AS token FROM evidence`,
+    ),
     readClaim: statement(
       "read_claim",
       `SELECT mutation_key, tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+    ),
+    // The evidence check and the turn's claim in one snapshot ($2: the digests); one row always,
+    // with NULL claim columns when there is no claim.
+    readClaimWithEvidence: statement(
+      "read_claim_with_evidence",
+      `SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($2::text[])) AS evidence_ok,
+              c.turn_key AS claimed, c.mutation_key, c.tool_name, c.tool_call_id, c.state, c.result_content, c.result_status
+       FROM (SELECT 1) AS one LEFT JOIN ${s}.claims AS c ON c.turn_key = $1`,
     ),
     lockScope: statement(
       "lock_scope",
@@ -66,6 +124,20 @@ export function statements(schema: string) {
       "settle_complete",
       `UPDATE ${s}.claims SET state = 'complete', result_content = $3, result_status = $4, settled_at = $5, settled_ms = $6::bigint
        WHERE turn_key = $1 AND token = $2 AND state = 'pending'`,
+    ),
+    // The settlement and its audit event in one statement: the event ($7 the audit lock, then its
+    // columns) is appended under the audit lock exactly when the compare-and-set applied. One row
+    // inserted: it applied.
+    settleCompleteAudited: statement(
+      "settle_complete_audited",
+      `WITH settled AS (
+         UPDATE ${s}.claims SET state = 'complete', result_content = $3, result_status = $4, settled_at = $5, settled_ms = $6::bigint
+         WHERE turn_key = $1 AND token = $2 AND state = 'pending'
+         RETURNING turn_key
+       ),
+       locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($7::bigint) FROM settled)
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $8, $9::bigint, $10, $11, $12, $13, $14 FROM locked`,
     ),
     pendingScope: statement(
       "pending_scope",

@@ -15,6 +15,7 @@
 import { randomUUID } from "node:crypto";
 import {
   ClaimedIdentitySchema,
+  type AuditEvent,
   type ClaimResult,
   type MutationIdentity,
   type MutationRelease,
@@ -23,12 +24,20 @@ import {
 } from "../../contracts.js";
 import { releasedEvent } from "../events.js";
 import { parseClaimResult, parseStoreValue } from "../validate.js";
-import { appendEvent, query, transaction, type Session } from "./connection.js";
+import { appendEvent, eventValues, query, transaction, type Session } from "./connection.js";
 import { classify, COUNT_ROW, encodeText, identityFromRow, parseRow } from "./encoding.js";
 
-/** Records read evidence: an idempotent insert. */
-export async function recordRead(session: Session, evidence: ReadEvidence): Promise<void> {
-  await query(session.pool, session.sql.recordRead, [evidence.turnKey, evidence.evidenceDigest]);
+/**
+ * Records read evidence (an idempotent insert) and, when given, its audit event: one statement
+ * either way, so the two commit together.
+ */
+export async function recordRead(session: Session, evidence: ReadEvidence, audit: AuditEvent | undefined): Promise<void> {
+  const { pool, sql } = session;
+  if (audit === undefined) {
+    await query(pool, sql.recordRead, [evidence.turnKey, evidence.evidenceDigest]);
+    return;
+  }
+  await query(pool, sql.recordReadAudited, [evidence.turnKey, evidence.evidenceDigest, session.auditLock, ...eventValues(audit)]);
 }
 
 /** The claim's columns, in the order of the claim statements' parameters. */
@@ -47,27 +56,57 @@ function claimValues(identity: MutationIdentity, token: string, claimedAt: strin
   ];
 }
 
-export async function claim(session: Session, identity: MutationIdentity, requireResolvedScope: boolean): Promise<ClaimResult> {
+/**
+ * Claims the turn's slot. Every answer comes from one statement (one snapshot) or one transaction:
+ * with `readEvidence`, the evidence check is in the same statement or transaction as what the
+ * claim then decides, and comes first (no evidence: `read_required`, nothing written).
+ */
+export async function claim(
+  session: Session,
+  identity: MutationIdentity,
+  requireResolvedScope: boolean,
+  readEvidence: readonly string[] | undefined,
+): Promise<ClaimResult> {
   const { pool, sql } = session;
   // Fast path, one statement: the common case (a fresh turn) is acquired here.
   const token = randomUUID();
   const values = claimValues(identity, token, session.timestamp());
-  const inserted = await query(pool, requireResolvedScope ? sql.claimScoped : sql.claimUnscoped, values);
-  if (inserted.rowCount === 1) return parseClaimResult({ status: "acquired", token });
-
-  // Not inserted: the turn has a claim, or the scope is blocked. An existing claim answers.
-  const existing = await query(pool, sql.readClaim, [identity.turnKey]);
-  if (existing.rows[0] !== undefined) return classify(existing.rows[0], identity.mutationKey);
-
+  if (readEvidence === undefined) {
+    const inserted = await query(pool, requireResolvedScope ? sql.claimScoped : sql.claimUnscoped, values);
+    if (inserted.rowCount === 1) return parseClaimResult({ status: "acquired", token });
+    // Not inserted: the turn has a claim, or the scope is blocked. An existing claim answers.
+    const existing = await query(pool, sql.readClaim, [identity.turnKey]);
+    if (existing.rows[0] !== undefined) return classify(existing.rows[0], identity.mutationKey);
+  } else {
+    const evidence = [...readEvidence];
+    const inserted = await query(pool, requireResolvedScope ? sql.claimScopedRead : sql.claimUnscopedRead, [...values, evidence]);
+    const answer = inserted.rows[0];
+    if (answer?.ok !== true) return parseClaimResult({ status: "read_required" });
+    if (answer.token === token) return parseClaimResult({ status: "acquired", token });
+    // Not inserted: the evidence and an existing claim, read together, answer.
+    const existing = await query(pool, sql.readClaimWithEvidence, [identity.turnKey, evidence]);
+    const row = existing.rows[0];
+    if (row?.evidence_ok !== true) return parseClaimResult({ status: "read_required" });
+    if (row.claimed !== null) return classify(row, identity.mutationKey);
+  }
   // No claim now: decide under the scope's lock, against the latest committed state.
-  return claimLocked(session, identity, requireResolvedScope);
+  return claimLocked(session, identity, requireResolvedScope, readEvidence);
 }
 
-async function claimLocked(session: Session, identity: MutationIdentity, requireResolvedScope: boolean): Promise<ClaimResult> {
+async function claimLocked(
+  session: Session,
+  identity: MutationIdentity,
+  requireResolvedScope: boolean,
+  readEvidence: readonly string[] | undefined,
+): Promise<ClaimResult> {
   const { sql } = session;
   const scopeId = encodeText(identity.scopeId);
   for (let attempt = 0; attempt < 16; attempt++) {
     const result = await transaction(session.pool, async (client): Promise<ClaimResult | undefined> => {
+      if (readEvidence !== undefined) {
+        const evidence = await query(client, sql.hasAnyRead, [identity.turnKey, [...readEvidence]]);
+        if (evidence.rowCount !== 1) return { status: "read_required" };
+      }
       const scope = await query(client, sql.lockScope, [scopeId]);
       const { unknown_count: unknownCount } = parseRow(COUNT_ROW, scope.rows[0], "scope row");
       const existing = await query(client, sql.readClaim, [identity.turnKey]);
@@ -88,14 +127,19 @@ export async function settle(session: Session, settlement: MutationSettlement): 
   const token = encodeText(settlement.token);
   const settledAt = session.timestamp();
   if (settlement.outcome === "complete") {
-    const { rowCount } = await query(pool, sql.settleComplete, [
+    const values = [
       settlement.turnKey,
       token,
       encodeText(settlement.result.content),
       settlement.result.status,
       settledAt,
       Date.parse(settledAt),
-    ]);
+    ];
+    // One statement, with or without the event: it is appended exactly when the update applied.
+    const { rowCount } =
+      settlement.audit === undefined
+        ? await query(pool, sql.settleComplete, values)
+        : await query(pool, sql.settleCompleteAudited, [...values, session.auditLock, ...eventValues(settlement.audit)]);
     return rowCount === 1;
   }
   // `unknown` blocks the scope: change it under the scope's lock (scope row, then claim row).
@@ -105,7 +149,9 @@ export async function settle(session: Session, settlement: MutationSettlement): 
     if (scopeId === undefined) return false;
     await query(client, sql.lockScope, [scopeId]);
     const { rowCount } = await query(client, sql.settleUnknown, [settlement.turnKey, token, settledAt, Date.parse(settledAt)]);
-    return rowCount === 1;
+    if (rowCount !== 1) return false;
+    if (settlement.audit !== undefined) await appendEvent(session, settlement.audit, client);
+    return true;
   });
 }
 

@@ -18,7 +18,6 @@ import {
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRequestSchema,
-  AuditEventSchema,
   AuditCursorSchema,
   AuditQuerySchema,
   AuditSinkNameSchema,
@@ -52,6 +51,7 @@ import {
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
+  type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
   type StoredAuditEvent,
@@ -62,13 +62,16 @@ import {
 import { ConfigurationError, StoreContractError } from "../../errors.js";
 import { appliedRecord, approvalEvent, decideOutcome, expiredRecord, reconciledEvent } from "../events.js";
 import {
+  brandTrustedStore,
+  parseAuditEvent,
+  parseClaimOptions,
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseReadOptions,
   parseRelease,
   parseSettlement,
   parseStoreValue,
-  requiresResolvedScope,
 } from "../validate.js";
 import { appendEvent, lockKey, query, transaction, type Queryable, type Session } from "./connection.js";
 import {
@@ -124,6 +127,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
     where: string;
     password: string | undefined;
   }) {
+    // A subclass may answer otherwise: only this class's own instances are trusted.
+    if (new.target === PostgresGuardrailStore) brandTrustedStore(this, PostgresGuardrailStore.prototype);
     this.#pool = init.pool;
     this.#ownsPool = init.ownsPool;
     this.#now = init.now;
@@ -276,9 +281,10 @@ export class PostgresGuardrailStore implements GuardrailStore {
 
   // -- read evidence --------------------------------------------------------------------------
 
-  async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
+  async recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
     const parsed = parseEvidence(evidence);
-    await this.#run("recordSuccessfulRead", () => recordRead(this.#session, parsed));
+    const audit = parseReadOptions(options);
+    await this.#run("recordSuccessfulRead", () => recordRead(this.#session, parsed, audit));
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
@@ -293,8 +299,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
 
   async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
     const parsed = parseIdentity(identity);
-    const requireResolvedScope = requiresResolvedScope(options);
-    return this.#run("claimMutation", () => claim(this.#session, parsed, requireResolvedScope));
+    const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
+    return this.#run("claimMutation", () => claim(this.#session, parsed, requireResolvedScope, readEvidence));
   }
 
   async settleMutation(settlement: MutationSettlement): Promise<boolean> {
@@ -431,7 +437,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
   // -- audit trail ----------------------------------------------------------------------------
 
   async appendAudit(event: AuditEvent): Promise<void> {
-    const parsed = parseStoreValue(AuditEventSchema, event, "audit event");
+    const parsed = parseAuditEvent(event);
     await this.#run("appendAudit", () => this.#append(parsed, this.#pool));
   }
 

@@ -27,6 +27,9 @@ const SQL = {
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
   insertRead: "INSERT OR IGNORE INTO read_evidence (turn_key, evidence_digest) VALUES (?, ?)",
   hasRead: "SELECT 1 FROM read_evidence WHERE turn_key = ? AND evidence_digest = ?",
+  // Any of a JSON array of digests (validated hex, at most 256), by the primary key.
+  hasAnyRead:
+    "SELECT 1 FROM read_evidence WHERE turn_key = ? AND evidence_digest IN (SELECT value FROM json_each(?)) LIMIT 1",
   getClaim: `SELECT ${CLAIM_COLUMNS} FROM claims WHERE turn_key = ?`,
   getClaimToken: "SELECT token, state FROM claims WHERE turn_key = ?",
   scopeHasUnknown: "SELECT 1 FROM claims WHERE scope_id = ? AND state = 'unknown' LIMIT 1",

@@ -30,7 +30,6 @@ import {
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRequestSchema,
-  AuditEventSchema,
   AuditCursorSchema,
   AuditQuerySchema,
   AuditSinkNameSchema,
@@ -63,6 +62,7 @@ import {
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
+  type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
   type StoredAuditEvent,
@@ -72,13 +72,16 @@ import {
 } from "../../contracts.js";
 import { ConfigurationError } from "../../errors.js";
 import {
+  brandTrustedStore,
+  parseAuditEvent,
+  parseClaimOptions,
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseReadOptions,
   parseRelease,
   parseSettlement,
   parseStoreValue,
-  requiresResolvedScope,
 } from "../validate.js";
 import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, parseJson, parseRow, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt, isOwnError, openError, ownError } from "./errors.js";
@@ -124,6 +127,8 @@ export class SqliteGuardrailStore implements GuardrailStore {
   private constructor(db: Database.Database, now: () => Date) {
     this.#db = db;
     this.#now = now;
+    // A subclass may answer otherwise: only this class's own instances are trusted.
+    if (new.target === SqliteGuardrailStore) brandTrustedStore(this, SqliteGuardrailStore.prototype);
     this.#sql = prepareStatements(db);
     this.#steps = prepareSteps(db, this.#sql, () => this.#timestamp());
     this.#tx = prepareTransactions(db, this.#sql, () => this.#timestamp());
@@ -187,9 +192,11 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
   // -- read evidence --------------------------------------------------------------------------
 
-  async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
-    const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    this.#sql.insertRead.run(turnKey, evidenceDigest);
+  async recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
+    const parsed = parseEvidence(evidence);
+    const audit = parseReadOptions(options);
+    if (audit === undefined) this.#sql.insertRead.run(parsed.turnKey, parsed.evidenceDigest);
+    else this.#steps.recordRead.immediate(parsed, audit);
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
@@ -201,7 +208,8 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
   async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
     const parsed = parseIdentity(identity);
-    return this.#steps.claim.immediate(parsed, requiresResolvedScope(options));
+    const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
+    return this.#steps.claim.immediate(parsed, requireResolvedScope, readEvidence);
   }
 
   async settleMutation(settlement: MutationSettlement): Promise<boolean> {
@@ -263,7 +271,7 @@ export class SqliteGuardrailStore implements GuardrailStore {
   // -- audit trail ----------------------------------------------------------------------------
 
   async appendAudit(event: AuditEvent): Promise<void> {
-    appendEvent(this.#sql, parseStoreValue(AuditEventSchema, event, "audit event"));
+    appendEvent(this.#sql, parseAuditEvent(event));
   }
 
 
