@@ -10,8 +10,8 @@ import { defineConfig } from "tsup";
 const ENTRIES: Record<string, string> = {
   index: "src/index.ts",
   "testing/index": "src/testing/index.ts",
-  sqlite: "src/stores/sqlite.ts",
-  postgres: "src/stores/postgres.ts",
+  sqlite: "src/stores/sqlite/index.ts",
+  postgres: "src/stores/postgres/index.ts",
   "cli/index": "src/cli/index.ts",
 };
 

@@ -108,6 +108,71 @@ export type ToolPolicy = z.infer<typeof ToolPolicySchema>;
 
 const TimestampSchema = z.iso.datetime({ offset: true });
 
+/** A JSON value, as stored: what a verdict's detections, an edited approval and an audit event's values may hold. */
+export const JsonValueSchema = z.json();
+export type JsonValue = z.infer<typeof JsonValueSchema>;
+
+// Audit events come first: a turn's atomic steps (a read, a settlement) may carry one.
+
+export const AUDIT_DECISIONS = [
+  /** The tool ran and returned a result. */
+  "executed",
+  /** A completed mutation's stored result was returned without running it. */
+  "replayed",
+  /** The call was refused before running (`code` says why). */
+  "refused",
+  /** A mutation was refused because it shared its step with a read (`read_batch_deferred`). */
+  "deferred",
+  /**
+   * The tool ran and failed: `tool_failed`, a mutation left `unknown`, `retried` (its policy runs
+   * it again), `seal_broken`. Every run of a tool body is one `executed` or `failed` event.
+   */
+  "failed",
+  /** A guardrail's verdict other than `allow` (deny, observe, approve). */
+  "verdict",
+  /**
+   * A step in an approval request's lifecycle, written by the store: `action` is `requested`, the
+   * decision (`approve`, `reject`, `edit`), `decision_refused` (with the reason as `code`),
+   * `applied` or `expired`.
+   */
+  "approval",
+  /** An operator reconciled an unresolved mutation. */
+  "reconciled",
+  /** A claim whose tool body provably never started was released. */
+  "released",
+] as const;
+
+/** One decision, as the audit trail records it. Values only if the host opted in. */
+export const AuditEventSchema = z.strictObject({
+  at: TimestampSchema,
+  decision: z.enum(AUDIT_DECISIONS),
+  turnKey: DigestSchema,
+  scopeId: IdSchema,
+  toolCallId: IdSchema.optional(),
+  toolName: IdSchema.optional(),
+  /**
+   * `toolFingerprint(tool)`: on the events a store writes about a claim or an approval request
+   * (`reconciled`, `released`, `approval`) whenever the claim or request recorded it.
+   */
+  toolFingerprint: DigestSchema.optional(),
+  kind: ToolKindSchema.optional(),
+  argsDigest: DigestSchema.optional(),
+  /** The refusal code, the guardrail's code on a verdict, or why an approval decision was refused. */
+  code: z.string().optional(),
+  guardrail: IdSchema.optional(),
+  /** The verdict's action, the approval step, or the reconciliation's resolution. */
+  action: z.string().optional(),
+  /** The approval request an `approval` event is about. */
+  approvalId: DigestSchema.optional(),
+  mutationKey: DigestSchema.optional(),
+  operatorRef: IdSchema.optional(),
+  /** Argument values and tool results: only with `audit: { includeValues: true }`. */
+  args: JsonValueSchema.optional(),
+  result: z.string().optional(),
+});
+export type AuditEvent = z.infer<typeof AuditEventSchema>;
+
+
 /** The immutable outcome of admitting one turn. The first receipt stored for a turn key wins. */
 export const AdmissionReceiptSchema = z.strictObject({
   turnKey: DigestSchema,
@@ -129,6 +194,13 @@ export const ReadEvidenceSchema = z.strictObject({
   evidenceDigest: DigestSchema,
 });
 export type ReadEvidence = z.infer<typeof ReadEvidenceSchema>;
+
+/**
+ * `recordSuccessfulRead`'s options: `audit`, when given, is appended in the same transaction as
+ * the evidence, every time it is given (also when the evidence was recorded before).
+ */
+export const RecordReadOptionsSchema = z.strictObject({ audit: AuditEventSchema.optional() });
+export type RecordReadOptions = z.infer<typeof RecordReadOptionsSchema>;
 
 /** Which mutation a claim is for. Two claims are the same call only if `mutationKey` matches. */
 export const MutationIdentitySchema = z.strictObject({
@@ -162,12 +234,25 @@ export const MutationResultSchema = z.strictObject({
 });
 export type MutationResult = z.infer<typeof MutationResultSchema>;
 
+/** At most this many evidence digests in one claim's `readEvidence`. */
+export const MAX_READ_EVIDENCE = 256;
+
 export const ClaimOptionsSchema = z.strictObject({
   /**
    * Refuse the claim while another turn in the same scope has an `unknown` mutation.
    * Default true: an unreconciled write blocks further writes to that document.
    */
   requireResolvedScope: z.boolean().optional(),
+  /**
+   * The read evidence the caller holds for the turn (at most 256 digests). When given, the claim
+   * first requires that at least one of them is recorded for `identity.turnKey`
+   * (`recordSuccessfulRead`); if none is (an empty list included), it answers `read_required` and
+   * changes nothing. Checked in the claim's own transaction, before anything else it decides.
+   */
+  readEvidence: z
+    .array(DigestSchema)
+    .max(MAX_READ_EVIDENCE, `readEvidence holds at most ${String(MAX_READ_EVIDENCE)} digests`)
+    .optional(),
 });
 export type ClaimOptions = z.infer<typeof ClaimOptionsSchema>;
 
@@ -196,19 +281,28 @@ export const ClaimResultSchema = z.discriminatedUnion("status", [
   z.strictObject({ status: z.literal("conflict"), completed: CompletedMutationSchema.optional() }),
   /** Another turn in this scope has an `unknown` mutation awaiting reconciliation. */
   z.strictObject({ status: z.literal("scope_unresolved") }),
+  /**
+   * The claim named `readEvidence` and none of it is recorded for the turn: nothing was decided
+   * or changed (this is checked before the turn's slot is looked at).
+   */
+  z.strictObject({ status: z.literal("read_required") }),
 ]);
 export type ClaimResult = z.infer<typeof ClaimResultSchema>;
 export type ClaimStatus = ClaimResult["status"];
 
-/** Compare-and-set from `pending`, by the claim token. */
+/**
+ * Compare-and-set from `pending`, by the claim token. `audit`, when given, is appended in the same
+ * transaction exactly when the settlement applies (the store answers `true`), never otherwise.
+ */
 export const MutationSettlementSchema = z.discriminatedUnion("outcome", [
   z.strictObject({
     turnKey: DigestSchema,
     token: IdSchema,
     outcome: z.literal("complete"),
     result: MutationResultSchema,
+    audit: AuditEventSchema.optional(),
   }),
-  z.strictObject({ turnKey: DigestSchema, token: IdSchema, outcome: z.literal("unknown") }),
+  z.strictObject({ turnKey: DigestSchema, token: IdSchema, outcome: z.literal("unknown"), audit: AuditEventSchema.optional() }),
 ]);
 export type MutationSettlement = z.infer<typeof MutationSettlementSchema>;
 
@@ -221,10 +315,6 @@ export type MutationRelease = z.infer<typeof MutationReleaseSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Guardrail verdicts and approvals
-
-/** A JSON value, as stored: what a verdict's detections and an edited approval may hold. */
-export const JsonValueSchema = z.json();
-export type JsonValue = z.infer<typeof JsonValueSchema>;
 
 export const GUARDRAIL_ACTIONS = ["allow", "deny", "observe", "approve"] as const;
 
@@ -429,64 +519,6 @@ export type ExpireApprovalsResult = z.infer<typeof ExpireApprovalsResultSchema>;
 // ---------------------------------------------------------------------------------------------
 // Audit trail
 
-export const AUDIT_DECISIONS = [
-  /** The tool ran and returned a result. */
-  "executed",
-  /** A completed mutation's stored result was returned without running it. */
-  "replayed",
-  /** The call was refused before running (`code` says why). */
-  "refused",
-  /** A mutation was refused because it shared its step with a read (`read_batch_deferred`). */
-  "deferred",
-  /**
-   * The tool ran and failed: `tool_failed`, a mutation left `unknown`, `retried` (its policy runs
-   * it again), `seal_broken`. Every run of a tool body is one `executed` or `failed` event.
-   */
-  "failed",
-  /** A guardrail's verdict other than `allow` (deny, observe, approve). */
-  "verdict",
-  /**
-   * A step in an approval request's lifecycle, written by the store: `action` is `requested`, the
-   * decision (`approve`, `reject`, `edit`), `decision_refused` (with the reason as `code`),
-   * `applied` or `expired`.
-   */
-  "approval",
-  /** An operator reconciled an unresolved mutation. */
-  "reconciled",
-  /** A claim whose tool body provably never started was released. */
-  "released",
-] as const;
-
-/** One decision, as the audit trail records it. Values only if the host opted in. */
-export const AuditEventSchema = z.strictObject({
-  at: TimestampSchema,
-  decision: z.enum(AUDIT_DECISIONS),
-  turnKey: DigestSchema,
-  scopeId: IdSchema,
-  toolCallId: IdSchema.optional(),
-  toolName: IdSchema.optional(),
-  /**
-   * `toolFingerprint(tool)`: on the events a store writes about a claim or an approval request
-   * (`reconciled`, `released`, `approval`) whenever the claim or request recorded it.
-   */
-  toolFingerprint: DigestSchema.optional(),
-  kind: ToolKindSchema.optional(),
-  argsDigest: DigestSchema.optional(),
-  /** The refusal code, the guardrail's code on a verdict, or why an approval decision was refused. */
-  code: z.string().optional(),
-  guardrail: IdSchema.optional(),
-  /** The verdict's action, the approval step, or the reconciliation's resolution. */
-  action: z.string().optional(),
-  /** The approval request an `approval` event is about. */
-  approvalId: DigestSchema.optional(),
-  mutationKey: DigestSchema.optional(),
-  operatorRef: IdSchema.optional(),
-  /** Argument values and tool results: only with `audit: { includeValues: true }`. */
-  args: JsonValueSchema.optional(),
-  result: z.string().optional(),
-});
-export type AuditEvent = z.infer<typeof AuditEventSchema>;
-
 /** An audit event as read back: the store numbers events in the order they were appended. */
 export const StoredAuditEventSchema = AuditEventSchema.extend({ seq: z.int().min(1) });
 export type StoredAuditEvent = z.infer<typeof StoredAuditEventSchema>;
@@ -579,18 +611,28 @@ export interface GuardrailStore {
   getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined>;
   /** Stores `receipt` unless one exists for its turn key; returns whichever receipt won. */
   putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt>;
-  /** Idempotent. */
-  recordSuccessfulRead(evidence: ReadEvidence): Promise<void>;
-  /** True only for evidence recorded for exactly this turn key and digest. */
+  /**
+   * Records read evidence: an idempotent insert. With `options.audit`, appends that event in the
+   * same transaction, every time it is given (also when the evidence was already recorded).
+   */
+  recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void>;
+  /**
+   * True only for evidence recorded for exactly this turn key and digest. The middleware does not
+   * ask it: it passes the evidence to `claimMutation` as `readEvidence`, checked in the claim's own
+   * transaction. Kept for custom stores and hosts.
+   */
   hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean>;
   /**
    * Atomically claims the turn's single mutation slot. One winner across all workers. A turn
-   * whose completed claim was pruned answers `conflict`: it is never reopened.
+   * whose completed claim was pruned answers `conflict`: it is never reopened. With
+   * `options.readEvidence`, the claim first requires one of those digests recorded for the turn,
+   * else answers `read_required` and changes nothing; all in one transaction.
    */
   claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult>;
   /**
    * Settles a pending claim. Returns false, changing nothing, unless the claim is pending and
    * `token` is the one `claimMutation` issued. A settlement that throws leaves the claim pending.
+   * `settlement.audit` is appended in the same transaction exactly when it returns true.
    */
   settleMutation(settlement: MutationSettlement): Promise<boolean>;
   /**

@@ -93,6 +93,9 @@ export function claimAction(claim: ClaimResult): ClaimAction {
           };
     case "scope_unresolved":
       return { refuse: "scope_unresolved" };
+    case "read_required":
+      // The claim named the turn's read evidence and the store has none of it recorded.
+      return { refuse: "read_required" };
   }
 }
 

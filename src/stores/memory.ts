@@ -11,7 +11,6 @@ import {
   ApplyApprovalInputSchema,
   ApprovalQuerySchema,
   ApprovalRequestSchema,
-  AuditEventSchema,
   AuditQuerySchema,
   AuditSinkNameSchema,
   DecideApprovalInputSchema,
@@ -42,6 +41,7 @@ import {
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
+  type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
   type StoredAuditEvent,
@@ -58,13 +58,16 @@ import {
   releasedEvent,
 } from "./events.js";
 import {
+  brandTrustedStore,
+  parseAuditEvent,
+  parseClaimOptions,
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseReadOptions,
   parseRelease,
   parseSettlement,
   parseStoreValue,
-  requiresResolvedScope,
 } from "./validate.js";
 
 interface ClaimRecord {
@@ -102,6 +105,8 @@ export class InMemoryGuardrailStore implements GuardrailStore {
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
     this.#now = options.now ?? (() => new Date());
+    // A subclass may answer otherwise: only this class's own instances are trusted.
+    if (new.target === InMemoryGuardrailStore) brandTrustedStore(this, InMemoryGuardrailStore.prototype);
   }
 
   #timestamp(): string {
@@ -124,11 +129,13 @@ export class InMemoryGuardrailStore implements GuardrailStore {
 
   // -- read evidence --------------------------------------------------------------------------
 
-  async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
+  async recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
     const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    const digests = this.#reads.get(turnKey) ?? new Set<string>();
-    digests.add(evidenceDigest);
-    this.#reads.set(turnKey, digests);
+    const audit = parseReadOptions(options);
+    const digests = this.#reads.get(turnKey);
+    if (digests === undefined) this.#reads.set(turnKey, new Set([evidenceDigest]));
+    else digests.add(evidenceDigest);
+    if (audit !== undefined) this.#append(audit);
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
@@ -139,7 +146,16 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   // -- mutation claims ------------------------------------------------------------------------
 
   async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
-    return this.#claim(parseIdentity(identity), requiresResolvedScope(options));
+    const parsed = parseIdentity(identity);
+    const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
+    // The evidence first: without it nothing else is decided.
+    if (readEvidence !== undefined && !this.#hasAnyRead(parsed.turnKey, readEvidence)) return { status: "read_required" };
+    return this.#claim(parsed, requireResolvedScope);
+  }
+
+  #hasAnyRead(turnKey: string, evidence: readonly string[]): boolean {
+    const digests = this.#reads.get(turnKey);
+    return digests !== undefined && evidence.some((digest) => digests.has(digest));
   }
 
   #claim(identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult {
@@ -183,6 +199,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       claim.state = "unknown";
       this.#markUnknown(claim.identity, true);
     }
+    if (parsed.audit !== undefined) this.#append(parsed.audit);
     return true;
   }
 
@@ -283,7 +300,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   // -- audit trail ----------------------------------------------------------------------------
 
   async appendAudit(event: AuditEvent): Promise<void> {
-    this.#append(parseStoreValue(AuditEventSchema, event, "audit event"));
+    this.#append(parseAuditEvent(event));
   }
 
   #append(event: AuditEvent): void {

@@ -4,17 +4,25 @@
  * structural fast path, which accepts only values its schema accepts and builds the same detached
  * copy; anything it is unsure of falls through to zod, which decides and words the error.
  */
+import { types } from "node:util";
 import { z } from "zod";
 import {
+  AUDIT_DECISIONS,
+  AuditEventSchema,
   ClaimOptionsSchema,
   ClaimResultSchema,
   DigestSchema,
+  MAX_READ_EVIDENCE,
   MutationIdentitySchema,
   MutationReleaseSchema,
   MutationSettlementSchema,
   ReadEvidenceSchema,
+  RecordReadOptionsSchema,
+  TOOL_KINDS,
+  type AuditEvent,
   type ClaimResult,
   type CompletedMutation,
+  type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
   type MutationResult,
@@ -41,8 +49,16 @@ export const StoreBooleanSchema = z.boolean();
 // ---------------------------------------------------------------------------------------------
 // Fast paths
 
-/** The value's properties, if it is a plain object whose own keys are exactly `keys`. */
-function exactRecord(value: unknown, keys: ReadonlySet<string>): Readonly<Record<string, unknown>> | undefined {
+/**
+ * The value's properties, if it is a plain object whose own keys are exactly `keys`, plus any of
+ * `optional` (whose values the caller checks: `undefined` stands for an absent optional key, as in
+ * zod).
+ */
+function exactRecord(
+  value: unknown,
+  keys: ReadonlySet<string>,
+  optional?: ReadonlySet<string>,
+): Readonly<Record<string, unknown>> | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return undefined;
@@ -50,8 +66,9 @@ function exactRecord(value: unknown, keys: ReadonlySet<string>): Readonly<Record
   // keys (and anything enumerable added to Object.prototype, which only makes this stricter).
   let count = 0;
   for (const key in value) {
-    if (!keys.has(key) || !Object.hasOwn(value, key)) return undefined;
-    count++;
+    if (!Object.hasOwn(value, key)) return undefined;
+    if (keys.has(key)) count++;
+    else if (optional?.has(key) !== true) return undefined;
   }
   return count === keys.size ? (value as Readonly<Record<string, unknown>>) : undefined;
 }
@@ -71,7 +88,9 @@ const RESULT_KEYS = keySet("content", "status");
 const COMPLETE_KEYS = keySet("turnKey", "token", "outcome", "result");
 const UNKNOWN_KEYS = keySet("turnKey", "token", "outcome");
 const RELEASE_KEYS = keySet("turnKey", "token");
-const OPTION_KEYS = keySet("requireResolvedScope");
+const NO_KEYS = keySet();
+const OPTION_KEYS = keySet("requireResolvedScope", "readEvidence");
+const AUDIT_KEY = keySet("audit");
 const STATUS_KEYS = keySet("status");
 const ACQUIRED_KEYS = keySet("status", "token");
 const REPLAY_KEYS = keySet("status", "result");
@@ -128,18 +147,22 @@ export function parseEvidence(value: unknown): ReadEvidence {
 }
 
 export function parseSettlement(value: unknown): MutationSettlement {
-  const complete = exactRecord(value, COMPLETE_KEYS);
+  const complete = exactRecord(value, COMPLETE_KEYS, AUDIT_KEY);
   if (complete !== undefined) {
     const { turnKey, token, outcome } = complete;
     const result = fastResult(complete.result);
-    if (isDigest(turnKey) && isId(token) && outcome === "complete" && result !== undefined) {
-      return { turnKey, token, outcome, result };
+    const audit = fastOptionalAudit(complete.audit);
+    if (isDigest(turnKey) && isId(token) && outcome === "complete" && result !== undefined && audit !== INVALID) {
+      return audit === undefined ? { turnKey, token, outcome, result } : { turnKey, token, outcome, result, audit };
     }
   }
-  const unknown = exactRecord(value, UNKNOWN_KEYS);
+  const unknown = exactRecord(value, UNKNOWN_KEYS, AUDIT_KEY);
   if (unknown !== undefined) {
     const { turnKey, token, outcome } = unknown;
-    if (isDigest(turnKey) && isId(token) && outcome === "unknown") return { turnKey, token, outcome };
+    const audit = fastOptionalAudit(unknown.audit);
+    if (isDigest(turnKey) && isId(token) && outcome === "unknown" && audit !== INVALID) {
+      return audit === undefined ? { turnKey, token, outcome } : { turnKey, token, outcome, audit };
+    }
   }
   return parseStoreValue(MutationSettlementSchema, value, "mutation settlement");
 }
@@ -153,12 +176,137 @@ export function parseRelease(value: unknown): MutationRelease {
   return parseStoreValue(MutationReleaseSchema, value, "mutation release");
 }
 
+/** A claim's options, parsed: what the claim must check, in its own transaction. */
+export interface ParsedClaimOptions {
+  /** Wait for the scope's `unknown` claims (default true). */
+  readonly requireResolvedScope: boolean;
+  /** Require one of these digests recorded for the turn first; undefined: no such check. A detached copy. */
+  readonly readEvidence: readonly string[] | undefined;
+}
+
+const DEFAULT_CLAIM_OPTIONS: ParsedClaimOptions = Object.freeze({ requireResolvedScope: true, readEvidence: undefined });
+
+/** `readEvidence` as `ClaimOptionsSchema` accepts it (an array of at most 256 digests), copied; else undefined. */
+function fastEvidenceList(value: unknown): string[] | undefined {
+  if (!Array.isArray(value) || value.length > MAX_READ_EVIDENCE) return undefined;
+  const digests: string[] = [];
+  // By index, as zod reads an array (its iterator could be replaced).
+  // eslint-disable-next-line @typescript-eslint/prefer-for-of
+  for (let index = 0; index < value.length; index++) {
+    const digest: unknown = value[index];
+    if (!isDigest(digest)) return undefined;
+    digests.push(digest);
+  }
+  return digests;
+}
+
+/** A claim's options; an omitted argument means the defaults (`null` is not omitted). */
+export function parseClaimOptions(options: unknown): ParsedClaimOptions {
+  if (options === undefined) return DEFAULT_CLAIM_OPTIONS;
+  const record = exactRecord(options, NO_KEYS, OPTION_KEYS);
+  if (record !== undefined) {
+    const { requireResolvedScope = true, readEvidence } = record;
+    const evidence = readEvidence === undefined ? undefined : fastEvidenceList(readEvidence);
+    if (typeof requireResolvedScope === "boolean" && (readEvidence === undefined || evidence !== undefined)) {
+      return readEvidence === undefined && requireResolvedScope ? DEFAULT_CLAIM_OPTIONS : { requireResolvedScope, readEvidence: evidence };
+    }
+  }
+  const parsed = parseStoreValue(ClaimOptionsSchema, options, "claim options");
+  return { requireResolvedScope: parsed.requireResolvedScope ?? true, readEvidence: parsed.readEvidence };
+}
+
 /** Whether a claim must wait for the scope's `unknown` claims; an omitted argument means yes. */
 export function requiresResolvedScope(options: unknown): boolean {
-  if (options === undefined) return true;
-  const requireResolvedScope = exactRecord(options, OPTION_KEYS)?.requireResolvedScope;
-  if (typeof requireResolvedScope === "boolean") return requireResolvedScope;
-  return parseStoreValue(ClaimOptionsSchema, options, "claim options").requireResolvedScope ?? true;
+  return parseClaimOptions(options).requireResolvedScope;
+}
+
+/** `recordSuccessfulRead`'s options: the audit event to append with the evidence, if any. */
+export function parseReadOptions(options: unknown): AuditEvent | undefined {
+  if (options === undefined) return undefined;
+  const record = exactRecord(options, NO_KEYS, AUDIT_KEY);
+  if (record !== undefined) {
+    const audit = fastOptionalAudit(record.audit);
+    if (audit !== INVALID) return audit;
+  }
+  return parseStoreValue(RecordReadOptionsSchema, options, "read options").audit;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit events
+
+/** Not accepted by the fast path (zod decides). */
+const INVALID = Symbol("invalid");
+
+const isString = (value: unknown): value is string => typeof value === "string";
+const AUDIT_DECISION_SET: ReadonlySet<unknown> = new Set(AUDIT_DECISIONS);
+const TOOL_KIND_SET: ReadonlySet<unknown> = new Set(TOOL_KINDS);
+
+/**
+ * The pattern `AuditEventSchema.shape.at` (`z.iso.datetime({ offset: true })`) checks with, taken
+ * from the schema itself: its check is exactly this pattern's `test`. Undefined if zod ever stops
+ * exposing it; then events take the zod path.
+ */
+const TIMESTAMP_PATTERN: RegExp | undefined = (AuditEventSchema.shape.at.def as { pattern?: unknown }).pattern instanceof RegExp
+  ? ((AuditEventSchema.shape.at.def as { pattern: RegExp }).pattern)
+  : undefined;
+
+const isTimestamp = (value: unknown): value is string =>
+  typeof value === "string" && TIMESTAMP_PATTERN !== undefined && !TIMESTAMP_PATTERN.global && TIMESTAMP_PATTERN.test(value);
+
+/**
+ * Each field of `AuditEventSchema` but `args` (any JSON, left to zod) and what it accepts. A Map,
+ * so an inherited name (`constructor`, `__proto__`) is never a field.
+ */
+const AUDIT_FIELDS: ReadonlyMap<string, (value: unknown) => boolean> = new Map<string, (value: unknown) => boolean>([
+  ["at", isTimestamp],
+  ["decision", (value) => AUDIT_DECISION_SET.has(value)],
+  ["turnKey", isDigest],
+  ["scopeId", isId],
+  ["toolCallId", isId],
+  ["toolName", isId],
+  ["toolFingerprint", isDigest],
+  ["kind", (value) => TOOL_KIND_SET.has(value)],
+  ["argsDigest", isDigest],
+  ["code", isString],
+  ["guardrail", isId],
+  ["action", isString],
+  ["approvalId", isDigest],
+  ["mutationKey", isDigest],
+  ["operatorRef", isId],
+  ["result", isString],
+]);
+const AUDIT_REQUIRED: ReadonlySet<string> = keySet("at", "decision", "turnKey", "scopeId");
+
+/** An audit event exactly as `AuditEventSchema` accepts it, copied (its values are strings); else undefined. */
+function fastAuditEvent(value: unknown): AuditEvent | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const event: Record<string, unknown> = {};
+  let required = 0;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) return undefined;
+    const accepts = AUDIT_FIELDS.get(key);
+    if (accepts === undefined) return undefined;
+    const field = (value as Record<string, unknown>)[key];
+    const isRequired = AUDIT_REQUIRED.has(key);
+    if (field === undefined && !isRequired) continue;
+    if (!accepts(field)) return undefined;
+    if (isRequired) required++;
+    event[key] = field;
+  }
+  return required === AUDIT_REQUIRED.size ? (event as AuditEvent) : undefined;
+}
+
+/** An optional `audit` field: undefined when absent, the detached event, or INVALID for zod to decide. */
+function fastOptionalAudit(value: unknown): AuditEvent | undefined | typeof INVALID {
+  if (value === undefined) return undefined;
+  return fastAuditEvent(value) ?? INVALID;
+}
+
+/** An audit event crossing the store boundary (`appendAudit`, or one carried by a step). */
+export function parseAuditEvent(value: unknown): AuditEvent {
+  return fastAuditEvent(value) ?? parseStoreValue(AuditEventSchema, value, "audit event");
 }
 
 /** A store's answer to `claimMutation`. */
@@ -174,8 +322,44 @@ export function parseClaimResult(value: unknown): ClaimResult {
     if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
     const completed = fastCompleted(exactRecord(value, CONFLICT_KEYS)?.completed);
     if (completed !== undefined) return { status, completed };
-  } else if (status === "pending" || status === "unknown" || status === "scope_unresolved") {
+  } else if (status === "pending" || status === "unknown" || status === "scope_unresolved" || status === "read_required") {
     if (exactRecord(value, STATUS_KEYS) !== undefined) return { status };
   }
   return parseStoreValue(ClaimResultSchema, value, "claimMutation answer");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stores this package ships
+
+/**
+ * The brand of a store this package ships (`InMemoryGuardrailStore`, `SqliteGuardrailStore`,
+ * `PostgresGuardrailStore`): a non-enumerable, read-only own property whose value is the class's
+ * prototype. A registered symbol, so a store made by one build of the package (ESM or CommonJS)
+ * is known to the other.
+ */
+export const TRUSTED_STORE: symbol = Symbol.for("arkah-agent-guardrails.trusted-store");
+
+/**
+ * Brands `store` as one this package ships. Called by the shipped classes' constructors only when
+ * `new.target` is the class itself: an instance of a subclass (which may override what it
+ * answers) is never branded.
+ */
+export function brandTrustedStore(store: object, prototype: object): void {
+  Object.defineProperty(store, TRUSTED_STORE, { value: prototype, enumerable: false, writable: false, configurable: false });
+}
+
+/**
+ * Whether `store` is a store this package ships, as it ships it, so its answers need no
+ * re-validation by the middleware (the store validates its inputs and its own answers at its
+ * boundary). True only for a branded instance (not a subclass's) that is not a Proxy, still has
+ * its class's prototype, and has no own property but the brand (no method replaced on it). A
+ * custom store, or a wrapper around a shipped one, is not trusted.
+ */
+export function isTrustedStore(store: GuardrailStore | object | null | undefined): boolean {
+  if (typeof store !== "object" || store === null || types.isProxy(store)) return false;
+  const brand = Object.getOwnPropertyDescriptor(store, TRUSTED_STORE);
+  if (brand === undefined || brand.enumerable === true || brand.writable === true || brand.configurable === true) return false;
+  if (brand.value !== Object.getPrototypeOf(store)) return false;
+  const own = Reflect.ownKeys(store);
+  return own.length === 1 && own[0] === TRUSTED_STORE;
 }

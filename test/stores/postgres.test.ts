@@ -19,7 +19,7 @@ import {
   type ClaimResult,
   digest,
 } from "arkah-agent-guardrails";
-import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres.js";
+import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
 import {
   adminPool,
   blockedBackend,
@@ -719,6 +719,146 @@ describePostgres("PostgresGuardrailStore", (url) => {
   });
 
   // -------------------------------------------------------------------------------------------
+  describe("a turn's atomic steps", () => {
+    const READ = digest({ kind: "test.read", n: 1 });
+
+    /**
+     * A store on its own pool whose statements are logged per connection: every `query` a client of
+     * that pool runs (the pool's own one-statement queries included), by prepared-statement name
+     * without the schema tag, or by text (BEGIN, COMMIT). Observes the real driver; changes nothing.
+     */
+    async function loggedStore() {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const pool = new pg.Pool({ connectionString: url, max: 4 });
+      const ids = new WeakMap<object, number>();
+      let connections = 0;
+      pool.on("connect", (client) => ids.set(client, ++connections));
+      const log: [number, string][] = [];
+      const proto = pg.Client.prototype as unknown as { query: (this: object, ...args: unknown[]) => unknown };
+      const original = proto.query;
+      proto.query = function (this: object, ...args: unknown[]) {
+        const id = ids.get(this);
+        if (id !== undefined) {
+          const config = args[0];
+          const what = typeof config === "string" ? config : ((config as { name?: string }).name ?? "");
+          log.push([id, what.replace(/^arkah_[0-9a-f]{12}_/, "")]);
+        }
+        return original.apply(this, args);
+      };
+      const store = await PostgresGuardrailStore.open({ pool }, { schema });
+      return {
+        store,
+        log,
+        /** What `run` issued, statement by statement. */
+        async issued<T>(run: () => Promise<T>): Promise<{ result: T; statements: [number, string][] }> {
+          const from = log.length;
+          const result = await run();
+          return { result, statements: log.slice(from) };
+        },
+        async close() {
+          proto.query = original;
+          await store.close();
+          await pool.end();
+        },
+      };
+    }
+
+    it("a fresh claim naming evidence is one statement: the evidence check and the insert together", async () => {
+      const logged = await loggedStore();
+      try {
+        const identity = claimIdentity({ scopeId: "doc-steps", turnId: "t1" });
+        await logged.store.recordSuccessfulRead({ turnKey: identity.turnKey, evidenceDigest: READ });
+        const acquired = await logged.issued(() => logged.store.claimMutation(identity, { readEvidence: [READ] }));
+        expect(acquired.result.status).toBe("acquired");
+        expect(acquired.statements.map(([, what]) => what)).toEqual(["claim_scoped_read"]);
+        // No evidence: the same one statement answers, and writes nothing (not even the scope's row).
+        const other = claimIdentity({ scopeId: "doc-steps-other", turnId: "t2" });
+        const refused = await logged.issued(() => logged.store.claimMutation(other, { readEvidence: [READ] }));
+        expect(refused.result).toEqual({ status: "read_required" });
+        expect(refused.statements.map(([, what]) => what)).toEqual(["claim_scoped_read"]);
+        const unscoped = await logged.issued(() =>
+          logged.store.claimMutation(other, { readEvidence: [READ], requireResolvedScope: false }),
+        );
+        expect(unscoped.result).toEqual({ status: "read_required" });
+        expect(unscoped.statements.map(([, what]) => what)).toEqual(["claim_unscoped_read"]);
+        const { rows } = await admin.query(`SELECT scope_id FROM "${logged.store.schema}".scopes ORDER BY scope_id`);
+        expect(rows).toEqual([{ scope_id: "doc-steps" }]);
+      } finally {
+        await logged.close();
+      }
+    });
+
+    it("a claim decided under the scope's lock checks the evidence first, inside that transaction", async () => {
+      const logged = await loggedStore();
+      try {
+        const blocker = claimIdentity({ scopeId: "doc-locked", turnId: "t0" });
+        const claim = await logged.store.claimMutation(blocker);
+        if (claim.status !== "acquired") throw new Error(claim.status);
+        await logged.store.settleMutation({ turnKey: blocker.turnKey, token: claim.token, outcome: "unknown" });
+        const identity = claimIdentity({ scopeId: "doc-locked", turnId: "t1" });
+        await logged.store.recordSuccessfulRead({ turnKey: identity.turnKey, evidenceDigest: READ });
+        const { result, statements } = await logged.issued(() => logged.store.claimMutation(identity, { readEvidence: [READ] }));
+        expect(result).toEqual({ status: "scope_unresolved" });
+        const begin = statements.findIndex(([, what]) => what === "BEGIN");
+        expect(begin).toBeGreaterThanOrEqual(0);
+        const client = statements[begin]?.[0];
+        const transaction = statements.slice(begin).filter(([id]) => id === client).map(([, what]) => what);
+        expect(transaction).toEqual(["BEGIN", "has_any_read", "lock_scope", "read_claim", "COMMIT"]);
+        // Before it: the one-statement attempt, and the evidence read with the claim in one snapshot.
+        expect(statements.slice(0, begin).map(([, what]) => what)).toEqual(["claim_scoped_read", "read_claim_with_evidence"]);
+      } finally {
+        await logged.close();
+      }
+    });
+
+    it("a read or a settlement whose audit event cannot be written changes nothing", async () => {
+      const { store, schema } = await openStore();
+      const identity = claimIdentity({ scopeId: "doc-step-audit", turnId: "t1" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      const event = {
+        at: "2031-02-03T04:05:06.789Z",
+        decision: "executed" as const,
+        turnKey: identity.turnKey,
+        scopeId: identity.scopeId,
+      };
+      await admin.query(`ALTER TABLE "${schema}".audit ADD CONSTRAINT no_executed CHECK (decision <> 'executed')`);
+      const evidence = { turnKey: identity.turnKey, evidenceDigest: READ };
+      const readError = await rejection(store.recordSuccessfulRead(evidence, { audit: event }));
+      expect(PostgresStoreError.isInstance(readError)).toBe(true);
+      expect(await store.hasSuccessfulRead(evidence)).toBe(false);
+      for (const settlement of [
+        { turnKey: identity.turnKey, token: claim.token, outcome: "complete" as const, result: RESULT, audit: event },
+        { turnKey: identity.turnKey, token: claim.token, outcome: "unknown" as const, audit: event },
+      ]) {
+        const error = await rejection(store.settleMutation(settlement));
+        expect(PostgresStoreError.isInstance(error)).toBe(true);
+        expect(error.message).toContain("settleMutation");
+      }
+      expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
+      // The scope is not blocked: the unknown settlement rolled back with its event.
+      expect((await store.claimMutation(claimIdentity({ scopeId: "doc-step-audit", turnId: "t2" }))).status).toBe("acquired");
+      expect(await store.readAudit()).toEqual([]);
+
+      await admin.query(`ALTER TABLE "${schema}".audit DROP CONSTRAINT no_executed`);
+      await store.recordSuccessfulRead(evidence, { audit: event });
+      expect(await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result: RESULT, audit: event })).toBe(
+        true,
+      );
+      expect(await store.hasSuccessfulRead(evidence)).toBe(true);
+      expect((await store.readAudit()).map((stored) => stored.decision)).toEqual(["executed", "executed"]);
+    });
+
+    it("a shipped store is trusted; a wrapper around it is not", async () => {
+      const { store } = await openStore();
+      const { isTrustedStore } = await import("../../src/stores/validate.js");
+      expect(isTrustedStore(store)).toBe(true);
+      expect(isTrustedStore(Object.create(store) as object)).toBe(false);
+      expect(isTrustedStore(new Proxy(store, {}))).toBe(false);
+    });
+  });
+
   describe("audit numbering and reconciliation", () => {
     it("numbers audit events in commit order: an append waiting on another transaction gets the later number", async () => {
       const { store, schema } = await openStore();

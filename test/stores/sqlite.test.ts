@@ -29,7 +29,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails";
-import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "../../src/stores/sqlite.js";
+import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "../../src/stores/sqlite/index.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -486,6 +486,49 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     store.close();
     await expect(store.getReceipt(TURN_KEY)).rejects.toThrow(/not open/);
     await expect(store.claimMutation(identity())).rejects.toThrow(/not open/);
+  });
+});
+
+describe("SqliteGuardrailStore: a turn's atomic steps are each one transaction", () => {
+  const READ = digest({ kind: "test.read", n: 1 });
+
+  it("checks the claim's evidence under the write lock: a claim naming evidence waits for another writer, even to answer read_required", async () => {
+    const path = tempPath();
+    const store = open(path, { busyTimeoutMs: 0 });
+    const db = raw(path);
+    db.exec("BEGIN IMMEDIATE");
+    // Another writer holds the lock: the evidence check is inside the claim's BEGIN IMMEDIATE, so
+    // even an answer that writes nothing waits for it (a plain read would not: WAL).
+    const error: unknown = await store.claimMutation(identity(), { readEvidence: [READ] }).catch((reason: unknown) => reason);
+    expect((error as { code?: string }).code).toBe("SQLITE_BUSY");
+    expect(await store.hasSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: READ })).toBe(false);
+    // The other writer records the evidence in its transaction; once it commits, the claim sees it.
+    db.prepare("INSERT INTO read_evidence (turn_key, evidence_digest) VALUES (?, ?)").run(TURN_KEY, READ);
+    db.exec("COMMIT");
+    expect((await store.claimMutation(identity(), { readEvidence: [READ] })).status).toBe("acquired");
+  });
+
+  it("a read or a settlement whose audit event cannot be written changes nothing: the two commit together", async () => {
+    const path = tempPath();
+    const store = open(path);
+    const claimed = await store.claimMutation(identity());
+    if (claimed.status !== "acquired") throw new Error(`expected the claim to be acquired, got ${claimed.status}`);
+    const { token } = claimed;
+    const db = raw(path);
+    db.exec("CREATE TRIGGER refuse_events BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'no events'); END");
+    const evidence = { turnKey: TURN_KEY, evidenceDigest: READ };
+    await expect(store.recordSuccessfulRead(evidence, { audit: auditEvent() })).rejects.toThrow(/no events/);
+    expect(await store.hasSuccessfulRead(evidence)).toBe(false);
+    await expect(
+      store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT, audit: auditEvent() }),
+    ).rejects.toThrow(/no events/);
+    await expect(store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown", audit: auditEvent() })).rejects.toThrow(/no events/);
+    expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
+    // Without events the same steps go through.
+    await store.recordSuccessfulRead(evidence);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+    db.exec("DROP TRIGGER refuse_events");
+    expect(await store.readAudit()).toEqual([]);
   });
 });
 

@@ -34,6 +34,7 @@ import {
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
+  type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
   type StoredAuditEvent,
@@ -261,8 +262,8 @@ export class ForwardingStore implements GuardrailStore {
   putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
     return this.inner.putReceiptIfAbsent(receipt);
   }
-  recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
-    return this.inner.recordSuccessfulRead(evidence);
+  recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
+    return options === undefined ? this.inner.recordSuccessfulRead(evidence) : this.inner.recordSuccessfulRead(evidence, options);
   }
   hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
     return this.inner.hasSuccessfulRead(evidence);

@@ -233,15 +233,16 @@ describe("claimAction", () => {
       { refuse: "mutation_conflict", details: { completed: { tool: "rename_document", status: "success", result: "renamed" } } },
     ],
     [{ status: "scope_unresolved" }, { refuse: "scope_unresolved" }],
+    [{ status: "read_required" }, { refuse: "read_required" }],
   ];
 
   it.each(cases)("maps %o to %o", (claim, action) => {
     expect(claimAction(claim)).toEqual(action);
   });
 
-  it("covers all six claim statuses", () => {
+  it("covers all seven claim statuses", () => {
     expect(new Set(cases.map(([claim]) => claim.status))).toEqual(
-      new Set(["acquired", "replay", "pending", "unknown", "conflict", "scope_unresolved"]),
+      new Set(["acquired", "replay", "pending", "unknown", "conflict", "scope_unresolved", "read_required"]),
     );
   });
 

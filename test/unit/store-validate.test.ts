@@ -4,27 +4,59 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  AuditEventSchema,
   ClaimOptionsSchema,
   ClaimResultSchema,
   DigestSchema,
+  InMemoryGuardrailStore,
+  MAX_READ_EVIDENCE,
   MutationIdentitySchema,
   MutationReleaseSchema,
   MutationSettlementSchema,
   ReadEvidenceSchema,
+  RecordReadOptionsSchema,
   StoreContractError,
 } from "arkah-agent-guardrails";
+import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import type { z } from "zod";
 import {
+  isTrustedStore,
+  parseAuditEvent,
+  parseClaimOptions,
   parseClaimResult,
   parseDigest,
   parseEvidence,
   parseIdentity,
+  parseReadOptions,
   parseRelease,
   parseSettlement,
   requiresResolvedScope,
+  TRUSTED_STORE,
 } from "../../src/stores/validate.js";
+import { ForwardingStore } from "../support/fixtures.js";
 
 const hex = (char: string) => char.repeat(64);
+
+/** An audit event with every field but `args`, and one with only the required ones. */
+const fullEvent = {
+  at: "2031-02-03T06:05:06.789+02:00",
+  decision: "executed",
+  turnKey: hex("a"),
+  scopeId: "doc-1",
+  toolCallId: "call-1",
+  toolName: "rename_document",
+  toolFingerprint: hex("e"),
+  kind: "mutation",
+  argsDigest: hex("b"),
+  code: "",
+  guardrail: "pii",
+  action: "deny",
+  approvalId: hex("f"),
+  mutationKey: hex("c"),
+  operatorRef: "op-1",
+  result: "ok",
+};
+const minimalEvent = { at: "2031-02-03T04:05:06Z", decision: "approval", turnKey: hex("a"), scopeId: "doc-1" };
 
 const valid = {
   identity: {
@@ -48,9 +80,40 @@ const valid = {
     { status: "conflict" },
     { status: "conflict", completed: { toolName: "rename_document", toolCallId: "call-1", result: { content: "ok", status: "success" } } },
     { status: "scope_unresolved" },
+    { status: "read_required" },
   ],
-  options: [{}, { requireResolvedScope: false }, { requireResolvedScope: true }],
+  options: [
+    {},
+    { requireResolvedScope: false },
+    { requireResolvedScope: true },
+    { readEvidence: [] },
+    { readEvidence: [hex("d")] },
+    { requireResolvedScope: false, readEvidence: [hex("d"), hex("0")] },
+  ],
+  events: [fullEvent, minimalEvent, { ...minimalEvent, args: { a: [1, null] } }],
 };
+
+/** Timestamps at the edges of what `z.iso.datetime({ offset: true })` accepts. */
+const TIMES = [
+  "2031-02-03T04:05:06Z",
+  "2031-02-03T04:05:06.1+23:59",
+  "2031-02-03T04:05:06.123456789-00:00",
+  "2024-02-29T00:00:00Z",
+  "2023-02-29T00:00:00Z",
+  "2031-13-03T04:05:06Z",
+  "2031-02-03T24:00:00Z",
+  "2031-02-03T04:05:60Z",
+  "2031-02-03T04:05Z",
+  "2031-02-03T04:05:06",
+  "2031-02-03T04:05:06+0200",
+  "2031-02-03T04:05:06+24:00",
+  "2031-02-03 04:05:06Z",
+  "2031-02-03t04:05:06z",
+  " 2031-02-03T04:05:06Z",
+  "2031-02-03T04:05:06Z\n",
+  "2031-02-03",
+  "",
+];
 
 /** Values that break a record in one way: each field replaced, removed, or an extra one added. */
 function corruptions(record: Record<string, unknown>): unknown[] {
@@ -112,15 +175,63 @@ describe("store boundary fast paths agree with the schemas", () => {
 
   it("claim options, where only an omitted argument means the defaults", () => {
     expect(requiresResolvedScope(undefined)).toBe(true);
-    for (const options of valid.options) {
+    expect(parseClaimOptions(undefined)).toEqual({ requireResolvedScope: true, readEvidence: undefined });
+    const lists = [
+      Array.from({ length: MAX_READ_EVIDENCE }, () => hex("d")),
+      Array.from({ length: MAX_READ_EVIDENCE + 1 }, () => hex("d")),
+      [hex("d"), undefined],
+      Object.assign([hex("d")], { extra: 1 }),
+      new Array<string>(1),
+      "not a list",
+      { 0: hex("d"), length: 1 },
+    ];
+    const candidates = [...valid.options, ...lists.map((readEvidence) => ({ readEvidence }))];
+    for (const options of candidates) {
       for (const value of [options, ...corruptions(options)]) {
         if (value === undefined) continue;
         const expected = ClaimOptionsSchema.safeParse(value);
         if (expected.success) {
           expect(requiresResolvedScope(value)).toBe(expected.data.requireResolvedScope ?? true);
+          expect(parseClaimOptions(value)).toEqual({
+            requireResolvedScope: expected.data.requireResolvedScope ?? true,
+            readEvidence: expected.data.readEvidence,
+          });
         } else {
           expect(() => requiresResolvedScope(value)).toThrow(StoreContractError);
+          expect(() => parseClaimOptions(value)).toThrow(StoreContractError);
         }
+      }
+    }
+  });
+
+  it("audit events", () => {
+    const variants: unknown[] = [];
+    for (const event of valid.events) {
+      variants.push(event, ...corruptions(event));
+      for (const at of TIMES) variants.push({ ...event, at });
+      for (const decision of ["executed", "released", "deleted", "", 1]) variants.push({ ...event, decision });
+      for (const kind of ["document-read", "auxiliary", "write", undefined]) variants.push({ ...event, kind });
+      variants.push({ ...event, constructor: "x" }, { ...event, __proto__: null }, { ...event, seq: 1 }, { ...event, code: undefined });
+    }
+    for (const value of variants) agreesWithSchema(parseAuditEvent, AuditEventSchema, value);
+  });
+
+  it("read options", () => {
+    expect(parseReadOptions(undefined)).toBeUndefined();
+    const candidates = [{}, { audit: fullEvent }, { audit: minimalEvent }, { audit: valid.events[2] }];
+    for (const options of candidates) {
+      for (const value of [options, ...corruptions(options)]) {
+        if (value === undefined) continue;
+        agreesWithSchema((v) => ({ audit: parseReadOptions(v) }), RecordReadOptionsSchema, value);
+      }
+    }
+  });
+
+  it("settlements that carry an audit event", () => {
+    for (const base of [valid.complete, valid.unknown]) {
+      for (const audit of [fullEvent, minimalEvent]) {
+        const settlement = { ...base, audit };
+        for (const value of [settlement, ...corruptions(settlement)]) agreesWithSchema(parseSettlement, MutationSettlementSchema, value);
       }
     }
   });
@@ -131,6 +242,19 @@ describe("store boundary fast paths agree with the schemas", () => {
     }
   });
 
+  it("returns detached copies of evidence lists and audit events", () => {
+    const list = [hex("d")];
+    const parsed = parseClaimOptions({ readEvidence: list });
+    expect(parsed.readEvidence).not.toBe(list);
+    list.push(hex("e"));
+    expect(parsed.readEvidence).toEqual([hex("d")]);
+    const event = { ...fullEvent };
+    expect(parseAuditEvent(event)).not.toBe(event);
+    const settled = parseSettlement({ ...valid.unknown, audit: event });
+    expect(settled.audit).not.toBe(event);
+    expect(parseReadOptions({ audit: event })).not.toBe(event);
+  });
+
   it("returns detached copies", () => {
     const result = { content: "ok", status: "success" as const };
     const settlement = { ...valid.complete, result };
@@ -139,5 +263,53 @@ describe("store boundary fast paths agree with the schemas", () => {
     expect(parsed.outcome === "complete" && parsed.result).not.toBe(result);
     const release = { ...valid.release };
     expect(parseRelease(release)).not.toBe(release);
+  });
+});
+
+describe("stores this package ships are trusted; nothing else is", () => {
+  it("trusts the shipped stores as they are made", () => {
+    const memory = new InMemoryGuardrailStore();
+    const sqlite = SqliteGuardrailStore.open({ path: ":memory:" });
+    try {
+      expect(isTrustedStore(memory)).toBe(true);
+      expect(isTrustedStore(sqlite)).toBe(true);
+      // The brand is not enumerable, so it shows nowhere.
+      expect(Object.keys(memory)).toEqual([]);
+      expect(JSON.stringify(memory)).toBe("{}");
+    } finally {
+      sqlite.close();
+    }
+  });
+
+  it("does not trust a custom store, a wrapper, a subclass, a Proxy, a derived object or a tampered instance", () => {
+    const memory = new InMemoryGuardrailStore();
+    class Subclass extends InMemoryGuardrailStore {}
+    const patched = new InMemoryGuardrailStore();
+    Object.defineProperty(patched, "claimMutation", { value: () => Promise.resolve({ status: "acquired", token: "x" }) });
+    const reparented = new InMemoryGuardrailStore();
+    Object.setPrototypeOf(reparented, Subclass.prototype);
+    const forged = new ForwardingStore(memory);
+    Object.defineProperty(forged, TRUSTED_STORE, { value: true });
+    for (const [label, store] of [
+      ["a wrapper around a shipped store", new ForwardingStore(memory)],
+      ["an instance of a subclass", new Subclass()],
+      ["a Proxy around a shipped store", new Proxy(memory, {})],
+      ["an object whose prototype is a shipped store", Object.create(memory) as object],
+      ["a shipped store with a method replaced on it", patched],
+      ["a shipped store given another prototype", reparented],
+      ["a wrapper with a brand that is not its prototype", forged],
+      ["a plain object", {}],
+      ["null", null],
+      ["undefined", undefined],
+    ] as const) {
+      expect(isTrustedStore(store), label).toBe(false);
+    }
+  });
+
+  it("the brand cannot be removed or changed on a shipped store", () => {
+    const memory = new InMemoryGuardrailStore();
+    expect(() => Object.defineProperty(memory, TRUSTED_STORE, { value: {} })).toThrow(TypeError);
+    expect(Reflect.deleteProperty(memory, TRUSTED_STORE)).toBe(false);
+    expect(isTrustedStore(memory)).toBe(true);
   });
 });

@@ -12,12 +12,17 @@ import { cursorsSuite } from "./cursors.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
 import { readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
+import { evidenceSuite, stepAuditSuite } from "./steps.js";
 import { validationSuite } from "./validation.js";
 
 const SUITES: Record<ConformanceSuite, { readonly title: string; readonly register: (test: StoreTest) => void }> = {
   receipts: { title: "receipts: admission receipts are insert-if-absent and immutable", register: receiptsSuite },
   reads: { title: "reads: read evidence is exact-match and idempotent", register: readsSuite },
   claims: { title: "claims: one atomic mutation slot per turn", register: claimsSuite },
+  evidence: {
+    title: "evidence: a claim naming read evidence needs one of it recorded for the turn, checked first",
+    register: evidenceSuite,
+  },
   settlement: { title: "settlement: compare-and-set from pending by the claim token", register: settlementSuite },
   release: { title: "release: a pending claim given back by its token reopens the slot", register: releaseSuite },
   verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent and bound to the tool", register: verdictsSuite },
@@ -26,6 +31,10 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
     register: approvalsSuite,
   },
   audit: { title: "audit: an append-only trail in append order, filtered by turn and scope", register: auditSuite },
+  "step-audit": {
+    title: "step audit: a read and a settlement append their audit event in the same transaction",
+    register: stepAuditSuite,
+  },
   cursors: { title: "cursors: one forward-only delivery cursor per audit sink", register: cursorsSuite },
   reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite },
   scope: { title: "scope: an unknown mutation blocks its scope's other turns", register: scopeSuite },

@@ -17,11 +17,13 @@ import {
   DecideApprovalInputSchema,
   DigestSchema,
   ExpireApprovalsInputSchema,
+  MAX_READ_EVIDENCE,
   MutationIdentitySchema,
   MutationReleaseSchema,
   MutationSettlementSchema,
   PruneOptionsSchema,
   ReadEvidenceSchema,
+  RecordReadOptionsSchema,
   ReconciliationSchema,
   VerdictKeySchema,
   VerdictRecordSchema,
@@ -59,6 +61,13 @@ function withSeededToken(value: unknown, seeded: Seeded): unknown {
   return typeof value === "object" && value !== null && !Array.isArray(value) && "token" in value && value.token === "TOKEN"
     ? { ...value, token: seeded.token }
     : value;
+}
+
+/** `[value, <hole>]`: an array of length 2 whose second element is missing. */
+function sparse(value: string): string[] {
+  const array = [value];
+  array.length = 2;
+  return array;
 }
 
 /** A copy of `record` without `key`. */
@@ -287,9 +296,47 @@ function validationCases(): Case[] {
             ["requireResolvedScope as 0", { requireResolvedScope: 0 }],
             ["requireResolvedScope as null", { requireResolvedScope: null }],
             ["an extra option", { requireResolvedScope: false, force: true }],
+            ["readEvidence as a digest, not a list", { readEvidence: SEEDED_EVIDENCE.evidenceDigest }],
+            ["readEvidence as null", { readEvidence: null }],
+            ["readEvidence holding a bad digest", { readEvidence: [SEEDED_EVIDENCE.evidenceDigest, "x"] }],
+            ["readEvidence holding an upper-case digest", { readEvidence: [SEEDED_EVIDENCE.evidenceDigest.toUpperCase()] }],
+            ["readEvidence holding null", { readEvidence: [null] }],
+            ["readEvidence with a hole", { readEvidence: sparse(SEEDED_EVIDENCE.evidenceDigest) }],
+            [
+              `readEvidence with ${String(MAX_READ_EVIDENCE + 1)} digests`,
+              { readEvidence: Array.from({ length: MAX_READ_EVIDENCE + 1 }, () => SEEDED_EVIDENCE.evidenceDigest) },
+            ],
           ] as const
         ).map(([label, value]) => [`${label} (${which})`, value] as const),
         (store, _seeded, value) => store.claimMutation(identity(of), untyped(value)),
+      ),
+    ),
+
+    ...(
+      [
+        ["free evidence", FREE_EVIDENCE],
+        ["seeded evidence", SEEDED_EVIDENCE],
+      ] as const
+    ).flatMap(([which, evidence]) =>
+      cases(
+        "recordSuccessfulRead",
+        RecordReadOptionsSchema,
+        (
+          [
+            ["options as null", null],
+            ["options as a string", "audit"],
+            ["an extra option", { audit: event, force: true }],
+            ["audit as null", { audit: null }],
+            ["audit as a string", { audit: "executed" }],
+            ["an audit event with an extra key", { audit: { ...event, trusted: true } }],
+            ["an audit event without a time", { audit: without(event, "at") }],
+            ["an audit event with a bad turn key", { audit: { ...event, turnKey: "t" } }],
+            ["an audit event with an unknown decision", { audit: { ...event, decision: "deleted" } }],
+            ["an audit event with a caller-chosen seq", { audit: { ...event, seq: 1 } }],
+            ["an audit event with args holding NaN", { audit: { ...event, args: [Number.NaN] } }],
+          ] as const
+        ).map(([label, value]) => [`${label} (${which})`, value] as const),
+        (store, _seeded, value) => store.recordSuccessfulRead(evidence, untyped(value)),
       ),
     ),
 
@@ -310,6 +357,10 @@ function validationCases(): Case[] {
         ["non-text content", { ...settlement("TOKEN"), result: { content: ["x"], status: "success" } }],
         ["a result with an extra key", { ...settlement("TOKEN"), result: { ...RESULT, raw: 1 } }],
         ["an extra key", { ...settlement("TOKEN"), force: true }],
+        ["an audit event with an extra key", { ...settlement("TOKEN"), audit: { ...event, trusted: true } }],
+        ["an audit event with a bad time", { ...settlement("TOKEN"), audit: { ...event, at: "yesterday" } }],
+        ["an audit event as null", { ...settlement("TOKEN"), audit: null }],
+        ["unknown with a bad audit event", { turnKey: TURN_KEY, token: "TOKEN", outcome: "unknown", audit: { ...event, kind: "write" } }],
       ],
       // The real token of the pending claim: only the malformation may stop the settlement.
       (store, seeded, value) => store.settleMutation(untyped(withSeededToken(value, seeded))),

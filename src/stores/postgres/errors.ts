@@ -1,0 +1,86 @@
+/**
+ * Error mapping for the PostgreSQL store: what a database failure becomes (`PostgresStoreError`,
+ * naming the operation, where the database is and what state the operation may have left), with
+ * the password redacted from everything a logger could print.
+ */
+import { errorBrand } from "../../errors.js";
+
+
+/**
+ * The database failed during a store operation (unreachable, connection terminated, a server
+ * error). The message names the operation, where the database is (never the password), and what
+ * state the operation may have left; the driver's error is the `cause`.
+ */
+export class PostgresStoreError extends Error {
+  /** The store method, e.g. `claimMutation`. */
+  readonly operation: string;
+  /** The PostgreSQL SQLSTATE or the system error code (`ECONNREFUSED`), when there is one. */
+  readonly code: string | undefined;
+
+  constructor(operation: string, message: string, options: { cause: unknown; code?: string | undefined }) {
+    super(message, { cause: options.cause });
+    this.operation = operation;
+    this.code = options.code;
+    errorBrand.brand(this, "PostgresStoreError");
+  }
+
+  static isInstance(error: unknown): error is PostgresStoreError {
+    return errorBrand.hasBrand(error, "PostgresStoreError");
+  }
+
+  /** The `PostgresStoreError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
+  static find(error: unknown): PostgresStoreError | undefined {
+    return errorBrand.findBranded(error, "PostgresStoreError") as PostgresStoreError | undefined;
+  }
+}
+
+/** What each operation may have left behind when the database fails under it. */
+export const FAILURE_STATE: Readonly<Record<string, string>> = {
+  claimMutation:
+    "the claim was not acquired: it is absent, or pending (closed) if the database committed it before the failure; " +
+    "a pending claim never runs until an operator reconciles it",
+  settleMutation:
+    "the settlement may not have been recorded: the claim stays pending (closed) unless the database committed it, " +
+    "and it never runs again until an operator reconciles it",
+  releaseMutation:
+    "the release and its audit event were applied together or not at all: the claim stays pending (closed) " +
+    "unless the release committed",
+  reconcileMutation: "the reconciliation and its audit event were applied together or not at all; check listUnresolved",
+  requestApproval: "the request and its audit event were stored together or not at all; check getApproval",
+  decideApproval: "the decision and its audit event were applied together or not at all; check getApproval",
+  applyApproval: "the change to applied and its audit event were made together or not at all; check getApproval",
+  expireApprovals: "the expiry was applied whole, with its audit events, or not at all",
+  advanceAuditCursor: "the cursor moved or did not (one statement); check getAuditCursor",
+  prune: "the prune was applied whole or not at all",
+};
+
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/** `user:password@` → `user:***@` in anything that might echo a connection string. */
+export function redact(text: string, password: string | undefined): string {
+  let out = text
+    .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)[^/?#\s]*@/gi, "$1***@")
+    .replace(/(\bpassword\s*=\s*)('[^']*'|[^\s&]*)/gi, "$1***");
+  if (password !== undefined && password.length > 0) out = out.split(password).join("***");
+  return out;
+}
+
+/** A copy of a driver error without properties that could carry the connection string. */
+export function sanitizedCause(error: unknown, password: string | undefined): Error {
+  const copy = new Error(redact(errorText(error), password));
+  for (const key of ["code", "errno", "syscall", "address", "port", "hostname", "severity", "detail"] as const) {
+    const value = (error as Record<string, unknown> | null)?.[key];
+    if (typeof value === "string" || typeof value === "number") {
+      Object.defineProperty(copy, key, { value: typeof value === "string" ? redact(value, password) : value, enumerable: true });
+    }
+  }
+  return copy;
+}

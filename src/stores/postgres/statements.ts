@@ -1,0 +1,260 @@
+/** Every SQL statement of the PostgreSQL store, with the schema quoted in and a prepared-statement name unique to it. */
+import { createHash } from "node:crypto";
+
+export interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+export type Statements = ReturnType<typeof statements>;
+
+export function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** Every statement, with the schema quoted in, and a prepared-statement name unique to the schema. */
+export function statements(schema: string) {
+  const s = quoteIdentifier(schema);
+  const tag = createHash("sha256").update(schema).digest("hex").slice(0, 12);
+  const statement = (name: string, text: string): Statement => ({ name: `arkah_${tag}_${name}`, text });
+  const claimColumns =
+    "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms, tool_fingerprint";
+  const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint, $10";
+  const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal";
+  const approvalColumns = "approval_id, turn_key, status, record";
+  return {
+    getReceipt: statement("get_receipt", `SELECT ${receiptColumns} FROM ${s}.receipts WHERE turn_key = $1`),
+    putReceipt: statement(
+      "put_receipt",
+      `INSERT INTO ${s}.receipts (${receiptColumns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       ON CONFLICT (turn_key) DO NOTHING RETURNING ${receiptColumns}`,
+    ),
+    recordRead: statement(
+      "record_read",
+      `INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+    ),
+    hasRead: statement("has_read", `SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = $2`),
+    // The evidence and its audit event in one statement (one transaction): the event is appended
+    // under the audit lock (as appendAudit, below) whether or not the evidence was new.
+    recordReadAudited: statement(
+      "record_read_audited",
+      `WITH recorded AS (
+         INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) VALUES ($1, $2) ON CONFLICT DO NOTHING
+       ),
+       locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($3::bigint))
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $4, $5::bigint, $6, $7, $8, $9, $10 FROM locked`,
+    ),
+    // Is any of the digests in $2 (validated hex, at most 256) recorded for turn $1?
+    hasAnyRead: statement(
+      "has_any_read",
+      `SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($2::text[]) LIMIT 1`,
+    ),
+    // The scope row's lock (taken by the upsert, held to commit) and its latest unknown_count.
+    claimScoped: statement(
+      "claim_scoped",
+      `WITH scope AS (
+         INSERT INTO ${s}.scopes AS sc (scope_id) VALUES ($2)
+         ON CONFLICT (scope_id) DO UPDATE SET unknown_count = sc.unknown_count
+         RETURNING sc.unknown_count
+       )
+       INSERT INTO ${s}.claims (${claimColumns})
+       SELECT ${claimValues} FROM scope WHERE scope.unknown_count = 0
+       ON CONFLICT (turn_key) DO NOTHING
+       RETURNING token`,
+    ),
+    claimUnscoped: statement(
+      "claim_unscoped",
+      `INSERT INTO ${s}.claims (${claimColumns}) VALUES (${claimValues})
+       ON CONFLICT (turn_key) DO NOTHING RETURNING token`,
+    ),
+    // The same two claims, after the evidence check ($11: the digests), all in one statement: no
+    // evidence, nothing written (not even the scope row). Always one row: ok, and the token if the
+    // claim was inserted.
+    claimScopedRead: statement(
+      "claim_scoped_read",
+      `WITH evidence AS (
+         SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($11::text[])) AS ok
+       ),
+       scope AS (
+         INSERT INTO ${s}.scopes AS sc (scope_id) SELECT $2::text FROM evidence WHERE evidence.ok
+         ON CONFLICT (scope_id) DO UPDATE SET unknown_count = sc.unknown_count
+         RETURNING sc.unknown_count
+       ),
+       inserted AS (
+         INSERT INTO ${s}.claims (${claimColumns})
+         SELECT ${claimValues} FROM scope WHERE scope.unknown_count = 0
+         ON CONFLICT (turn_key) DO NOTHING
+         RETURNING token
+       )
+       SELECT evidence.ok, (SELECT token FROM inserted) AS token FROM evidence`,
+    ),
+    claimUnscopedRead: statement(
+      "claim_unscoped_read",
+      `WITH evidence AS (
+         SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($11::text[])) AS ok
+       ),
+       inserted AS (
+         INSERT INTO ${s}.claims (${claimColumns})
+         SELECT ${claimValues} FROM evidence WHERE evidence.ok
+         ON CONFLICT (turn_key) DO NOTHING
+         RETURNING token
+       )
+       SELECT evidence.ok, (SELECT token FROM inserted) AS token FROM evidence`,
+    ),
+    readClaim: statement(
+      "read_claim",
+      `SELECT mutation_key, tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+    ),
+    // The evidence check and the turn's claim in one snapshot ($2: the digests); one row always,
+    // with NULL claim columns when there is no claim.
+    readClaimWithEvidence: statement(
+      "read_claim_with_evidence",
+      `SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($2::text[])) AS evidence_ok,
+              c.turn_key AS claimed, c.mutation_key, c.tool_name, c.tool_call_id, c.state, c.result_content, c.result_status
+       FROM (SELECT 1) AS one LEFT JOIN ${s}.claims AS c ON c.turn_key = $1`,
+    ),
+    lockScope: statement(
+      "lock_scope",
+      `INSERT INTO ${s}.scopes AS sc (scope_id) VALUES ($1)
+       ON CONFLICT (scope_id) DO UPDATE SET unknown_count = sc.unknown_count
+       RETURNING sc.unknown_count`,
+    ),
+    settleComplete: statement(
+      "settle_complete",
+      `UPDATE ${s}.claims SET state = 'complete', result_content = $3, result_status = $4, settled_at = $5, settled_ms = $6::bigint
+       WHERE turn_key = $1 AND token = $2 AND state = 'pending'`,
+    ),
+    // The settlement and its audit event in one statement: the event ($7 the audit lock, then its
+    // columns) is appended under the audit lock exactly when the compare-and-set applied. One row
+    // inserted: it applied.
+    settleCompleteAudited: statement(
+      "settle_complete_audited",
+      `WITH settled AS (
+         UPDATE ${s}.claims SET state = 'complete', result_content = $3, result_status = $4, settled_at = $5, settled_ms = $6::bigint
+         WHERE turn_key = $1 AND token = $2 AND state = 'pending'
+         RETURNING turn_key
+       ),
+       locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($7::bigint) FROM settled)
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $8, $9::bigint, $10, $11, $12, $13, $14 FROM locked`,
+    ),
+    pendingScope: statement(
+      "pending_scope",
+      `SELECT scope_id FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'`,
+    ),
+    settleUnknown: statement(
+      "settle_unknown",
+      `WITH settled AS (
+         UPDATE ${s}.claims SET state = 'unknown', settled_at = $3, settled_ms = $4::bigint
+         WHERE turn_key = $1 AND token = $2 AND state = 'pending'
+         RETURNING scope_id
+       )
+       UPDATE ${s}.scopes AS sc SET unknown_count = sc.unknown_count + 1
+       FROM settled WHERE sc.scope_id = settled.scope_id
+       RETURNING sc.unknown_count`,
+    ),
+    readScope: statement("read_scope", `SELECT scope_id FROM ${s}.claims WHERE turn_key = $1`),
+    lockClaim: statement(
+      "lock_claim",
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state
+       FROM ${s}.claims WHERE turn_key = $1 FOR UPDATE`,
+    ),
+    reconcileComplete: statement(
+      "reconcile_complete",
+      `UPDATE ${s}.claims SET state = 'complete', result_content = $2, result_status = $3, settled_at = $4, settled_ms = $5::bigint
+       WHERE turn_key = $1`,
+    ),
+    deleteClaim: statement("delete_claim", `DELETE FROM ${s}.claims WHERE turn_key = $1`),
+    releaseClaim: statement(
+      "release_claim",
+      `DELETE FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'
+       RETURNING turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint`,
+    ),
+    releaseScope: statement(
+      "release_scope",
+      `UPDATE ${s}.scopes SET unknown_count = unknown_count - 1 WHERE scope_id = $1`,
+    ),
+    putVerdict: statement(
+      "put_verdict",
+      `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT DO NOTHING RETURNING record`,
+    ),
+    getVerdict: statement(
+      "get_verdict",
+      `SELECT record FROM ${s}.verdicts
+       WHERE turn_key = $1 AND tool_call_id = $2 AND tool_name = $3 AND tool_fingerprint = $4 AND guardrail = $5 AND args_digest = $6`,
+    ),
+    insertApproval: statement(
+      "insert_approval",
+      `INSERT INTO ${s}.approvals (approval_id, turn_key, status, requested_ms, record) VALUES ($1, $2, 'pending', $3::bigint, $4)
+       ON CONFLICT (approval_id) DO NOTHING`,
+    ),
+    getApproval: statement("get_approval", `SELECT ${approvalColumns} FROM ${s}.approvals WHERE approval_id = $1`),
+    lockApproval: statement("lock_approval", `SELECT ${approvalColumns} FROM ${s}.approvals WHERE approval_id = $1 FOR UPDATE`),
+    updateApproval: statement("update_approval", `UPDATE ${s}.approvals SET status = $2, record = $3 WHERE approval_id = $1`),
+    // NULLS FIRST: where an unparseable time sorts in SQLite (it cannot occur: the schema checks times).
+    listApprovals: statement(
+      "list_approvals",
+      `SELECT ${approvalColumns} FROM ${s}.approvals
+       WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR turn_key = $2)
+       ORDER BY requested_ms NULLS FIRST, approval_order LIMIT $3::integer`,
+    ),
+    lockPendingBefore: statement(
+      "lock_pending_before",
+      `SELECT ${approvalColumns} FROM ${s}.approvals
+       WHERE status = 'pending' AND requested_ms < $1::bigint
+       ORDER BY requested_ms, approval_order FOR UPDATE`,
+    ),
+    // The lock is taken in a MATERIALIZED CTE the INSERT reads from, so nextval() runs after it.
+    appendAudit: statement(
+      "append_audit",
+      `WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint))
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $2, $3::bigint, $4, $5, $6, $7, $8 FROM locked`,
+    ),
+    readAudit: statement(
+      "read_audit",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    readAuditByTurn: statement(
+      "read_audit_by_turn",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE turn_key = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+         AND ($5::text IS NULL OR scope_id = $5::text)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    readAuditByScope: statement(
+      "read_audit_by_scope",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE scope_id = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    getAuditCursor: statement("get_audit_cursor", `SELECT seq FROM ${s}.audit_cursors WHERE sink = $1`),
+    advanceAuditCursor: statement(
+      "advance_audit_cursor",
+      `INSERT INTO ${s}.audit_cursors AS c (sink, seq) VALUES ($1, $2::bigint)
+       ON CONFLICT (sink) DO UPDATE SET seq = EXCLUDED.seq WHERE c.seq < EXCLUDED.seq`,
+    ),
+    listUnresolved: statement(
+      "list_unresolved",
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state, claimed_at
+       FROM ${s}.claims WHERE state IN ('pending', 'unknown') ORDER BY claimed_ms, claim_order`,
+    ),
+    prune: statement(
+      "prune",
+      `WITH pruned AS (
+         UPDATE ${s}.claims SET state = 'pruned', result_content = NULL, result_status = NULL
+         WHERE state = 'complete' AND settled_ms < $1::bigint
+         RETURNING turn_key
+       ),
+       reads AS (DELETE FROM ${s}.read_evidence WHERE turn_key IN (SELECT turn_key FROM pruned)),
+       verdicts AS (DELETE FROM ${s}.verdicts WHERE turn_key IN (SELECT turn_key FROM pruned)),
+       approvals AS (DELETE FROM ${s}.approvals WHERE turn_key IN (SELECT turn_key FROM pruned))
+       SELECT count(*) AS turns FROM pruned`,
+    ),
+  };
+}

@@ -1,0 +1,335 @@
+/**
+ * A `GuardrailStore` on one SQLite file (better-sqlite3, an optional peer dependency: only this
+ * module imports it). Durable, and safe for several processes sharing the file on one host.
+ *
+ * - Journal: WAL, so readers never block the writer and one writer commits at a time.
+ * - `synchronous = FULL` by default: every commit (a claim above all) is on disk before the
+ *   method resolves, so a claim survives an OS crash or power loss and a side effect that ran
+ *   after it can never be run again. `"normal"` keeps the database consistent but may lose the
+ *   last commits on an OS crash or power loss (not on a process crash): a lost claim would let a
+ *   retry run the write a second time. Choose it only where the writes themselves are idempotent.
+ * - Every read-then-write operation is ONE `BEGIN IMMEDIATE` transaction: it takes the write lock
+ *   before it reads, so two processes can never interleave between the check and the write. A
+ *   writer that finds the lock held waits up to `busyTimeoutMs`, then fails (a rejection).
+ * - Versioned migrations run at open, in one transaction; a file written by a newer version of
+ *   the package is refused, never guessed at.
+ * - Every row read back is parsed with the exported zod schemas: a corrupted row (a hand edit,
+ *   a bad disk) is a `StoreContractError`: fail closed.
+ *
+ * Semantics are exactly those of `InMemoryGuardrailStore`; the conformance suite in
+ * `arkah-agent-guardrails/testing` is the definition. better-sqlite3 is synchronous: each method
+ * runs to completion without yielding, and is `async` only so that every error is a rejection.
+ * Waiting for another process's lock blocks this process's event loop for at most
+ * `busyTimeoutMs`.
+ */
+import Database from "better-sqlite3";
+import { z } from "zod";
+import {
+  AdmissionReceiptSchema,
+  AdvanceAuditCursorInputSchema,
+  ApplyApprovalInputSchema,
+  ApprovalQuerySchema,
+  ApprovalRequestSchema,
+  AuditCursorSchema,
+  AuditQuerySchema,
+  AuditSinkNameSchema,
+  DecideApprovalInputSchema,
+  ExpireApprovalsInputSchema,
+  PruneOptionsSchema,
+  ReconciliationSchema,
+  StoredAuditEventSchema,
+  UnresolvedMutationSchema,
+  VerdictKeySchema,
+  VerdictRecordSchema,
+  type AdmissionReceipt,
+  type AdvanceAuditCursorInput,
+  type ApplyApprovalInput,
+  type ApprovalDecisionResult,
+  type ApprovalQuery,
+  type ApprovalRecord,
+  type ApprovalSubmission,
+  type AuditEvent,
+  type AuditQuery,
+  type ClaimOptions,
+  type ClaimResult,
+  type DecideApprovalInput,
+  type ExpireApprovalsInput,
+  type ExpireApprovalsResult,
+  type GuardrailStore,
+  type MutationIdentity,
+  type MutationRelease,
+  type MutationSettlement,
+  type PruneOptions,
+  type PruneResult,
+  type ReadEvidence,
+  type RecordReadOptions,
+  type Reconciliation,
+  type ReconcileResult,
+  type StoredAuditEvent,
+  type UnresolvedMutation,
+  type VerdictKey,
+  type VerdictRecord,
+} from "../../contracts.js";
+import { ConfigurationError } from "../../errors.js";
+import {
+  brandTrustedStore,
+  parseAuditEvent,
+  parseClaimOptions,
+  parseDigest,
+  parseEvidence,
+  parseIdentity,
+  parseReadOptions,
+  parseRelease,
+  parseSettlement,
+  parseStoreValue,
+} from "../validate.js";
+import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, parseJson, parseRow, receiptFromRow, verdictFromRow } from "./encoding.js";
+import { corrupt, isOwnError, openError, ownError } from "./errors.js";
+import { migrate } from "./migrations.js";
+import { prepareStatements, type Statements } from "./statements.js";
+import { prepareSteps, type Steps } from "./steps.js";
+import { appendEvent, prepareTransactions, type Transactions } from "./transactions.js";
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+export interface SqliteGuardrailStoreOptions {
+  /** The database file, created if missing (its directory must exist). `":memory:"` for tests. */
+  readonly path: string;
+  /** Clock for claim, settlement and reconciliation times. Default: the system clock. */
+  readonly now?: () => Date;
+  /** How long a write waits for another connection's lock before failing. Default 5000 ms. */
+  readonly busyTimeoutMs?: number;
+  /**
+   * `"full"` (default): every commit is synced to disk before the method resolves.
+   * `"normal"`: faster; a commit survives a process crash but may be lost on an OS crash or power
+   * loss, and a lost claim lets a retry run its write again. See the module comment.
+   */
+  readonly synchronous?: "full" | "normal";
+}
+
+const OptionsSchema = z.strictObject({
+  path: z.string().min(1, "path must name a database file (or be \":memory:\")"),
+  now: z.custom<() => Date>((value) => typeof value === "function", "now must be a function returning a Date").optional(),
+  busyTimeoutMs: z.int().min(0).max(2_147_483_647).optional(),
+  synchronous: z.enum(["full", "normal"]).optional(),
+});
+
+const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
+
+export class SqliteGuardrailStore implements GuardrailStore {
+  readonly #db: Database.Database;
+  readonly #now: () => Date;
+  readonly #sql: Statements;
+  readonly #steps: Steps;
+  readonly #tx: Transactions;
+
+  private constructor(db: Database.Database, now: () => Date) {
+    this.#db = db;
+    this.#now = now;
+    // A subclass may answer otherwise: only this class's own instances are trusted.
+    if (new.target === SqliteGuardrailStore) brandTrustedStore(this, SqliteGuardrailStore.prototype);
+    this.#sql = prepareStatements(db);
+    this.#steps = prepareSteps(db, this.#sql, () => this.#timestamp());
+    this.#tx = prepareTransactions(db, this.#sql, () => this.#timestamp());
+  }
+
+  /**
+   * Opens (creating if needed) the store at `options.path`, applying pending migrations. Throws
+   * `ConfigurationError` for invalid options, and an `Error` naming the path and the cause when the
+   * file cannot be opened or was written by a newer version.
+   */
+  static open(options: SqliteGuardrailStoreOptions): SqliteGuardrailStore {
+    const parsed = OptionsSchema.safeParse(options);
+    if (!parsed.success) {
+      throw new ConfigurationError(`invalid SqliteGuardrailStore options: ${z.prettifyError(parsed.error)}`);
+    }
+    const { path, now = () => new Date(), busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_MS, synchronous = "full" } = parsed.data;
+    let db: Database.Database;
+    try {
+      db = new Database(path, { timeout: busyTimeoutMs });
+    } catch (error) {
+      throw openError(path, error);
+    }
+    try {
+      const mode: unknown = db.pragma("journal_mode = WAL", { simple: true });
+      if (mode !== "wal" && !(path === ":memory:" && mode === "memory")) {
+        throw ownError(
+          `the SQLite guardrail store at ${JSON.stringify(path)} cannot use WAL mode (journal_mode is ${String(mode)}); ` +
+            "put it on a local file system",
+        );
+      }
+      db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
+      migrate(db, path);
+      return new SqliteGuardrailStore(db, now);
+    } catch (error) {
+      db.close();
+      if (isOwnError(error)) throw error;
+      throw openError(path, error);
+    }
+  }
+
+  /** Closes the connection. Calls after this reject. Idempotent. */
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+
+  #timestamp(): string {
+    return this.#now().toISOString();
+  }
+
+  // -- admission ------------------------------------------------------------------------------
+
+  async getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
+    const row = this.#sql.getReceipt.get(parseDigest(turnKey, "turn key"));
+    return row === undefined ? undefined : receiptFromRow(row);
+  }
+
+  async putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
+    const candidate = parseStoreValue(AdmissionReceiptSchema, receipt, "admission receipt");
+    return this.#tx.putReceipt.immediate(candidate);
+  }
+
+  // -- read evidence --------------------------------------------------------------------------
+
+  async recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
+    const parsed = parseEvidence(evidence);
+    const audit = parseReadOptions(options);
+    if (audit === undefined) this.#sql.insertRead.run(parsed.turnKey, parsed.evidenceDigest);
+    else this.#steps.recordRead.immediate(parsed, audit);
+  }
+
+  async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
+    const { turnKey, evidenceDigest } = parseEvidence(evidence);
+    return this.#sql.hasRead.get(turnKey, evidenceDigest) !== undefined;
+  }
+
+  // -- mutation claims ------------------------------------------------------------------------
+
+  async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+    const parsed = parseIdentity(identity);
+    const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
+    return this.#steps.claim.immediate(parsed, requireResolvedScope, readEvidence);
+  }
+
+  async settleMutation(settlement: MutationSettlement): Promise<boolean> {
+    return this.#steps.settle.immediate(parseSettlement(settlement));
+  }
+
+  async releaseMutation(release: MutationRelease): Promise<boolean> {
+    return this.#steps.release.immediate(parseRelease(release));
+  }
+
+  // -- verdicts --------------------------------------------------------------------------------
+
+  async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
+    const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
+    return this.#tx.putVerdict.immediate(candidate);
+  }
+
+  async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
+    const parsed = parseStoreValue(VerdictKeySchema, key, "verdict key");
+    const row = this.#sql.getVerdict.get(...keyParams(parsed));
+    return row === undefined ? undefined : verdictFromRow(row, parsed);
+  }
+
+  // -- approval requests ----------------------------------------------------------------------
+
+  async requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
+    const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
+    return this.#tx.requestApproval.immediate(candidate);
+  }
+
+  async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
+    const row = this.#sql.getApproval.get(parseDigest(approvalId, "approval id"));
+    return row === undefined ? undefined : approvalFromRow(row);
+  }
+
+  async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
+    const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
+    return this.#tx.decideApproval.immediate(parsed);
+  }
+
+  async applyApproval(input: ApplyApprovalInput): Promise<boolean> {
+    const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
+    return this.#tx.applyApproval.immediate(parsed);
+  }
+
+  async listApprovals(query: ApprovalQuery = {}): Promise<ApprovalRecord[]> {
+    const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
+    const [byStatus, byTurn] = [status ?? null, turnKey ?? null];
+    return this.#sql.listApprovals.all(byStatus, byStatus, byTurn, byTurn, limit).map(approvalFromRow);
+  }
+
+  async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
+    const cutoff = epochMs(parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry").olderThan);
+    // An unparseable cutoff compares false with every time, as in the in-memory store.
+    if (cutoff === null) return { expired: 0 };
+    return this.#tx.expireApprovals.immediate(cutoff);
+  }
+
+  // -- audit trail ----------------------------------------------------------------------------
+
+  async appendAudit(event: AuditEvent): Promise<void> {
+    appendEvent(this.#sql, parseAuditEvent(event));
+  }
+
+
+  async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
+    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const params = {
+      afterSeq,
+      since: since === undefined ? null : epochMs(since),
+      turnKey: turnKey ?? null,
+      scopeId: scopeId === undefined ? null : encodeText(scopeId),
+      limit,
+    };
+    const statement =
+      turnKey !== undefined ? this.#sql.readAuditByTurn : scopeId !== undefined ? this.#sql.readAuditByScope : this.#sql.readAudit;
+    return statement.all(params).map((row) => {
+      const what = `audit event ${String(row.seq)}`;
+      const event = parseJson(row.event, what);
+      if (typeof event !== "object" || event === null || Array.isArray(event)) throw corrupt(what, "not a JSON object");
+      return parseRow(StoredAuditEventSchema, { ...event, seq: row.seq }, what);
+    });
+  }
+
+  async getAuditCursor(sink: string): Promise<number> {
+    const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
+    const seq: unknown = this.#sql.getAuditCursor.get(encodeText(name))?.seq ?? 0;
+    return parseRow(AuditCursorSchema, seq, `audit cursor of ${JSON.stringify(name)}`);
+  }
+
+  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
+    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+    // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
+    if (seq === 0) return false;
+    return this.#sql.advanceAuditCursor.run(encodeText(sink), seq).changes === 1;
+  }
+
+  // -- reconciliation and retention -----------------------------------------------------------
+
+  async listUnresolved(): Promise<UnresolvedMutation[]> {
+    return this.#sql.listUnresolved.all().map((row) => {
+      const claim = claimFromRow(row);
+      return parseRow(
+        UnresolvedMutationSchema,
+        { ...claim.identity, state: claim.state, claimedAt: claim.claimedAt },
+        `claim for turn ${claim.identity.turnKey}`,
+      );
+    });
+  }
+
+  async reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
+    const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
+    return this.#tx.reconcile.immediate(parsed);
+  }
+
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    const cutoff = epochMs(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
+    // An unparseable cutoff compares false with every time, as in the in-memory store: nothing goes.
+    if (cutoff === null) return { turns: 0 };
+    return this.#tx.prune.immediate(cutoff);
+  }
+}
+
