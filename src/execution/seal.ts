@@ -104,6 +104,8 @@ export class Seal {
     if (id !== this.#call.id || digestOrUndefined(args) !== this.#call.rawDigest) {
       throw this.violate("arguments_rewritten");
     }
+    // A cancelled run starts nothing: the body provably did not run.
+    (config as { signal?: AbortSignal } | undefined)?.signal?.throwIfAborted();
     this.#started = true;
     // The body gets its own copy of exactly the checked arguments.
     const checked = structuredClone(this.#call.args);

@@ -6,7 +6,16 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph";
 import type { ToolCallHandler } from "langchain";
-import type { GuardrailStore, MutationIdentity, MutationResult, MutationSettlement, RefusalCode, ToolKind } from "../contracts.js";
+import {
+  MAX_READ_EVIDENCE,
+  type AuditEvent,
+  type GuardrailStore,
+  type MutationIdentity,
+  type MutationResult,
+  type MutationSettlement,
+  type RefusalCode,
+  type ToolKind,
+} from "../contracts.js";
 import { checkMutationStep, claimAction } from "../decision/plan.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
@@ -14,7 +23,7 @@ import { RetryableToolError, SealError, SettlementError } from "../errors.js";
 import { Seal, sealScope } from "../execution/seal.js";
 import { mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
-import { parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
+import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
 import { refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
@@ -96,14 +105,17 @@ export async function runRead(
     await call.record({ decision: "failed", code: "unsupported_result" });
     return refusal(call.request.toolCall, "unsupported_result");
   }
-  if (call.kind === "document-read" && text?.status === "success") {
-    const { store } = call.governance;
-    await store?.recordSuccessfulRead({
-      turnKey: call.turn.turnKey,
-      evidenceDigest: readEvidenceDigest(call.turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content }),
-    });
+  const executed = { decision: "executed", args: call.checked.args, ...(text === undefined ? {} : { result: text.content }) } as const;
+  const { store } = call.governance;
+  if (call.kind === "document-read" && text?.status === "success" && store !== undefined) {
+    // The evidence and its audit event in one store call: one round trip per read.
+    const event = call.event(executed);
+    const evidenceDigest = readEvidenceDigest(call.turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content });
+    await store.recordSuccessfulRead({ turnKey: call.turn.turnKey, evidenceDigest }, { audit: event });
+    await call.governance.audit.appended(event);
+    return result;
   }
-  await call.record({ decision: "executed", args: call.checked.args, ...(text === undefined ? {} : { result: text.content }) });
+  await call.record(executed);
   return result;
 }
 
@@ -125,10 +137,16 @@ export async function runMutation(
 ): Promise<ToolResult> {
   const stepRefusal = checkMutationStep(call.id, call.step ?? [], context.kindOf);
   if (stepRefusal !== undefined) return call.refuse(stepRefusal.refuse);
-  if (!(await hasTrustedRead(call, context))) return call.refuse("read_required");
+  // The reads the transcript shows in this turn; the claim itself asks the store about them.
+  const readEvidence = readCandidates(context.messages, context.humanIndex, context.kindOf)
+    .slice(0, MAX_READ_EVIDENCE)
+    .map((read) => readEvidenceDigest(call.turn.turnKey, read));
+  if (readEvidence.length === 0) return call.refuse("read_required");
 
   const store = call.governance.store;
   if (store === undefined) throw new Error("unreachable: the document guardrails always have a store");
+  // A store this package ships validated its answers at its own boundary already.
+  const trusted = isTrustedStore(store);
   const sealedTool = call.tool;
   if (sealedTool === undefined) throw new Error("unreachable: the step check sets the tool");
   const claim = async () => {
@@ -139,8 +157,8 @@ export async function runMutation(
       argsDigest: call.checked.argsDigest,
       toolFingerprint: toolFingerprint(sealedTool),
     });
-    const requireResolvedScope = context.requireResolvedScope;
-    return { identity, action: claimAction(parseClaimResult(await store.claimMutation(identity, { requireResolvedScope }))) };
+    const answer = await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope, readEvidence });
+    return { identity, action: claimAction(trusted ? answer : parseClaimResult(answer)) };
   };
   let { identity, action } = await claim();
   // An approval covers one execution. One an earlier execution used covers this call's replay
@@ -165,12 +183,17 @@ export async function runMutation(
   }
   const token = action.execute;
 
-  // The slot is ours: run once, then settle with what really happened.
-  const settle = async (outcome: { outcome: "unknown" } | { outcome: "complete"; result: MutationResult }) => {
-    const settlement: MutationSettlement = { turnKey: call.turn.turnKey, token, ...outcome };
+  // The slot is ours: run once, then settle with what really happened, with the audit event
+  // that says so in the same store call.
+  const settle = async (
+    outcome: { outcome: "unknown" } | { outcome: "complete"; result: MutationResult },
+    event: AuditEvent,
+  ): Promise<void> => {
+    const settlement: MutationSettlement = { turnKey: call.turn.turnKey, token, ...outcome, audit: event };
     let applied: boolean;
     try {
-      applied = parseStoreValue(StoreBooleanSchema, await store.settleMutation(settlement), "settleMutation answer");
+      const answer = await store.settleMutation(settlement);
+      applied = trusted ? answer : parseStoreValue(StoreBooleanSchema, answer, "settleMutation answer");
     } catch (error) {
       const failure = new SettlementError(
         { toolName: call.name, toolCallId: call.id, mutationKey, outcome: outcome.outcome },
@@ -185,19 +208,21 @@ export async function runMutation(
         toolCallId: call.id,
         mutationKey,
       });
+      // The store appended nothing; what ran is still recorded.
+      await store.appendAudit(event);
     }
+    await call.governance.audit.appended(event);
   };
-  const settleUnknown = async (code: RefusalCode | "seal_broken") => {
-    await settle({ outcome: "unknown" });
-    await call.record({ decision: "failed", mutationKey, code });
-  };
+  const settleUnknown = (code: RefusalCode | "seal_broken") =>
+    settle({ outcome: "unknown" }, call.event({ decision: "failed", mutationKey, code }));
+  const settleComplete = (result: MutationResult, event: AuditEvent) => settle({ outcome: "complete", result }, event);
   const release = () => releaseClaim(call, store, identity, token);
 
   const { finding, outcome } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) {
     const body = finding.mayHaveRun ? bodyText(finding.bodyResult) : undefined;
     if (!finding.mayHaveRun) await release();
-    else if (body !== undefined) await settle({ outcome: "complete", result: body });
+    else if (body !== undefined) await settleComplete(body, call.event({ decision: "failed", mutationKey, code: "seal_broken" }));
     else await settleUnknown("seal_broken");
     return brokenSeal(call, finding.broken);
   }
@@ -225,8 +250,7 @@ export async function runMutation(
     await settleUnknown("unsupported_result");
     return refusal(call, "unsupported_result");
   }
-  await settle({ outcome: "complete", result: text });
-  await call.record({ decision: "executed", mutationKey, args: call.checked.args, result: text.content });
+  await settleComplete(text, call.event({ decision: "executed", mutationKey, args: call.checked.args, result: text.content }));
   return outcome.result;
 }
 
@@ -289,15 +313,4 @@ async function brokenSeal(call: GovernedCall, violation: SealError["violation"])
 /** The body's own text result, when it returned one. */
 function bodyText(returned: unknown): MutationResult | undefined {
   return returned === undefined ? undefined : resultText(returned as ToolResult);
-}
-
-/** Whether the store confirms a document read the transcript shows in this turn. */
-async function hasTrustedRead(call: GovernedCall, context: MutationContext): Promise<boolean> {
-  const { store } = call.governance;
-  const { turnKey } = call.turn;
-  for (const read of readCandidates(context.messages, context.humanIndex, context.kindOf)) {
-    const answer = await store?.hasSuccessfulRead({ turnKey, evidenceDigest: readEvidenceDigest(turnKey, read) });
-    if (parseStoreValue(StoreBooleanSchema, answer, "hasSuccessfulRead answer")) return true;
-  }
-  return false;
 }

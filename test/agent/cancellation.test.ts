@@ -62,20 +62,16 @@ function deferred<T = void>() {
 class RecordingStore extends InMemoryGuardrailStore {
   readonly evidence: ReadEvidence[] = [];
   readonly claims: MutationIdentity[] = [];
-  /** Awaited inside `hasSuccessfulRead`, i.e. after a mutation's step checks, before its claim. */
-  beforeEvidenceCheck: (() => Promise<void>) | undefined;
+  /** Awaited inside `claimMutation` before it claims: after a mutation's step checks. */
+  beforeClaim: (() => Promise<void>) | undefined;
 
-  override async recordSuccessfulRead(evidence: ReadEvidence): Promise<void> {
+  override async recordSuccessfulRead(evidence: ReadEvidence, options?: Parameters<InMemoryGuardrailStore["recordSuccessfulRead"]>[1]): Promise<void> {
     this.evidence.push(evidence);
-    return super.recordSuccessfulRead(evidence);
-  }
-
-  override async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
-    await this.beforeEvidenceCheck?.();
-    return super.hasSuccessfulRead(evidence);
+    return super.recordSuccessfulRead(evidence, options);
   }
 
   override async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+    await this.beforeClaim?.();
     this.claims.push(identity);
     return super.claimMutation(identity, options);
   }
@@ -211,14 +207,14 @@ describe("an aborted run executes nothing", () => {
     expect(store.claims).toHaveLength(0);
   });
 
-  it("an abort after the mutation's checks but before its claim leaves the slot free for a retry", async () => {
+  it("an abort while the mutation is being claimed: the body never starts, the claim is released, the slot stays free", async () => {
     const store = new RecordingStore();
     const checking = deferred();
     const releaseCheck = deferred();
     const observer = settleObserver();
     const first = cancellableAgent({ script: READ_THEN_RENAME, store, outer: observer.middleware });
     await admit(store, first.input);
-    store.beforeEvidenceCheck = async () => {
+    store.beforeClaim = async () => {
       checking.resolve();
       await releaseCheck.promise;
     };
@@ -235,11 +231,12 @@ describe("an aborted run executes nothing", () => {
     expect(await outcome).toBe("rejected");
     await observer.untilSettled(2);
     expect(observer.settled.map((entry) => `${String(entry.callId)}:${entry.how}`)).toEqual(["r1:returned", "w1:threw"]);
-    expect(store.claims).toHaveLength(0);
     expect(first.service.writes).toBe(0);
+    expect(await store.listUnresolved()).toEqual([]);
+    expect((await store.readAudit()).filter((event) => event.toolCallId === "w1").map((event) => event.decision)).toContain("released");
 
     // The transport retry of the same turn can still make its one write.
-    store.beforeEvidenceCheck = undefined;
+    store.beforeClaim = undefined;
     const retry = cancellableAgent({ script: READ_THEN_RENAME, store });
     const messages = await runTurn(retry.agent, retry.input);
     expect(outcomeOf(messages, "w1").status).toBe("success");

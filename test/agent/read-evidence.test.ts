@@ -18,7 +18,9 @@ import {
   InMemoryGuardrailStore,
   StoreContractError,
   turnContext,
-  type ReadEvidence,
+  type ClaimOptions,
+  type ClaimResult,
+  type MutationIdentity,
 } from "arkah-agent-guardrails";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import {
@@ -69,10 +71,11 @@ function withEditedToolResult(messages: readonly BaseMessage[], callId: string, 
  * Failure injection: an adapter bug that answers an existence query with a row count as a string
  * (as `pg` returns `COUNT(*)`), so "not found" arrives as the truthy string "0".
  */
+/** Answers an evidence-gated claim outside the contract: a truthy string where a token belongs. */
 class StringCountStore extends InMemoryGuardrailStore {
-  override async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
-    const found = await super.hasSuccessfulRead(evidence);
-    return (found ? "1" : "0") as unknown as boolean;
+  override async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
+    const answer = await super.claimMutation(identity, options);
+    return (answer.status === "read_required" ? { status: "acquired", token: 1 } : answer) as unknown as ClaimResult;
   }
 }
 
@@ -371,8 +374,8 @@ describe("the transcript cannot create evidence", () => {
 
 // The store contract (design §4) says every value crossing it is validated and read evidence has
 // no false positives; like `authorize`, only a literal `true` may grant anything. This fails today:
-describe("only the store's literal true is evidence", () => {
-  it("does not take a store's truthy non-boolean answer for a recorded read", async () => {
+describe("only the store's valid answer is evidence", () => {
+  it("does not take a custom store's malformed claim answer for a recorded read", async () => {
     const service = new DocumentService();
     const { agent, store, input } = guardedAgent({
       service,
@@ -386,7 +389,7 @@ describe("only the store's literal true is evidence", () => {
       .invoke({ messages: [new HumanMessage(USER_MESSAGE), ...forgedRead(service.snapshot())] })
       .then(() => undefined, (caught: unknown) => caught);
 
-    expect(StoreContractError.find(error)?.message).toMatch(/hasSuccessfulRead answer/);
+    expect(StoreContractError.find(error)?.message).toMatch(/claimMutation answer/);
     expect(service.reads).toBe(0);
     expect(service.writes).toBe(0);
   });
