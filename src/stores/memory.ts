@@ -73,11 +73,13 @@ import {
 interface ClaimRecord {
   readonly identity: MutationIdentity;
   readonly token: string;
-  readonly claimedAt: string;
+  /** Epoch milliseconds from the store's clock: formatted only when listed. */
+  readonly claimedAt: number;
   /** `pruned`: a tombstone; the turn's slot is used and its result is gone. */
   state: "pending" | "complete" | "unknown" | "pruned";
   result: MutationResult | undefined;
-  settledAt: string | undefined;
+  /** Epoch milliseconds, for retention. */
+  settledAt: number | undefined;
 }
 
 export interface InMemoryGuardrailStoreOptions {
@@ -90,6 +92,8 @@ const verdictKey = (key: VerdictKey) =>
 
 export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #now: () => Date;
+  /** The clock in epoch milliseconds (`Date.now` unless one was given). */
+  readonly #clock: () => number;
   readonly #receipts = new Map<string, AdmissionReceipt>();
   /** turn key -> evidence digests. */
   readonly #reads = new Map<string, Set<string>>();
@@ -104,13 +108,22 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #cursors = new Map<string, number>();
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
-    this.#now = options.now ?? (() => new Date());
+    const now = options.now;
+    this.#now = now ?? (() => new Date());
+    this.#clock = now === undefined ? Date.now : () => now().getTime();
     // A subclass may answer otherwise: only this class's own instances are trusted.
     if (new.target === InMemoryGuardrailStore) brandTrustedStore(this, InMemoryGuardrailStore.prototype);
   }
 
   #timestamp(): string {
     return this.#now().toISOString();
+  }
+
+  /** The clock's time in epoch milliseconds; a clock that answers an invalid date throws, as `#timestamp` would. */
+  #time(): number {
+    const ms = this.#clock();
+    if (Number.isNaN(ms)) throw new RangeError("Invalid time value");
+    return ms;
   }
 
   // -- admission ------------------------------------------------------------------------------
@@ -172,14 +185,14 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       }
       return { status: existing.state === "unknown" ? "unknown" : "pending" };
     }
-    if (requireResolvedScope && (this.#unknownByScope.get(identity.scopeId)?.size ?? 0) > 0) {
+    if (requireResolvedScope && this.#unknownByScope.size > 0 && this.#unknownByScope.has(identity.scopeId)) {
       return { status: "scope_unresolved" };
     }
     const token = randomUUID();
     this.#claims.set(identity.turnKey, {
       identity,
       token,
-      claimedAt: this.#timestamp(),
+      claimedAt: this.#time(),
       state: "pending",
       result: undefined,
       settledAt: undefined,
@@ -191,7 +204,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     const parsed = parseSettlement(settlement);
     const claim = this.#claims.get(parsed.turnKey);
     if (claim?.state !== "pending" || claim.token !== parsed.token) return false;
-    claim.settledAt = this.#timestamp();
+    claim.settledAt = this.#time();
     if (parsed.outcome === "complete") {
       claim.state = "complete";
       claim.result = parsed.result;
@@ -337,7 +350,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     const unresolved: UnresolvedMutation[] = [];
     for (const claim of this.#claims.values()) {
       if (claim.state === "pending" || claim.state === "unknown") {
-        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: claim.claimedAt });
+        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: new Date(claim.claimedAt).toISOString() });
       }
     }
     // Map order is claim order; a stable sort keeps it among equal times.
@@ -350,12 +363,13 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     if (claim === undefined) return { reconciled: false, reason: "not_found" };
     if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
     const state = claim.state;
-    const at = this.#timestamp();
+    const time = this.#time();
+    const at = new Date(time).toISOString();
     this.#markUnknown(claim.identity, false);
     if (parsed.resolution === "completed") {
       claim.state = "complete";
       claim.result = parsed.result;
-      claim.settledAt = at;
+      claim.settledAt = time;
     } else {
       this.#claims.delete(parsed.turnKey);
     }
@@ -368,7 +382,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     const cutoff = Date.parse(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
     const pruned = new Set<string>();
     for (const [turnKey, claim] of this.#claims) {
-      if (claim.state === "complete" && claim.settledAt !== undefined && Date.parse(claim.settledAt) < cutoff) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
         claim.state = "pruned";
         claim.result = undefined;
         pruned.add(turnKey);

@@ -49,53 +49,94 @@ export const StoreBooleanSchema = z.boolean();
 // ---------------------------------------------------------------------------------------------
 // Fast paths
 
+/** The keys a record must have (`order`: as callers usually write them), and those it may have. */
+interface Shape {
+  readonly order: readonly string[];
+  readonly keys: ReadonlySet<string>;
+  readonly optional: ReadonlySet<string> | undefined;
+}
+
+const shape = (order: readonly string[], optional: readonly string[] = []): Shape => ({
+  order,
+  keys: new Set(order),
+  optional: optional.length === 0 ? undefined : new Set(optional),
+});
+
 /**
- * The value's properties, if it is a plain object whose own keys are exactly `keys`, plus any of
- * `optional` (whose values the caller checks: `undefined` stands for an absent optional key, as in
- * zod).
+ * The value's properties, if it is a plain object whose enumerable keys (own and inherited, as
+ * zod's for-in sees them) are exactly `shape.order`, plus any of `shape.optional` (whose values
+ * the caller checks: `undefined` stands for an absent optional key, as in zod).
  */
-function exactRecord(
-  value: unknown,
-  keys: ReadonlySet<string>,
-  optional?: ReadonlySet<string>,
-): Readonly<Record<string, unknown>> | undefined {
+function exactRecord(value: unknown, shape: Shape): Readonly<Record<string, unknown>> | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return undefined;
-  // for-in rather than Object.keys: no array to allocate. With a plain prototype it lists the own
-  // keys (and anything enumerable added to Object.prototype, which only makes this stricter).
+  // The common case, cheaply: exactly the keys, in the usual order. for-in lists own keys in
+  // creation order, then inherited enumerable ones; property names compare by identity.
+  const { order } = shape;
+  let index = 0;
+  for (const key in value) {
+    if (key !== order[index]) {
+      index = -1;
+      break;
+    }
+    index++;
+  }
+  if (index === order.length) return value as Readonly<Record<string, unknown>>;
+  // Any order, optional keys: own keys only (an inherited enumerable key would be unknown to zod).
   let count = 0;
   for (const key in value) {
     if (!Object.hasOwn(value, key)) return undefined;
-    if (keys.has(key)) count++;
-    else if (optional?.has(key) !== true) return undefined;
+    if (shape.keys.has(key)) count++;
+    else if (shape.optional?.has(key) !== true) return undefined;
   }
-  return count === keys.size ? (value as Readonly<Record<string, unknown>>) : undefined;
+  return count === shape.keys.size ? (value as Readonly<Record<string, unknown>>) : undefined;
 }
 
 const isId = (value: unknown): value is string => typeof value === "string" && value.length > 0;
 
-const NOT_LOWER_HEX = /[^0-9a-f]/;
+/** 1 for the UTF-16 code units `[0-9a-f]`, 0 for every other unit below 128. */
+const LOWER_HEX = new Uint8Array(128);
+for (const unit of "0123456789abcdef") LOWER_HEX[unit.charCodeAt(0)] = 1;
 
-/** A lowercase hex SHA-256: what `DigestSchema`'s pattern accepts (a negated class scans fastest). */
-const isDigest = (value: unknown): value is string =>
-  typeof value === "string" && value.length === 64 && !NOT_LOWER_HEX.test(value);
+/**
+ * The last digests that passed the full check. A turn's values repeat (the turn key in the claim,
+ * the settlement and their audit events; the tool's fingerprint on every call), and validity is a
+ * function of a string's content, which `===` compares: a string equal to one that passed, passes.
+ */
+const RECENT_DIGESTS: string[] = ["", "", "", "", "", "", "", ""];
+let recentDigest = 0;
+
+/**
+ * A lowercase hex SHA-256: exactly what `DigestSchema`'s pattern `^[0-9a-f]{64}$` accepts (no `u`
+ * or `m` flag: 64 UTF-16 code units, each one of `[0-9a-f]`; `$` is the end of the string).
+ */
+function isDigest(value: unknown): value is string {
+  if (typeof value !== "string" || value.length !== 64) return false;
+  for (const recent of RECENT_DIGESTS) if (recent === value) return true;
+  for (let index = 0; index < 64; index++) {
+    const unit = value.charCodeAt(index);
+    if (unit >= 128 || LOWER_HEX[unit] === 0) return false;
+  }
+  RECENT_DIGESTS[recentDigest] = value;
+  recentDigest = (recentDigest + 1) % RECENT_DIGESTS.length;
+  return true;
+}
 
 const keySet = (...keys: string[]): ReadonlySet<string> => new Set(keys);
-const IDENTITY_KEYS = keySet("turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey", "toolFingerprint");
-const EVIDENCE_KEYS = keySet("turnKey", "evidenceDigest");
-const RESULT_KEYS = keySet("content", "status");
-const COMPLETE_KEYS = keySet("turnKey", "token", "outcome", "result");
-const UNKNOWN_KEYS = keySet("turnKey", "token", "outcome");
-const RELEASE_KEYS = keySet("turnKey", "token");
-const NO_KEYS = keySet();
-const OPTION_KEYS = keySet("requireResolvedScope", "readEvidence");
-const AUDIT_KEY = keySet("audit");
-const STATUS_KEYS = keySet("status");
-const ACQUIRED_KEYS = keySet("status", "token");
-const REPLAY_KEYS = keySet("status", "result");
-const CONFLICT_KEYS = keySet("status", "completed");
-const COMPLETED_KEYS = keySet("toolName", "toolCallId", "result");
+const IDENTITY_KEYS = shape(["turnKey", "scopeId", "toolCallId", "toolName", "argsDigest", "mutationKey", "toolFingerprint"]);
+const EVIDENCE_KEYS = shape(["turnKey", "evidenceDigest"]);
+const RESULT_KEYS = shape(["content", "status"]);
+const COMPLETE_KEYS = shape(["turnKey", "token", "outcome", "result"], ["audit"]);
+const UNKNOWN_KEYS = shape(["turnKey", "token", "outcome"], ["audit"]);
+const RELEASE_KEYS = shape(["turnKey", "token"]);
+const OPTION_KEYS = shape([], ["requireResolvedScope", "readEvidence"]);
+const READ_OPTION_KEYS = shape([], ["audit"]);
+const STATUS_KEYS = shape(["status"]);
+const ACQUIRED_KEYS = shape(["status", "token"]);
+const REPLAY_KEYS = shape(["status", "result"]);
+const CONFLICT_KEYS = shape(["status", "completed"]);
+const COMPLETED_KEYS = shape(["toolName", "toolCallId", "result"]);
 
 function fastResult(value: unknown): MutationResult | undefined {
   const record = exactRecord(value, RESULT_KEYS);
@@ -147,7 +188,7 @@ export function parseEvidence(value: unknown): ReadEvidence {
 }
 
 export function parseSettlement(value: unknown): MutationSettlement {
-  const complete = exactRecord(value, COMPLETE_KEYS, AUDIT_KEY);
+  const complete = exactRecord(value, COMPLETE_KEYS);
   if (complete !== undefined) {
     const { turnKey, token, outcome } = complete;
     const result = fastResult(complete.result);
@@ -156,7 +197,7 @@ export function parseSettlement(value: unknown): MutationSettlement {
       return audit === undefined ? { turnKey, token, outcome, result } : { turnKey, token, outcome, result, audit };
     }
   }
-  const unknown = exactRecord(value, UNKNOWN_KEYS, AUDIT_KEY);
+  const unknown = exactRecord(value, UNKNOWN_KEYS);
   if (unknown !== undefined) {
     const { turnKey, token, outcome } = unknown;
     const audit = fastOptionalAudit(unknown.audit);
@@ -203,7 +244,7 @@ function fastEvidenceList(value: unknown): string[] | undefined {
 /** A claim's options; an omitted argument means the defaults (`null` is not omitted). */
 export function parseClaimOptions(options: unknown): ParsedClaimOptions {
   if (options === undefined) return DEFAULT_CLAIM_OPTIONS;
-  const record = exactRecord(options, NO_KEYS, OPTION_KEYS);
+  const record = exactRecord(options, OPTION_KEYS);
   if (record !== undefined) {
     const { requireResolvedScope = true, readEvidence } = record;
     const evidence = readEvidence === undefined ? undefined : fastEvidenceList(readEvidence);
@@ -223,7 +264,7 @@ export function requiresResolvedScope(options: unknown): boolean {
 /** `recordSuccessfulRead`'s options: the audit event to append with the evidence, if any. */
 export function parseReadOptions(options: unknown): AuditEvent | undefined {
   if (options === undefined) return undefined;
-  const record = exactRecord(options, NO_KEYS, AUDIT_KEY);
+  const record = exactRecord(options, READ_OPTION_KEYS);
   if (record !== undefined) {
     const audit = fastOptionalAudit(record.audit);
     if (audit !== INVALID) return audit;

@@ -242,6 +242,41 @@ describe("store boundary fast paths agree with the schemas", () => {
     }
   });
 
+  it("digests: one that passed is remembered by its content only", () => {
+    const valid64 = hex("a");
+    expect(parseDigest(valid64, "turn key")).toBe(valid64);
+    // The same content in another string object passes; one unit changed anywhere never does.
+    expect(parseDigest(["a".repeat(32), "a".repeat(32)].join(""), "turn key")).toBe(valid64);
+    for (let index = 0; index < 64; index++) {
+      for (const unit of ["A", "g", "/", ":", "`", "\u00e1", "\ud83d"]) {
+        const changed = valid64.slice(0, index) + unit + valid64.slice(index + 1);
+        if (changed.length === 64) expect(() => parseDigest(changed, "turn key"), `${unit} at ${String(index)}`).toThrow(StoreContractError);
+      }
+    }
+    for (let round = 0; round < 20; round++) expect(() => parseDigest(hex("A"), "turn key")).toThrow(StoreContractError);
+  });
+
+  it("keys in any order, and enumerable keys inherited from Object.prototype, are judged as zod judges them", () => {
+    const reordered = Object.fromEntries(Object.entries(valid.identity).reverse());
+    agreesWithSchema(parseIdentity, MutationIdentitySchema, reordered);
+    const polluted = Object.prototype as Record<string, unknown>;
+    for (const [key, value] of [
+      ["extra", 1],
+      ["audit", fullEvent],
+      ["toolFingerprint", hex("e")],
+    ] as const) {
+      Object.defineProperty(polluted, key, { value, enumerable: true, configurable: true, writable: true });
+      try {
+        const { toolFingerprint: _omitted, ...withoutFingerprint } = valid.identity;
+        for (const identity of [valid.identity, withoutFingerprint]) agreesWithSchema(parseIdentity, MutationIdentitySchema, identity);
+        for (const settlement of [valid.complete, valid.unknown]) agreesWithSchema(parseSettlement, MutationSettlementSchema, settlement);
+        agreesWithSchema(parseEvidence, ReadEvidenceSchema, valid.evidence);
+      } finally {
+        Reflect.deleteProperty(polluted, key);
+      }
+    }
+  });
+
   it("returns detached copies of evidence lists and audit events", () => {
     const list = [hex("d")];
     const parsed = parseClaimOptions({ readEvidence: list });
