@@ -95,3 +95,6 @@ process.on("message", (message: ToSampler) => {
     send({ type: "failed", message: error instanceof Error ? error.message : String(error) });
   });
 });
+
+// If the benchmark process goes away (or is done), so does this one.
+process.on("disconnect", () => process.exit());

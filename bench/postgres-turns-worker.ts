@@ -49,3 +49,6 @@ process.on("message", (message: ToWorker) => {
     process.disconnect();
   });
 });
+
+// If the benchmark process goes away (or is done), so does this one: no orphan keeps its pool open.
+process.on("disconnect", () => process.exit());
