@@ -236,3 +236,25 @@ export function roundOptions(options: RoundOptions): RoundOptions {
   const { rounds, warmup, budgetMs, minRounds } = options;
   return { rounds, warmup, budgetMs, minRounds };
 }
+
+const COLUMNS = ["benchmark", "baseline", "subject", "ratio", "target", "result", "CPU-time ratio"] as const;
+
+function cells(row: ResultRow): string[] {
+  return [row.benchmark, row.baseline, row.subject, row.ratio, row.target, row.pass ? "pass" : "MISS", row.cpuRatio ?? ""];
+}
+
+/** A Markdown table, padded so it also reads well on a terminal. */
+export function renderTable(rows: readonly ResultRow[]): string {
+  const body = rows.map(cells);
+  const widths = COLUMNS.map((column, i) => Math.max(column.length, ...body.map((line) => (line[i] ?? "").length)));
+  const line = (values: readonly string[]) =>
+    `| ${values.map((value, i) => value.padEnd(widths[i] ?? 0)).join(" | ")} |`;
+  return [line(COLUMNS), line(widths.map((width) => "-".repeat(width))), ...body.map(line)].join("\n");
+}
+
+export function renderNotes(rows: readonly ResultRow[]): string {
+  return rows
+    .filter((row) => row.note !== undefined)
+    .map((row) => `- ${row.benchmark}: ${row.note ?? ""}`)
+    .join("\n");
+}

@@ -32,6 +32,11 @@ export interface EmbeddedOptions {
   readonly database?: string;
   /** How long start may take before it fails. Default 60 s. */
   readonly startTimeoutMs?: number;
+  /**
+   * Server settings (`-c name=value`) over the defaults below, e.g. `{ fsync: "on" }` for a run
+   * with the durability a production server has. Default: none.
+   */
+  readonly settings?: Readonly<Record<string, string>>;
 }
 
 const SERVER_SETTINGS = {
@@ -78,7 +83,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     persistent: false,
     createPostgresUser: asRoot,
     initdbFlags: ["--encoding=UTF8", "--locale=C", "--no-sync"],
-    postgresFlags: Object.entries(SERVER_SETTINGS).flatMap(([key, value]) => ["-c", `${key}=${value}`]),
+    postgresFlags: Object.entries({ ...SERVER_SETTINGS, ...options.settings }).flatMap(([key, value]) => ["-c", `${key}=${value}`]),
     onLog: write,
     onError: write,
   });
