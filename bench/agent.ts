@@ -220,7 +220,7 @@ export interface TurnOptions extends RoundOptions {
 }
 
 /** read, write, answer: one turn's script. */
-function readWriteScript(turn: number): ScriptStep[] {
+export function readWriteScript(turn: number): ScriptStep[] {
   return [
     { toolCalls: [readCall(`read-${String(turn)}`)] },
     { toolCalls: [renameCall(`rename-${String(turn)}`)] },

@@ -406,15 +406,17 @@ was busy all the time and turns per second stayed flat up to 32 workers; a turn 
 to 8 times the server's CPU; the embedded server saw no lock waits on distinct turns; a pool as
 large as the workers did not raise it (its connections were checked out but idle on the server,
 waiting for the event loop to read the reply); and two OS processes did not either, because with
-both vCPUs busy a turn cost 1.5 times the CPU time or more. With fsync on, each of a turn's 6
-commits waits for a WAL flush (about 4 a turn at 32 workers, where commits share flushes), and the
-audit trail's sequence lock, held through the flush of each append's commit, serializes the 2
-appends of every turn one flush apart (\`Lock:advisory\` waits): on a durable server that lock
-caps the store at about 1 / (2 × flush time) turns per second, however many workers run.
+both vCPUs busy a turn cost 1.5 times the CPU time or more. With fsync on, each of a turn's 4
+commits (receipt, read, claim, settle; each a WAL flush at 1 worker, about 3.4 a turn at 32 workers,
+where commits share flushes) waits for the disk, and the audit trail's sequence lock is held through
+the flush of each commit that appends an event (\`Lock:advisory\` waits). With this process's CPU as
+the limit, the durable server kept pace at 32 workers; see the verdict below for this run.
 
 Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file). The PostgreSQL rows run on
 \`ARKAH_PG_URL\` when it is set, otherwise on a throwaway embedded server started for the run (loopback, \`fsync=off\`);
-\`pnpm tsx bench/run-postgres.ts\` runs them alone (about 2 minutes) and prints them without writing this file.
+\`pnpm tsx bench/run-postgres.ts\` runs them alone (about 2 minutes) and prints them without writing this file;
+\`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes]\` prints a CPU profile of the guarded loop (or of
+read-then-write turns) as self time by module and the guard's hottest functions.
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
 \`pnpm bench --no-write\` prints without writing. On a shared or busy machine (see the load
 average below; it should be well under the number of cores) the wall-clock samples are noisy:
