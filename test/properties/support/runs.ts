@@ -4,7 +4,6 @@
  * fast-check's `seed` and `path`: `ARKAH_PROPERTY_SEED=<seed> ARKAH_PROPERTY_PATH=<path>` replays
  * exactly that counterexample (with the same number of runs).
  */
-import type { Parameters } from "fast-check";
 
 function positiveInt(name: string): number | undefined {
   const raw = process.env[name];
@@ -22,7 +21,7 @@ export function propertyRuns(ci: number): number {
 }
 
 /** fast-check parameters: the run budget, and the seed and path to replay when given. */
-export function propertyParameters<T>(ci: number): Parameters<T> {
+export function propertyParameters(ci: number): { numRuns: number; seed?: number; path?: string } {
   // A seed is a 32-bit integer; negative ones are valid, so parse it apart from the run count.
   const rawSeed = process.env.ARKAH_PROPERTY_SEED;
   const seed = rawSeed === undefined || rawSeed === "" ? undefined : Number(rawSeed);
@@ -33,4 +32,13 @@ export function propertyParameters<T>(ci: number): Parameters<T> {
     ...(seed === undefined ? {} : { seed }),
     ...(path === undefined || path === "" ? {} : { path }),
   };
+}
+
+/**
+ * A test timeout for a property of `ci` runs in CI that may take up to `msPerRun` each under load:
+ * it grows with `ARKAH_PROPERTY_RUNS`, so a long local run is bounded by its run count, while a
+ * hung store still fails the test.
+ */
+export function propertyTimeout(ci: number, msPerRun: number): number {
+  return 30_000 + propertyRuns(ci) * msPerRun;
 }

@@ -107,7 +107,13 @@ export function programArbitrary(maxCommands: number): fc.Arbitrary<Iterable<fc.
   return fc.commands(
     [
       fc.array(opArbitrary, { minLength: 1, maxLength: 1 }).map((ops) => new Batch(ops)),
-      fc.array(opArbitrary, { minLength: 2, maxLength: 3 }).map((ops) => new Batch(ops)),
+      // At most one approval request per batch: the contract does not say which of two concurrent
+      // requests was "requested first" (docs/reliability.md, "Property tests"), so the model could not
+      // predict listApprovals' tie order.
+      fc
+        .array(opArbitrary, { minLength: 2, maxLength: 3 })
+        .filter((ops) => ops.filter((op) => op.op === "request").length <= 1)
+        .map((ops) => new Batch(ops)),
       fc.constantFrom(1, 30_000, 60_000, 3_600_000).map((ms) => new Tick(ms)),
     ],
     // Long programs from the first run: the interesting states need a claim, a settlement, a tick and a prune first.
