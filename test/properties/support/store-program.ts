@@ -102,6 +102,12 @@ class Tick implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+/** A batch of operations in flight at once (one: a sequential step), for a fixed program. */
+export const batch = (...ops: Op[]): fc.AsyncCommand<Model, Real> => new Batch(ops);
+
+/** A tick of the shared clock, for a fixed program. */
+export const tick = (ms: number): fc.AsyncCommand<Model, Real> => new Tick(ms);
+
 /** Programs: mostly single operations, some concurrent pairs and triples, and clock ticks. */
 export function programArbitrary(maxCommands: number): fc.Arbitrary<Iterable<fc.AsyncCommand<Model, Real>>> {
   return fc.commands(
