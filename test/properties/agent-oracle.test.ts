@@ -9,13 +9,59 @@
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { test } from "@fast-check/vitest";
 import { describe, expect } from "vitest";
-import { InMemoryGuardrailStore } from "arkah-agent-guardrails";
+import { InMemoryGuardrailStore, type Guardrail } from "arkah-agent-guardrails";
 import { admit, DocumentService, guardedAgent, invokeTurn, refusalCode, turnInput } from "../support/fixtures.js";
-import { DecisionOracle, FORBIDDEN, programArbitrary, type Expected, type Invocation } from "./support/decision-oracle.js";
+import {
+  DecisionOracle,
+  DRAFT,
+  DRAFT_CODE,
+  FORBIDDEN,
+  LOUD,
+  programArbitrary,
+  type Expected,
+  type Invocation,
+} from "./support/decision-oracle.js";
 import { propertyParameters, propertyTimeout } from "./support/runs.js";
 
 /** CI's budget: about 20 s on two busy cores (docs/reliability.md). */
 const RUNS = 60;
+
+/**
+ * The guardrails every agent runs, in order: one that observes every rename, one that denies a
+ * draft title with its own code (recorded, so a replay reads its verdict), one that throws.
+ */
+const GUARDRAILS: readonly Guardrail[] = [
+  {
+    name: "watch",
+    placements: ["tool-args"],
+    tools: ["rename_document"],
+    check: () => ({ action: "observe", outcome: "complete", detections: [{ rule: "rename", detected: true }] }),
+  },
+  {
+    name: "no-drafts",
+    placements: ["tool-args"],
+    tools: ["rename_document"],
+    check: ({ toolCall }) => {
+      const draft = toolCall.args.title === DRAFT;
+      return {
+        action: draft ? "deny" : "allow",
+        outcome: "complete",
+        detections: [{ rule: "draft-title", detected: draft }],
+        ...(draft ? { reason: "Pick a final title.", code: DRAFT_CODE } : {}),
+      };
+    },
+  },
+  {
+    name: "flaky",
+    placements: ["tool-args"],
+    tools: ["remember"],
+    deterministic: true,
+    check: ({ toolCall }) => {
+      if (toolCall.args.preference === LOUD) throw new Error("detector down at /srv/docs/secret-path");
+      return { action: "allow", outcome: "complete", detections: [] };
+    },
+  },
+];
 
 /** What the model saw for each call of each step: the refusal code or the result text, in call order. */
 function observedSteps(messages: readonly BaseMessage[]): Expected[][] {
@@ -49,7 +95,10 @@ async function runProgram(program: readonly Invocation[]): Promise<void> {
       service,
       input,
       script: [...invocation.steps.map((toolCalls) => ({ toolCalls })), { content: "done" }],
-      guardrails: { authorize: (call) => !Object.values(call.args as Record<string, unknown>).includes(FORBIDDEN) },
+      guardrails: {
+        authorize: (call) => !Object.values(call.args as Record<string, unknown>).includes(FORBIDDEN),
+        guardrails: GUARDRAILS,
+      },
     });
     const messages = await invokeTurn(agent, input);
     const expected = oracle.invoke(invocation);

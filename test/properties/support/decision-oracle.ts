@@ -19,6 +19,13 @@ const callId = fc.oneof({ arbitrary: fc.constantFrom(...IDS), weight: 12 }, { ar
 /** `authorize` refuses a call whose arguments carry this value. */
 export const FORBIDDEN = "forbidden";
 
+/** The `no-drafts` guardrail denies a rename to this title, with its own code. */
+export const DRAFT = "Draft";
+export const DRAFT_CODE = "draft_title";
+
+/** The `flaky` guardrail throws on a preference of this value: a deny, `guardrail_denied`. */
+export const LOUD = "loud";
+
 const readCall = fc.record({ id: callId, name: fc.constant("read_document"), args: fc.constantFrom({}, { ignored: 1 }) });
 const searchCall = fc.record({
   id: callId,
@@ -28,16 +35,18 @@ const searchCall = fc.record({
 const rememberCall = fc.record({
   id: callId,
   name: fc.constant("remember"),
-  args: fc.constantFrom<Record<string, unknown>>({ preference: "short" }, { preference: FORBIDDEN }, { preference: null }),
+  args: fc.constantFrom<Record<string, unknown>>({ preference: "short" }, { preference: FORBIDDEN }, { preference: LOUD }, { preference: null }),
 });
 const renameCall = fc.record({
   id: callId,
   name: fc.constant("rename_document"),
   args: fc.record(
     {
-      title: fc.constantFrom<unknown>("Field notes", "Draft", "", FORBIDDEN, 7),
-      expectedRevision: fc.constantFrom<unknown>(0, 0, 1, 1, 2, -1, 1.5, "0"),
+      // Mostly valid, so calls get past the argument checks to the mutation rules.
+      title: fc.oneof({ arbitrary: fc.constantFrom("Field notes", "Notes"), weight: 6 }, fc.constantFrom<unknown>(DRAFT, "", FORBIDDEN, 7)),
+      expectedRevision: fc.oneof({ arbitrary: fc.constantFrom(0, 1, 2), weight: 6 }, fc.constantFrom<unknown>(-1, 1.5, "0")),
     },
+    // A missing revision is one more odd argument, now and then.
     { requiredKeys: ["title"] },
   ),
 });
@@ -63,7 +72,7 @@ export interface Invocation {
 
 export const invocationArbitrary: fc.Arbitrary<Invocation> = fc.record({
   turn: fc.constantFrom("t1" as const, "t1" as const, "t2" as const),
-  steps: fc.array(fc.array(callArbitrary, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 4 }),
+  steps: fc.array(fc.array(callArbitrary, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }),
 });
 
 export const programArbitrary = fc.array(invocationArbitrary, { minLength: 1, maxLength: 3 });
@@ -143,6 +152,9 @@ export class DecisionOracle {
       if (!idsOk) return { refused: "duplicate_call_id" };
       if (!validArgs(call)) return { refused: "invalid_arguments" };
       if (Object.values(call.args).includes(FORBIDDEN)) return { refused: "unauthorized" };
+      // The guardrails (tool-args), in order: the first deny wins; an observer lets the call on.
+      if (call.name === "rename_document" && call.args.title === DRAFT) return { refused: DRAFT_CODE };
+      if (call.name === "remember" && call.args.preference === LOUD) return { refused: "guardrail_denied" };
       if (kind === "document-read") {
         read = true;
         return { result: before };
