@@ -119,6 +119,6 @@ describe("random model steps through createAgent against the decision table", ()
   test.prop([programArbitrary], propertyParameters(RUNS))(
     "every call gets what the table says, and only allowed writes happen",
     runProgram,
-    propertyTimeout(RUNS, 1_000),
+    propertyTimeout(RUNS, 3_000),
   );
 });

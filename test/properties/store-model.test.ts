@@ -34,7 +34,7 @@ describe("memory store against the model", () => {
         (now) => new InMemoryGuardrailStore({ now }),
         () => undefined,
       ),
-    propertyTimeout(MEMORY_RUNS, 200),
+    propertyTimeout(MEMORY_RUNS, 1_000),
   );
 });
 
@@ -61,7 +61,7 @@ describe("SQLite store against the model", () => {
           store.close();
         },
       ),
-    propertyTimeout(SQLITE_RUNS, 1_000),
+    propertyTimeout(SQLITE_RUNS, 3_000),
   );
 });
 
@@ -94,6 +94,6 @@ describePostgres("PostgreSQL store against the model", () => {
           if (admin !== undefined) await dropSchema(admin, store.schema);
         },
       ),
-    propertyTimeout(POSTGRES_RUNS, 2_500),
+    propertyTimeout(POSTGRES_RUNS, 6_000),
   );
 });

@@ -35,7 +35,8 @@ export function propertyParameters(ci: number): { numRuns: number; seed?: number
 }
 
 /**
- * A test timeout for a property of `ci` runs in CI that may take up to `msPerRun` each under load:
+ * A test timeout for a property of `ci` runs in CI that may take up to `msPerRun` each on a machine
+ * loaded far beyond its cores (`msPerRun` is ten times or more what a run takes on a quiet one):
  * it grows with `ARKAH_PROPERTY_RUNS`, so a long local run is bounded by its run count, while a
  * hung store still fails the test.
  */
