@@ -75,6 +75,14 @@ export class InjectedStoreFault extends Error {
   }
 }
 
+/** The reason a `hang` fault aborts the run with: the deadline a host would have set. */
+export class RunDeadlineExceeded extends Error {
+  constructor(method: StoreMethod) {
+    super(`the run's deadline passed while ${method} hung`);
+    this.name = "RunDeadlineExceeded";
+  }
+}
+
 /**
  * An answer the method's schema rejects. A claim's forged replay is the sharpest case: trusted,
  * it would hand the marker text to the model as a tool result.
@@ -149,7 +157,7 @@ export class FaultPlan {
         await forward();
         return malformedAnswer(fault.method);
       case "hang":
-        this.controller.abort(new Error(`deadline passed while ${fault.method} hung`));
+        this.controller.abort(new RunDeadlineExceeded(fault.method));
         // The run sees its abort first; the call lands afterwards.
         await macrotask();
         return forward();
