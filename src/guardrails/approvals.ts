@@ -25,6 +25,8 @@ import { parseStoreValue } from "../stores/validate.js";
 import type { ApprovalRequest } from "./port.js";
 import type { CheckedCall, GuardrailEnvironment } from "./evaluate.js";
 
+const ApprovalRecordListSchema = z.array(ApprovalRecordSchema);
+
 /** A resume value: a decision, optionally naming the request it answers. */
 export const ApprovalAnswerSchema = z.discriminatedUnion("decision", [
   z.strictObject({ decision: z.literal("approve"), approvalId: DigestSchema.optional() }),
@@ -120,7 +122,9 @@ export async function approvalFor(
     if (record.status === "applied") {
       // Used by an earlier execution. A later request for this call means a person was asked
       // again; otherwise a mutation may go on (its claim replays), anything else asks again.
-      const next = await store.getApproval(approvalId(env.turn.turnKey, call, execution + 1));
+      const nextId = approvalId(env.turn.turnKey, call, execution + 1);
+      const nextAnswer = await store.getApproval(nextId);
+      const next = nextAnswer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, nextAnswer, "getApproval answer");
       if (next === undefined && options.reuseApplied) {
         return withHandle(record.decision ?? { decision: "approve" }, { approvalId: id, execution, used: true, apply });
       }
@@ -213,6 +217,6 @@ async function answer(env: GuardrailEnvironment, asked: ApprovalRequest, keyed: 
 async function othersAsked(env: GuardrailEnvironment, asked: ApprovalRequest): Promise<boolean> {
   if (env.store === undefined) return false;
   const calls = new Set([asked.toolCallId, ...env.siblings]);
-  const requests = await env.store.listApprovals({ turnKey: env.turn.turnKey });
+  const requests = parseStoreValue(ApprovalRecordListSchema, await env.store.listApprovals({ turnKey: env.turn.turnKey }), "listApprovals answer");
   return requests.some((record) => record.approvalId !== asked.approvalId && calls.has(record.toolCallId));
 }

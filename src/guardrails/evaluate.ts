@@ -9,13 +9,16 @@ import type { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import {
   GuardrailVerdictSchema,
+  VerdictRecordSchema,
   type GuardrailStore,
   type GuardrailVerdict,
   type JsonValue,
   type ToolKind,
   type VerdictKey,
+  type VerdictRecord,
 } from "../contracts.js";
-import { ApprovalError } from "../errors.js";
+import { ApprovalError, StoreContractError } from "../errors.js";
+import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal } from "../tool-messages.js";
@@ -225,12 +228,32 @@ async function verdictOf(
     guardrail: guardrail.name,
     argsDigest: call.argsDigest,
   };
-  const recorded = await env.store?.getVerdict(key);
+  const { store } = env;
+  const recorded = store === undefined ? undefined : storedVerdict(store, key, await store.getVerdict(key), "getVerdict");
   if (recorded !== undefined) return { verdict: recorded.verdict, fresh: false };
   const verdict = await runCheck(env, guardrail, call);
-  if (env.store === undefined) return { verdict, fresh: true };
-  const winner = await env.store.recordVerdict({ ...key, verdict, recordedAt: new Date().toISOString() });
+  if (store === undefined) return { verdict, fresh: true };
+  const answer = await store.recordVerdict({ ...key, verdict, recordedAt: new Date().toISOString() });
+  const winner = storedVerdict(store, key, answer, "recordVerdict") ?? missingVerdict();
   return { verdict: winner.verdict, fresh: true };
+}
+
+/**
+ * A store's verdict answer, validated unless the store is one this package ships (which validated
+ * it at its own boundary): a verdict decides whether a call runs, so a malformed one, or one
+ * recorded for another key, is a `StoreContractError`, never a verdict.
+ */
+function storedVerdict(store: GuardrailStore, key: VerdictKey, answer: unknown, method: string): VerdictRecord | undefined {
+  if (answer === undefined) return undefined;
+  if (isTrustedStore(store)) return answer as VerdictRecord;
+  const record = parseStoreValue(VerdictRecordSchema, answer, `${method} answer`);
+  const matches = (Object.keys(key) as (keyof VerdictKey)[]).every((field) => record[field] === key[field]);
+  if (!matches) throw new StoreContractError(`invalid ${method} answer: a verdict recorded for another call, tool, guardrail or arguments`);
+  return record;
+}
+
+function missingVerdict(): never {
+  throw new StoreContractError("invalid recordVerdict answer: expected the recorded verdict, got nothing");
 }
 
 /** Runs one check. A check that throws, times out or answers nonsense is a `partial` denial. */

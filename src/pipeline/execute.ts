@@ -164,7 +164,7 @@ export async function runMutation(
   // An approval covers one execution. One an earlier execution used covers this call's replay
   // only: a slot that opened again (a no-effect reconciliation) needs a new one, so the claim
   // is given back while a person is asked.
-  while ("execute" in action && call.approval !== undefined && !(await coversThisExecution(call.approval))) {
+  while ("execute" in action && call.approval !== undefined && !(await coversOrRelease(call, store, identity, action.execute))) {
     await releaseClaim(call, store, identity, action.execute);
     const renewed = await call.approval.renew();
     if ("refusal" in renewed) {
@@ -287,6 +287,31 @@ async function applyApproval(call: GovernedCall): Promise<ToolMessage | undefine
     call.adopt(renewed.pass, renewed.approval);
   }
   return undefined;
+}
+
+/**
+ * `coversThisExecution` while holding the claim. Applying the approval is a store call of its own:
+ * when it fails, the body has not started, so the claim is given back before the failure
+ * propagates (a release that fails too leaves it pending: closed).
+ */
+async function coversOrRelease(call: GovernedCall, store: GuardrailStore, identity: MutationIdentity, token: string): Promise<boolean> {
+  const approval = call.approval;
+  if (approval === undefined) return true;
+  try {
+    return await coversThisExecution(approval);
+  } catch (error) {
+    try {
+      await releaseClaim(call, store, identity, token);
+    } catch (releaseError) {
+      call.governance.logger.warn("release failed after the approval could not be applied; the claim stays pending", {
+        toolName: call.name,
+        toolCallId: call.id,
+        mutationKey: identity.mutationKey,
+        error: releaseError,
+      });
+    }
+    throw error;
+  }
 }
 
 /** Whether the approval is this execution's: unused, and applied now (a concurrent one may take it first). */
