@@ -4,6 +4,7 @@
  * the test suite; it runs in `pnpm bench` (a shorter final stage) and alone:
  *
  *   pnpm bench:soak            full counts: 100,000 in-memory turns, 10,000 on SQLite, 10,000 on PostgreSQL
+ *   pnpm bench:soak --stage    the counts of pnpm bench's final stage: 20,000 / 2,000 / 2,000
  *   pnpm bench:soak --quick    a few hundred of each, to check the soak runs
  *
  * - in-memory: one process, one agent, turns back to back on an `InMemoryGuardrailStore` whose
@@ -397,7 +398,7 @@ export function renderSoak(result: SoakResult): string {
 
 async function main(): Promise<void> {
   const quick = process.argv.includes("--quick");
-  const result = await runSoak(quick ? QUICK : FULL);
+  const result = await runSoak(quick ? QUICK : process.argv.includes("--stage") ? STAGE : FULL);
   console.log(`\n${renderSoak(result)}\n`);
   for (const sample of [...result.sqlite.errorSamples, ...result.postgres.errorSamples]) console.log(`error: ${sample}`);
   const passed = soakPassed(result);
