@@ -28,6 +28,22 @@ export function soakInput(turnId: string, scopeId: string): TurnInput {
   return { scopeId, turnId, policyVersion: "soak-1", segments: [{ label: "user", content: USER_MESSAGE }] };
 }
 
+/** The same agent without the guardrails: the baseline of the memory soak's heap growth. */
+export function plainAgent() {
+  const readDocument = tool(() => JSON.stringify({ title: "Untitled", revision: 0 }), {
+    name: "read_document",
+    description: "Read the document.",
+    schema: z.object({}),
+  });
+  const renameDocument = tool(({ title }) => JSON.stringify({ title, revision: 1 }), {
+    name: "rename_document",
+    description: "Rename the document.",
+    schema: z.object({ title: z.string().min(1) }),
+  });
+  const agent = createAgent({ model: new ScriptedModel(respond), tools: [readDocument, renameDocument] });
+  return { turn: () => agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, INVOKE_CONFIG) };
+}
+
 export class SoakAgent {
   /** Writes that ran here, per turn id. */
   readonly writes = new Map<string, number>();

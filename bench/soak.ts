@@ -30,7 +30,7 @@ import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { startEmbeddedPostgres } from "../scripts/postgres/embedded.js";
 import { collectGarbage, log, quantile, type ResultRow } from "./harness.js";
 import { postgresUrl } from "./postgres.js";
-import { SoakAgent, soakInput, soakTurnId, type SoakCommand, type SoakReport } from "./soak-turns.js";
+import { plainAgent, SoakAgent, soakInput, soakTurnId, type SoakCommand, type SoakReport } from "./soak-turns.js";
 
 export interface SoakProfile {
   readonly memoryTurns: number;
@@ -68,6 +68,21 @@ export interface MemorySoak {
   readonly points: readonly MemoryPoint[];
   /** Heap growth per turn between the first sample after warm-up and the last, in bytes. */
   readonly heapBytesPerTurn: number;
+  /** The same growth for the same agent without the guardrails, over `baselineTurns` invokes. */
+  readonly baselineHeapBytesPerTurn: number;
+  readonly baselineTurns: number;
+}
+
+/** Heap growth per invoke of the agent without the guardrails (run first, in the same process). */
+async function baselineGrowth(turns: number): Promise<number> {
+  const agent = plainAgent();
+  const warmup = Math.max(1, Math.round(turns / 4));
+  for (let n = 0; n < warmup; n++) await agent.turn();
+  collectGarbage();
+  const before = process.memoryUsage().heapUsed;
+  for (let n = 0; n < turns; n++) await agent.turn();
+  collectGarbage();
+  return (process.memoryUsage().heapUsed - before) / turns;
 }
 
 export interface WorkersSoak {
@@ -99,6 +114,8 @@ const mb = (bytes: number) => bytes / 1_048_576;
 
 /** 100,000 turns (or the profile's) on the in-memory store, pruned on a schedule. */
 export async function soakMemory(turns: number): Promise<MemorySoak> {
+  const baselineTurns = Math.min(5_000, Math.max(500, Math.round(turns / 10)));
+  const baselineHeapBytesPerTurn = await baselineGrowth(baselineTurns);
   let clock = Date.parse("2031-01-01T00:00:00.000Z");
   const store = new InMemoryGuardrailStore({ now: () => new Date(clock) });
   const agent = new SoakAgent(store);
@@ -157,6 +174,8 @@ export async function soakMemory(turns: number): Promise<MemorySoak> {
     auditEvents,
     points,
     heapBytesPerTurn,
+    baselineHeapBytesPerTurn,
+    baselineTurns,
   };
 }
 
@@ -343,7 +362,10 @@ export function soakRows(result: SoakResult): ResultRow[] {
       ratio: `${count(Math.round(memory.turnsPerSecond))} turns/s`,
       target: "errors 0, each write once",
       pass: memory.errors === 0 && memory.writesExactlyOnce,
-      note: `p50 ${fixed(memory.p50Ms, 2)} ms, p99 ${fixed(memory.p99Ms, 2)} ms; heap grows ${fixed(memory.heapBytesPerTurn, 0)} B/turn after warm-up (receipts, tombstones and audit events are kept by prune)`,
+      note:
+        `p50 ${fixed(memory.p50Ms, 2)} ms, p99 ${fixed(memory.p99Ms, 2)} ms; heap grows ${fixed(memory.heapBytesPerTurn, 0)} B/turn after warm-up, ` +
+        `${fixed(memory.baselineHeapBytesPerTurn, 0)} B/invoke without the guardrails (docs/reliability.md#soak: the agent loop retains runs; ` +
+        "prune keeps receipts, tombstones and audit events)",
     },
   ];
   for (const soak of [result.sqlite, result.postgres]) {
@@ -392,7 +414,9 @@ export function renderSoak(result: SoakResult): string {
     "|---:|---:|---:|",
     ...memoryRows,
     "",
-    `Heap growth after warm-up: ${fixed(memory.heapBytesPerTurn, 0)} bytes per turn.`,
+    `Heap growth after warm-up: ${fixed(memory.heapBytesPerTurn, 0)} bytes per turn; the same agent without the guardrails ` +
+      `(${count(memory.baselineTurns)} invokes, run first): ${fixed(memory.baselineHeapBytesPerTurn, 0)} bytes per invoke; ` +
+      `the guardrails' share: ${fixed(memory.heapBytesPerTurn - memory.baselineHeapBytesPerTurn, 0)} bytes per turn.`,
   ].join("\n");
 }
 
