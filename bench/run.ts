@@ -4,6 +4,7 @@
  *   pnpm bench              full run (about 5 minutes on 2 cores; PostgreSQL on ARKAH_PG_URL or an embedded server)
  *   pnpm bench --quick      a few rounds of each, to check the benchmarks run (does not write docs)
  *   pnpm bench --no-write   full run, print only
+ *   pnpm bench:soak         the soak alone, at full counts (bench/soak.ts)
  *
  * Method: see bench/harness.ts and the header written into docs/benchmarks.md.
  */
@@ -18,6 +19,7 @@ import { benchHistory, type HistoryRow } from "./history.js";
 import { benchPostgres, PAIRS_TARGET, TURN_WORKERS } from "./postgres.js";
 import { POOL_SETTINGS } from "./postgres-turns.js";
 import { benchSqliteClaimSettle, benchSqliteTurn } from "./sqlite.js";
+import { QUICK as SOAK_QUICK, runSoak, soakRows, STAGE as SOAK_STAGE } from "./soak.js";
 import { benchStore } from "./store.js";
 
 const argv = new Set(process.argv.slice(2));
@@ -71,7 +73,7 @@ async function main() {
   const rows: ResultRow[] = [];
   const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
 
-  stage(`1/10 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
+  stage(`1/11 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
   const loop = await benchGuardedLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -87,13 +89,13 @@ async function main() {
     ),
   );
 
-  stage("2/10 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
+  stage("2/11 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
   const schema = await benchSchemaGuardrail(
     quick ? { checks: 200, rounds: 3, warmup: 1 } : { checks: 2_000, rounds: 60, minRounds: 15, budgetMs: 8_000, warmup: 5 },
   );
   rows.push(ratioRow("schema guardrail check (vs cfworker validate, cached)", schema, "/check", 1.2));
 
-  stage(`3/10 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
+  stage(`3/11 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
   const share = await benchSchemaShareOfLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -108,7 +110,7 @@ async function main() {
     note: `adds ${regression.toFixed(3)} to the guarded loop's ratio (${ratioText(loop.ratio / share.ratio)} → ${ratioText(loop.ratio)}); ${paired(share)}`,
   });
 
-  stage("4/10 read-then-write turn with admitTurn");
+  stage("4/11 read-then-write turn with admitTurn");
   const turn = await benchReadWriteTurn(
     quick
       ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
@@ -124,7 +126,7 @@ async function main() {
     ),
   );
 
-  stage("5/10 digest vs sha256(JSON.stringify(x))");
+  stage("5/11 digest vs sha256(JSON.stringify(x))");
   const digestRows = await benchDigest(quick ? { rounds: 3, batchMs: 5 } : {});
   for (const row of digestRows) {
     rows.push({
@@ -137,7 +139,7 @@ async function main() {
     });
   }
 
-  stage("6/10 in-memory claim+settle pairs");
+  stage("6/11 in-memory claim+settle pairs");
   const store = await benchStore(
     quick
       ? { pairs: 500, rounds: 5, warmup: 5 }
@@ -154,7 +156,7 @@ async function main() {
     note: `time ratio (subject/baseline); ${paired(store)}`,
   });
 
-  stage(`7/10 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
+  stage(`7/11 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
   const history = await benchHistory(
     quick
       ? { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 2, warmup: 1 }
@@ -162,7 +164,7 @@ async function main() {
   );
   rows.push(...historyRows(history));
 
-  stage("8/10 SQLite claim+settle pairs vs the same statements through better-sqlite3");
+  stage("8/11 SQLite claim+settle pairs vs the same statements through better-sqlite3");
   const sqlitePairs = await benchSqliteClaimSettle(
     quick ? { pairs: 50, rounds: 3, warmup: 1 } : { pairs: 200, rounds: 60, minRounds: 10, budgetMs: 15_000, warmup: 3 },
   );
@@ -177,7 +179,7 @@ async function main() {
     note: `throughput ratio (subject/baseline pairs/s); ${paired(sqlitePairs)}`,
   });
 
-  stage("9/10 guarded turn on SQLite vs the same turn on the in-memory store");
+  stage("9/11 guarded turn on SQLite vs the same turn on the in-memory store");
   const sqliteTurn = await benchSqliteTurn(
     quick ? { turnsPerSample: 3, rounds: 2, warmup: 1 } : { turnsPerSample: 10, rounds: 40, minRounds: 8, budgetMs: 20_000, warmup: 2 },
   );
@@ -188,9 +190,16 @@ async function main() {
     note: `admitTurn ${formatNs(sqliteTurn.admitNs.memory)} → ${formatNs(sqliteTurn.admitNs.sqlite)}; four commits a turn (receipt, read, claim, settle), each an fsync under FULL; ${paired(sqliteTurn)}`,
   });
 
-  stage("10/10 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
+  stage("10/11 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
   const postgres = await benchPostgres({ quick });
   rows.push(...postgres.rows);
+
+  const profile = quick ? SOAK_QUICK : SOAK_STAGE;
+  stage(
+    `11/11 soak: ${profile.memoryTurns.toLocaleString("en-US")} in-memory turns pruned on a schedule, ` +
+      `${profile.sqliteTurns.toLocaleString("en-US")} on SQLite and on PostgreSQL (full counts: pnpm bench:soak)`,
+  );
+  rows.push(...soakRows(await runSoak(profile)));
 
   const seconds = (performance.now() - started) / 1000;
   stage(`done in ${seconds.toFixed(0)} s; load average ${loadBefore} before, ${loadAverage()} after`);

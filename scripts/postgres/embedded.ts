@@ -25,6 +25,11 @@ export interface EmbeddedServer {
   readonly dir: string;
   /** Stops the server and removes its data. Safe to call twice. */
   stop(): Promise<void>;
+  /**
+   * Restarts the server on the same port and data (a fast shutdown: open connections are
+   * terminated), for outage tests. Resolves once it accepts connections again.
+   */
+  restart(): Promise<void>;
 }
 
 export interface EmbeddedOptions {
@@ -80,7 +85,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     user: "postgres",
     password,
     authMethod: "scram-sha-256",
-    persistent: false,
+    // Kept on stop so `restart` finds its data; `stop` below removes the directory itself.
+    persistent: true,
     createPostgresUser: asRoot,
     initdbFlags: ["--encoding=UTF8", "--locale=C", "--no-sync"],
     postgresFlags: Object.entries({ ...SERVER_SETTINGS, ...options.settings }).flatMap(([key, value]) => ["-c", `${key}=${value}`]),
@@ -115,7 +121,12 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     } finally {
       await client.end();
     }
-    return { url: `${url}/${database}`, dir, stop };
+    const restart = async () => {
+      if (!started) throw new Error("the embedded PostgreSQL server is stopped");
+      await server.stop();
+      await withTimeout(server.start(), options.startTimeoutMs ?? 60_000);
+    };
+    return { url: `${url}/${database}`, dir, stop, restart };
   } catch (error) {
     const tail = (await readFile(logPath, "utf8").catch(() => "")).trim().split("\n").slice(-20).join("\n");
     await stop();

@@ -29,7 +29,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails";
-import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore } from "../../src/stores/sqlite/index.js";
+import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -474,6 +474,14 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     db.exec("BEGIN IMMEDIATE");
     const error: unknown = await store.claimMutation(identity()).catch((reason: unknown) => reason);
     expect((error as { code?: string }).code).toBe("SQLITE_BUSY");
+    // Typed, and says which operation, on which file, what happened and what it left.
+    expect(SqliteStoreError.isInstance(error)).toBe(true);
+    expect(SqliteStoreError.find(new Error("wrapped", { cause: error }))?.operation).toBe("claimMutation");
+    expect((error as Error).message).toBe(
+      `SqliteGuardrailStore.claimMutation failed on ${JSON.stringify(path)}: another connection held the database's write lock ` +
+        "for longer than busyTimeoutMs (0 ms): database is locked (SQLITE_BUSY); the claim was not acquired and nothing was written; " +
+        "the turn may claim again",
+    );
     // WAL: readers are not blocked by the writer.
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt());
     db.exec("ROLLBACK");
@@ -486,6 +494,9 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     store.close();
     await expect(store.getReceipt(TURN_KEY)).rejects.toThrow(/not open/);
     await expect(store.claimMutation(identity())).rejects.toThrow(/not open/);
+    const error: unknown = await store.settleMutation({ turnKey: TURN_KEY, token: "t", outcome: "unknown" }).catch((reason: unknown) => reason);
+    expect(SqliteStoreError.find(error)?.operation).toBe("settleMutation");
+    expect((error as Error).message).toMatch(/^SqliteGuardrailStore\.settleMutation failed on .*not open.*the claim stays pending \(closed\)/);
   });
 });
 

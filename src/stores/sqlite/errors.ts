@@ -1,7 +1,68 @@
-/** The SQLite store's own errors: a corrupt row, and a file that cannot be opened (named, with why). */
+/**
+ * The SQLite store's own errors: a corrupt row, a file that cannot be opened (named, with why), and
+ * a database failure during an operation (`SqliteStoreError`: which operation, what happened, what
+ * it left behind).
+ */
 import { accessSync, constants, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { StoreContractError } from "../../errors.js";
+import { errorBrand, StoreContractError } from "../../errors.js";
+
+/**
+ * The database failed during a store operation: its write lock was held by another connection for
+ * longer than `busyTimeoutMs` (`SQLITE_BUSY`), the disk is full, the store is closed... The message
+ * names the operation, the file, what happened and what state the operation left; better-sqlite3's
+ * error is the `cause`. Every operation is one transaction, so a failure writes nothing.
+ */
+export class SqliteStoreError extends Error {
+  /** The store method, e.g. `claimMutation`. */
+  readonly operation: string;
+  /** SQLite's extended result code (`SQLITE_BUSY`, `SQLITE_FULL`...), when there is one. */
+  readonly code: string | undefined;
+
+  constructor(operation: string, message: string, options: { cause: unknown; code?: string | undefined }) {
+    super(message, { cause: options.cause });
+    this.operation = operation;
+    this.code = options.code;
+    errorBrand.brand(this, "SqliteStoreError");
+  }
+
+  static isInstance(error: unknown): error is SqliteStoreError {
+    return errorBrand.hasBrand(error, "SqliteStoreError");
+  }
+
+  /** The `SqliteStoreError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
+  static find(error: unknown): SqliteStoreError | undefined {
+    return errorBrand.findBranded(error, "SqliteStoreError") as SqliteStoreError | undefined;
+  }
+}
+
+/** What each operation left behind when it failed: the transaction rolled back, so its state before. */
+const FAILURE_STATE: Readonly<Record<string, string>> = {
+  claimMutation: "the claim was not acquired and nothing was written; the turn may claim again",
+  settleMutation:
+    "the settlement was not recorded: the claim stays pending (closed) and never runs again until an operator reconciles it",
+  releaseMutation: "the release was not recorded: the claim stays pending (closed)",
+  recordSuccessfulRead: "the read evidence was not recorded",
+  putReceiptIfAbsent: "the admission receipt was not stored",
+  reconcileMutation: "the reconciliation was not applied; check listUnresolved",
+};
+
+/** A better-sqlite3 failure during `operation` as a `SqliteStoreError` that says what happened. */
+export function storeFailure(operation: string, path: string, busyTimeoutMs: number, error: unknown): SqliteStoreError {
+  const raw = (error as { code?: unknown } | null)?.code;
+  const code = typeof raw === "string" ? raw : undefined;
+  const text = error instanceof Error ? error.message : String(error);
+  const what =
+    code?.startsWith("SQLITE_BUSY") === true
+      ? `another connection held the database's write lock for longer than busyTimeoutMs (${String(busyTimeoutMs)} ms): ${text}`
+      : text;
+  const state = FAILURE_STATE[operation] ?? "nothing was written (the operation is one transaction)";
+  return new SqliteStoreError(
+    operation,
+    `SqliteGuardrailStore.${operation} failed on ${JSON.stringify(path)}: ${what}${code === undefined ? "" : ` (${code})`}; ${state}`,
+    { cause: error, code },
+  );
+}
 
 export function corrupt(what: string, detail: string, cause?: unknown): StoreContractError {
   return new StoreContractError(

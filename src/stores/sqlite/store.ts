@@ -14,7 +14,8 @@
  * - Versioned migrations run at open, in one transaction; a file written by a newer version of
  *   the package is refused, never guessed at.
  * - Every row read back is parsed with the exported zod schemas: a corrupted row (a hand edit,
- *   a bad disk) is a `StoreContractError`: fail closed.
+ *   a bad disk) is a `StoreContractError`: fail closed. A database failure (a lock held past
+ *   `busyTimeoutMs`, a full disk) is a `SqliteStoreError` naming the operation and what it left.
  *
  * Semantics are exactly those of `InMemoryGuardrailStore`; the conformance suite in
  * `arkah-agent-guardrails/testing` is the definition. better-sqlite3 is synchronous: each method
@@ -70,7 +71,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../../contracts.js";
-import { ConfigurationError } from "../../errors.js";
+import { ConfigurationError, StoreContractError } from "../../errors.js";
 import {
   brandTrustedStore,
   parseAuditEvent,
@@ -84,7 +85,7 @@ import {
   parseStoreValue,
 } from "../validate.js";
 import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, parseJson, parseRow, receiptFromRow, verdictFromRow } from "./encoding.js";
-import { corrupt, isOwnError, openError, ownError } from "./errors.js";
+import { corrupt, isOwnError, openError, ownError, storeFailure } from "./errors.js";
 import { migrate } from "./migrations.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import { prepareSteps, type Steps } from "./steps.js";
@@ -124,9 +125,15 @@ export class SqliteGuardrailStore implements GuardrailStore {
   readonly #steps: Steps;
   readonly #tx: Transactions;
 
-  private constructor(db: Database.Database, now: () => Date) {
+  /** Where the file is and how long a write waits for a lock, for error messages. */
+  readonly #path: string;
+  readonly #busyTimeoutMs: number;
+
+  private constructor(db: Database.Database, now: () => Date, path: string, busyTimeoutMs: number) {
     this.#db = db;
     this.#now = now;
+    this.#path = path;
+    this.#busyTimeoutMs = busyTimeoutMs;
     // A subclass may answer otherwise: only this class's own instances are trusted.
     if (new.target === SqliteGuardrailStore) brandTrustedStore(this, SqliteGuardrailStore.prototype);
     this.#sql = prepareStatements(db);
@@ -161,7 +168,7 @@ export class SqliteGuardrailStore implements GuardrailStore {
       }
       db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
       migrate(db, path);
-      return new SqliteGuardrailStore(db, now);
+      return new SqliteGuardrailStore(db, now, path, busyTimeoutMs);
     } catch (error) {
       db.close();
       if (isOwnError(error)) throw error;
@@ -178,158 +185,216 @@ export class SqliteGuardrailStore implements GuardrailStore {
     return this.#now().toISOString();
   }
 
+  /**
+   * Runs an operation; a database failure (a lock held past `busyTimeoutMs`, a full disk, a closed
+   * store) becomes a `SqliteStoreError` saying what happened. Invalid values and corrupt rows stay
+   * `StoreContractError`s.
+   */
+  #run<T>(operation: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (StoreContractError.isInstance(error) || ConfigurationError.isInstance(error)) throw error;
+      throw storeFailure(operation, this.#path, this.#busyTimeoutMs, error);
+    }
+  }
+
   // -- admission ------------------------------------------------------------------------------
 
   async getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
-    const row = this.#sql.getReceipt.get(parseDigest(turnKey, "turn key"));
-    return row === undefined ? undefined : receiptFromRow(row);
+    return this.#run("getReceipt", () => {
+      const row = this.#sql.getReceipt.get(parseDigest(turnKey, "turn key"));
+      return row === undefined ? undefined : receiptFromRow(row);
+    });
   }
 
   async putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
-    const candidate = parseStoreValue(AdmissionReceiptSchema, receipt, "admission receipt");
-    return this.#tx.putReceipt.immediate(candidate);
+    return this.#run("putReceiptIfAbsent", () => {
+      const candidate = parseStoreValue(AdmissionReceiptSchema, receipt, "admission receipt");
+      return this.#tx.putReceipt.immediate(candidate);
+    });
   }
 
   // -- read evidence --------------------------------------------------------------------------
 
   async recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
-    const parsed = parseEvidence(evidence);
-    const audit = parseReadOptions(options);
-    if (audit === undefined) this.#sql.insertRead.run(parsed.turnKey, parsed.evidenceDigest);
-    else this.#steps.recordRead.immediate(parsed, audit);
+    this.#run("recordSuccessfulRead", () => {
+      const parsed = parseEvidence(evidence);
+      const audit = parseReadOptions(options);
+      if (audit === undefined) this.#sql.insertRead.run(parsed.turnKey, parsed.evidenceDigest);
+      else this.#steps.recordRead.immediate(parsed, audit);
+    });
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
-    const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    return this.#sql.hasRead.get(turnKey, evidenceDigest) !== undefined;
+    return this.#run("hasSuccessfulRead", () => {
+      const { turnKey, evidenceDigest } = parseEvidence(evidence);
+      return this.#sql.hasRead.get(turnKey, evidenceDigest) !== undefined;
+    });
   }
 
   // -- mutation claims ------------------------------------------------------------------------
 
   async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
-    const parsed = parseIdentity(identity);
-    const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
-    return this.#steps.claim.immediate(parsed, requireResolvedScope, readEvidence);
+    return this.#run("claimMutation", () => {
+      const parsed = parseIdentity(identity);
+      const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
+      return this.#steps.claim.immediate(parsed, requireResolvedScope, readEvidence);
+    });
   }
 
   async settleMutation(settlement: MutationSettlement): Promise<boolean> {
-    return this.#steps.settle.immediate(parseSettlement(settlement));
+    return this.#run("settleMutation", () => {
+      return this.#steps.settle.immediate(parseSettlement(settlement));
+    });
   }
 
   async releaseMutation(release: MutationRelease): Promise<boolean> {
-    return this.#steps.release.immediate(parseRelease(release));
+    return this.#run("releaseMutation", () => {
+      return this.#steps.release.immediate(parseRelease(release));
+    });
   }
 
   // -- verdicts --------------------------------------------------------------------------------
 
   async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
-    const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
-    return this.#tx.putVerdict.immediate(candidate);
+    return this.#run("recordVerdict", () => {
+      const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
+      return this.#tx.putVerdict.immediate(candidate);
+    });
   }
 
   async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
-    const parsed = parseStoreValue(VerdictKeySchema, key, "verdict key");
-    const row = this.#sql.getVerdict.get(...keyParams(parsed));
-    return row === undefined ? undefined : verdictFromRow(row, parsed);
+    return this.#run("getVerdict", () => {
+      const parsed = parseStoreValue(VerdictKeySchema, key, "verdict key");
+      const row = this.#sql.getVerdict.get(...keyParams(parsed));
+      return row === undefined ? undefined : verdictFromRow(row, parsed);
+    });
   }
 
   // -- approval requests ----------------------------------------------------------------------
 
   async requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
-    const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
-    return this.#tx.requestApproval.immediate(candidate);
+    return this.#run("requestApproval", () => {
+      const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
+      return this.#tx.requestApproval.immediate(candidate);
+    });
   }
 
   async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
-    const row = this.#sql.getApproval.get(parseDigest(approvalId, "approval id"));
-    return row === undefined ? undefined : approvalFromRow(row);
+    return this.#run("getApproval", () => {
+      const row = this.#sql.getApproval.get(parseDigest(approvalId, "approval id"));
+      return row === undefined ? undefined : approvalFromRow(row);
+    });
   }
 
   async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
-    const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
-    return this.#tx.decideApproval.immediate(parsed);
+    return this.#run("decideApproval", () => {
+      const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
+      return this.#tx.decideApproval.immediate(parsed);
+    });
   }
 
   async applyApproval(input: ApplyApprovalInput): Promise<boolean> {
-    const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
-    return this.#tx.applyApproval.immediate(parsed);
+    return this.#run("applyApproval", () => {
+      const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
+      return this.#tx.applyApproval.immediate(parsed);
+    });
   }
 
   async listApprovals(query: ApprovalQuery = {}): Promise<ApprovalRecord[]> {
-    const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
-    const [byStatus, byTurn] = [status ?? null, turnKey ?? null];
-    return this.#sql.listApprovals.all(byStatus, byStatus, byTurn, byTurn, limit).map(approvalFromRow);
+    return this.#run("listApprovals", () => {
+      const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
+      const [byStatus, byTurn] = [status ?? null, turnKey ?? null];
+      return this.#sql.listApprovals.all(byStatus, byStatus, byTurn, byTurn, limit).map(approvalFromRow);
+    });
   }
 
   async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
-    const cutoff = epochMs(parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry").olderThan);
-    // An unparseable cutoff compares false with every time, as in the in-memory store.
-    if (cutoff === null) return { expired: 0 };
-    return this.#tx.expireApprovals.immediate(cutoff);
+    return this.#run("expireApprovals", () => {
+      const cutoff = epochMs(parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry").olderThan);
+      // An unparseable cutoff compares false with every time, as in the in-memory store.
+      if (cutoff === null) return { expired: 0 };
+      return this.#tx.expireApprovals.immediate(cutoff);
+    });
   }
 
   // -- audit trail ----------------------------------------------------------------------------
 
   async appendAudit(event: AuditEvent): Promise<void> {
-    appendEvent(this.#sql, parseAuditEvent(event));
+    this.#run("appendAudit", () => {
+      appendEvent(this.#sql, parseAuditEvent(event));
+    });
   }
 
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
-    const params = {
-      afterSeq,
-      since: since === undefined ? null : epochMs(since),
-      turnKey: turnKey ?? null,
-      scopeId: scopeId === undefined ? null : encodeText(scopeId),
-      limit,
-    };
-    const statement =
-      turnKey !== undefined ? this.#sql.readAuditByTurn : scopeId !== undefined ? this.#sql.readAuditByScope : this.#sql.readAudit;
-    return statement.all(params).map((row) => {
-      const what = `audit event ${String(row.seq)}`;
-      const event = parseJson(row.event, what);
-      if (typeof event !== "object" || event === null || Array.isArray(event)) throw corrupt(what, "not a JSON object");
-      return parseRow(StoredAuditEventSchema, { ...event, seq: row.seq }, what);
+    return this.#run("readAudit", () => {
+      const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+      const params = {
+        afterSeq,
+        since: since === undefined ? null : epochMs(since),
+        turnKey: turnKey ?? null,
+        scopeId: scopeId === undefined ? null : encodeText(scopeId),
+        limit,
+      };
+      const statement =
+        turnKey !== undefined ? this.#sql.readAuditByTurn : scopeId !== undefined ? this.#sql.readAuditByScope : this.#sql.readAudit;
+      return statement.all(params).map((row) => {
+        const what = `audit event ${String(row.seq)}`;
+        const event = parseJson(row.event, what);
+        if (typeof event !== "object" || event === null || Array.isArray(event)) throw corrupt(what, "not a JSON object");
+        return parseRow(StoredAuditEventSchema, { ...event, seq: row.seq }, what);
+      });
     });
   }
 
   async getAuditCursor(sink: string): Promise<number> {
-    const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
-    const seq: unknown = this.#sql.getAuditCursor.get(encodeText(name))?.seq ?? 0;
-    return parseRow(AuditCursorSchema, seq, `audit cursor of ${JSON.stringify(name)}`);
+    return this.#run("getAuditCursor", () => {
+      const name = parseStoreValue(AuditSinkNameSchema, sink, "audit sink name");
+      const seq: unknown = this.#sql.getAuditCursor.get(encodeText(name))?.seq ?? 0;
+      return parseRow(AuditCursorSchema, seq, `audit cursor of ${JSON.stringify(name)}`);
+    });
   }
 
   async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
-    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
-    // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
-    if (seq === 0) return false;
-    return this.#sql.advanceAuditCursor.run(encodeText(sink), seq).changes === 1;
+    return this.#run("advanceAuditCursor", () => {
+      const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
+      // A cursor is never below 0: advancing to 0 moves nothing (and inserts no row).
+      if (seq === 0) return false;
+      return this.#sql.advanceAuditCursor.run(encodeText(sink), seq).changes === 1;
+    });
   }
 
   // -- reconciliation and retention -----------------------------------------------------------
 
   async listUnresolved(): Promise<UnresolvedMutation[]> {
-    return this.#sql.listUnresolved.all().map((row) => {
-      const claim = claimFromRow(row);
-      return parseRow(
-        UnresolvedMutationSchema,
-        { ...claim.identity, state: claim.state, claimedAt: claim.claimedAt },
-        `claim for turn ${claim.identity.turnKey}`,
-      );
+    return this.#run("listUnresolved", () => {
+      return this.#sql.listUnresolved.all().map((row) => {
+        const claim = claimFromRow(row);
+        return parseRow(
+          UnresolvedMutationSchema,
+          { ...claim.identity, state: claim.state, claimedAt: claim.claimedAt },
+          `claim for turn ${claim.identity.turnKey}`,
+        );
+      });
     });
   }
 
   async reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
-    const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
-    return this.#tx.reconcile.immediate(parsed);
+    return this.#run("reconcileMutation", () => {
+      const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
+      return this.#tx.reconcile.immediate(parsed);
+    });
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {
-    const cutoff = epochMs(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
-    // An unparseable cutoff compares false with every time, as in the in-memory store: nothing goes.
-    if (cutoff === null) return { turns: 0 };
-    return this.#tx.prune.immediate(cutoff);
+    return this.#run("prune", () => {
+      const cutoff = epochMs(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
+      // An unparseable cutoff compares false with every time, as in the in-memory store: nothing goes.
+      if (cutoff === null) return { turns: 0 };
+      return this.#tx.prune.immediate(cutoff);
+    });
   }
 }
 
