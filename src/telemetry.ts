@@ -47,6 +47,7 @@ export type TelemetryStep =
  * `interrupted` (another LangGraph interrupt), `error` (the run fails with `errorType`).
  */
 export interface TelemetryCallEnd {
+  /** How the call ended (see above). */
   readonly decision: AuditEvent["decision"] | "approval_wait" | "interrupted" | "error";
   /** The code recorded with the decision: a refusal code, a guardrail's code, `retried`, `seal_broken`. */
   readonly code: string | undefined;
@@ -66,7 +67,9 @@ export interface TelemetryCallEnd {
 
 /** Receives one governed call's steps, then its end, exactly once. */
 export interface TelemetryCallObserver {
+  /** A step of a mutation's way (claim, settlement, replay) or a retry, as it happens. */
   step(step: TelemetryStep): void;
+  /** How the call ended; nothing follows it. */
   end(end: TelemetryCallEnd): void;
 }
 

@@ -38,29 +38,49 @@ export const SPAN_NAME = "arkah.tool_call";
  * semantic conventions, as do the opt-in argument and result values.
  */
 export const ATTRIBUTES = {
+  /** Always `execute_tool`. */
   operation: "gen_ai.operation.name",
+  /** The tool's name as the model wrote it (on metrics only for registered tools). */
   toolName: "gen_ai.tool.name",
+  /** The call id. */
   toolCallId: "gen_ai.tool.call.id",
+  /** The call's arguments as JSON: only with `includeValues`. */
   arguments: "gen_ai.tool.call.arguments",
+  /** The text the call was answered with: only with `includeValues`. */
   result: "gen_ai.tool.call.result",
+  /** The tool's kind (`document-read`, `source-read`, `mutation`, `auxiliary`). */
   kind: "arkah.tool.kind",
+  /** `turnKey` of the call's turn. */
   turnKey: "arkah.turn_key",
+  /** How the call ended (`TelemetryCallEnd.decision`). */
   decision: "arkah.decision",
+  /** The code recorded with the decision: a refusal code, a guardrail's code, `seal_broken`. */
   code: "arkah.code",
+  /** The guardrail that denied the call. */
   guardrail: "arkah.guardrail",
+  /** `mutationKey` of a claimed mutation. */
   mutationKey: "arkah.mutation_key",
+  /** On `arkah.claim` events and the claims counter: the store's answer to the claim. */
   claimStatus: "arkah.claim.status",
+  /** On `arkah.settle` events: `complete`, `unknown` or `released`. */
   settleOutcome: "arkah.settle.outcome",
+  /** On `arkah.settle` events: whether the store still held the claim under this call's token. */
   settleApplied: "arkah.settle.applied",
+  /** On `arkah.retry` events: the attempt about to run (2 for the first retry). */
   attempt: "arkah.retry.attempt",
+  /** The class name of an error that fails the run. */
   errorType: "error.type",
 } as const;
 
-/** Span event names, one per step of a mutation's claim. */
+/** Span event names: the steps of a mutation's claim, and retries. */
 export const EVENTS = {
+  /** The store answered the mutation's claim. */
   claim: "arkah.claim",
+  /** The claim was settled or released. */
   settle: "arkah.settle",
+  /** A completed mutation's stored result was returned without running it. */
   replay: "arkah.replay",
+  /** The tool is run again under its retry policy. */
   retry: "arkah.retry",
 } as const;
 

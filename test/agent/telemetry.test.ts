@@ -22,6 +22,7 @@ import {
   createToolGuardrails,
   InMemoryGuardrailStore,
   requireApproval,
+  RetryableToolError,
   turnKey,
   type GuardrailTelemetry,
   type TelemetryCallEnd,
@@ -37,6 +38,7 @@ import {
   read,
   rename,
   silentLogger,
+  TOOL_POLICIES,
   turnInput,
   type GuardedAgentOptions,
 } from "../support/fixtures.js";
@@ -271,6 +273,26 @@ describe("a span per governed tool call", () => {
     expect(eventsOf(resumed).map((event) => event.name)).toEqual([EVENTS.claim, EVENTS.settle]);
     expect(await telemetry.count(METRICS.approvalWaits)).toBe(1);
     expect(await telemetry.count(METRICS.toolCalls, { [ATTRIBUTES.decision]: "approval_wait" })).toBe(1);
+  });
+
+  it("a retried read: one span, a retry event before the attempt that succeeds", async () => {
+    const telemetry = sdk();
+    let failures = 1;
+    const { agent, store, input, service } = agentWith(telemetry.telemetry(), {
+      script: [{ toolCalls: [read("r1")] }, { content: "Read." }],
+      hooks: {
+        beforeRead: () => {
+          if (failures-- > 0) throw new RetryableToolError("document service busy");
+        },
+      },
+      guardrails: { tools: { ...TOOL_POLICIES, read_document: { kind: "document-read", retry: { maxAttempts: 2, delayMs: 0 } } } },
+    });
+    await admit(store, input);
+    await invokeTurn(agent, input);
+    expect(service.reads).toBe(1);
+    const retried = spanOf(telemetry, "r1");
+    expect(retried.attributes[ATTRIBUTES.decision]).toBe("executed");
+    expect(eventsOf(retried)).toEqual([{ name: EVENTS.retry, attributes: { [ATTRIBUTES.attempt]: 2 } }]);
   });
 });
 
