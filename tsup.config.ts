@@ -13,6 +13,7 @@ const ENTRIES: Record<string, string> = {
   sqlite: "src/stores/sqlite/index.ts",
   postgres: "src/stores/postgres/index.ts",
   "cli/index": "src/cli/index.ts",
+  otel: "src/otel/index.ts",
 };
 
 const REQUIRED = new Set(["index", "testing/index"]);
@@ -33,6 +34,7 @@ const EXTERNAL: (string | RegExp)[] = [
   /^pg(\/.*)?$/,
   /^pg-[a-z-]+$/,
   /^@cfworker\/json-schema(\/.*)?$/,
+  /^@opentelemetry\//,
   /^vitest(\/.*)?$/,
   /^arkah-agent-guardrails(\/.*)?$/,
 ];

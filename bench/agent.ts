@@ -22,6 +22,7 @@ import {
   turnContext,
   type Guardrail,
   type GuardrailStore,
+  type GuardrailTelemetry,
   type TurnInput,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
@@ -91,6 +92,8 @@ export interface AgentSetup {
   readonly hookTimer?: HookTimer;
   /** The middleware's `guardrails` option (default: none given, so the schema guardrail alone). */
   readonly guardrails?: readonly Guardrail[];
+  /** The middleware's `telemetry` option (default: none). */
+  readonly telemetry?: GuardrailTelemetry;
 }
 
 /**
@@ -152,6 +155,7 @@ export function buildAgent(script: readonly ScriptStep[], setup: AgentSetup = {}
           authorize: (_call, turn) => turn.scopeId === "doc-1",
           tools: POLICIES,
           ...(setup.guardrails === undefined ? {} : { guardrails: setup.guardrails }),
+          ...(setup.telemetry === undefined ? {} : { telemetry: setup.telemetry }),
         });
   const middleware =
     guard === undefined ? [] : [setup.hookTimer === undefined ? guard : timedHooks(guard, setup.hookTimer)];

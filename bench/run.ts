@@ -21,6 +21,7 @@ import { POOL_SETTINGS } from "./postgres-turns.js";
 import { benchSqliteClaimSettle, benchSqliteTurn } from "./sqlite.js";
 import { QUICK as SOAK_QUICK, runSoak, soakRows, STAGE as SOAK_STAGE } from "./soak.js";
 import { benchStore } from "./store.js";
+import { benchTelemetry, NO_SDK_TARGET } from "./telemetry.js";
 
 const argv = new Set(process.argv.slice(2));
 const quick = argv.has("--quick");
@@ -73,7 +74,7 @@ async function main() {
   const rows: ResultRow[] = [];
   const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
 
-  stage(`1/11 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
+  stage(`1/12 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
   const loop = await benchGuardedLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -89,13 +90,13 @@ async function main() {
     ),
   );
 
-  stage("2/11 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
+  stage("2/12 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
   const schema = await benchSchemaGuardrail(
     quick ? { checks: 200, rounds: 3, warmup: 1 } : { checks: 2_000, rounds: 60, minRounds: 15, budgetMs: 8_000, warmup: 5 },
   );
   rows.push(ratioRow("schema guardrail check (vs cfworker validate, cached)", schema, "/check", 1.2));
 
-  stage(`3/11 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
+  stage(`3/12 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
   const share = await benchSchemaShareOfLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -110,7 +111,7 @@ async function main() {
     note: `adds ${regression.toFixed(3)} to the guarded loop's ratio (${ratioText(loop.ratio / share.ratio)} → ${ratioText(loop.ratio)}); ${paired(share)}`,
   });
 
-  stage("4/11 read-then-write turn with admitTurn");
+  stage("4/12 read-then-write turn with admitTurn");
   const turn = await benchReadWriteTurn(
     quick
       ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
@@ -126,7 +127,7 @@ async function main() {
     ),
   );
 
-  stage("5/11 digest vs sha256(JSON.stringify(x))");
+  stage("5/12 digest vs sha256(JSON.stringify(x))");
   const digestRows = await benchDigest(quick ? { rounds: 3, batchMs: 5 } : {});
   for (const row of digestRows) {
     rows.push({
@@ -139,7 +140,7 @@ async function main() {
     });
   }
 
-  stage("6/11 in-memory claim+settle pairs");
+  stage("6/12 in-memory claim+settle pairs");
   const store = await benchStore(
     quick
       ? { pairs: 500, rounds: 5, warmup: 5 }
@@ -156,7 +157,7 @@ async function main() {
     note: `time ratio (subject/baseline); ${paired(store)}`,
   });
 
-  stage(`7/11 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
+  stage(`7/12 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
   const history = await benchHistory(
     quick
       ? { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 2, warmup: 1 }
@@ -164,7 +165,7 @@ async function main() {
   );
   rows.push(...historyRows(history));
 
-  stage("8/11 SQLite claim+settle pairs vs the same statements through better-sqlite3");
+  stage("8/12 SQLite claim+settle pairs vs the same statements through better-sqlite3");
   const sqlitePairs = await benchSqliteClaimSettle(
     quick ? { pairs: 50, rounds: 3, warmup: 1 } : { pairs: 200, rounds: 60, minRounds: 10, budgetMs: 15_000, warmup: 3 },
   );
@@ -179,7 +180,7 @@ async function main() {
     note: `throughput ratio (subject/baseline pairs/s); ${paired(sqlitePairs)}`,
   });
 
-  stage("9/11 guarded turn on SQLite vs the same turn on the in-memory store");
+  stage("9/12 guarded turn on SQLite vs the same turn on the in-memory store");
   const sqliteTurn = await benchSqliteTurn(
     quick ? { turnsPerSample: 3, rounds: 2, warmup: 1 } : { turnsPerSample: 10, rounds: 40, minRounds: 8, budgetMs: 20_000, warmup: 2 },
   );
@@ -190,7 +191,10 @@ async function main() {
     note: `admitTurn ${formatNs(sqliteTurn.admitNs.memory)} → ${formatNs(sqliteTurn.admitNs.sqlite)}; four commits a turn (receipt, read, claim, settle), each an fsync under FULL; ${paired(sqliteTurn)}`,
   });
 
-  stage("10/11 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
+  stage("10/12 telemetry: openTelemetry() with no SDK registered, and on a registered SDK, vs no telemetry option");
+  rows.push(...(await benchTelemetry({ quick, log })));
+
+  stage("11/12 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
   const postgres = await benchPostgres({ quick });
   rows.push(...postgres.rows);
 
@@ -361,6 +365,7 @@ never pass for a speed-up.
 | SQLite turn (bench/sqlite.ts) | the read-then-write turn on the in-memory store | the same turn on \`SqliteGuardrailStore\` as shipped (\`synchronous=FULL\`: four fsyncs a turn) | reported |
 | PostgreSQL (bench/postgres.ts, on \`ARKAH_PG_URL\` or an embedded server) | the same claim and settle statements issued directly through \`pg\`; then 1, 2, 4 and 8 workers on distinct turns, with all workers on one turn alongside | \`PostgresGuardrailStore\` | ≥ ${PAIRS_TARGET.toFixed(2)} of the raw pairs/s; concurrency reported (pairs/s, p50, p99) |
 | PostgreSQL turns (bench/postgres-turns.ts) | the same turns at 1 worker | read-then-write turns through \`createDocumentGuardrails\` + \`PostgresGuardrailStore\` + a real \`createAgent\` loop (\`ScriptedModel\`): \`admitTurn\`, read, write, answer; ${TURN_WORKERS.join(", ")} workers, on distinct turns and all on one turn; then, interleaved, a pool as large as the workers, the workers split across OS processes, and a server with fsync on | reported: turns/s, p50/p99 turn latency, store calls and SQL statements per turn, CPU, waits (see below) |
+| telemetry off by default (bench/telemetry.ts) | the guarded loop above, without the \`telemetry\` option | the same loop with \`telemetry: openTelemetry()\` and no OpenTelemetry SDK registered (the API's no-op tracer and meter); also reported: the same on a registered SDK (\`BasicTracerProvider\`, simple span processor, an exporter that drops the spans, a \`MeterProvider\` with a reader) | ≤ ${NO_SDK_TARGET.toFixed(2)} (no SDK); reported (SDK) |
 | history flatness (bench/history.ts) | the same loop, no middleware | guarded loop of ${String(HISTORY_STEPS)} read steps whose input already holds ${HISTORY_SIZES.map((size) => size.toLocaleString("en-US")).join(", ")} earlier messages (alternating Human/AI text) | the guard's share per call does not grow with the history: at the largest history it is at most ${FLAT_RATIO.toFixed(1)}x the share at none, or at most ${formatNs(FLAT_ABSOLUTE_NS)} more, or more only within noise (under two standard errors of the difference); the guard's own hook time at the largest history at most ${HOOK_FLAT_RATIO.toFixed(1)}x its time at none |
 
 The history share is the median of the per-round differences guarded − unguarded, with a robust
@@ -427,7 +432,7 @@ Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file
 \`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes]\` prints a CPU profile of the guarded loop (or of
 read-then-write turns) as self time by module and the guard's hottest functions.
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
-\`pnpm bench --no-write\` prints without writing. On a shared or busy machine (see the load
+\`pnpm bench --no-write\` prints without writing. \`pnpm tsx bench/run-telemetry.ts\` (or \`--quick\`) runs the telemetry rows alone. On a shared or busy machine (see the load
 average below; it should be well under the number of cores) the wall-clock samples are noisy:
 read a ratio near its target together with its CPU-time ratio and the per-round ratio in the
 notes, and rerun before concluding anything from it.

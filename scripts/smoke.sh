@@ -3,6 +3,7 @@
 # npm project outside the workspace, as a user would, then
 #   (a) type-check an ESM and a CommonJS consumer against the shipped declarations,
 #   (b) load the ESM and CJS builds in one process and check their errors recognise each other,
+#       and load /otel without and with its optional peer @opentelemetry/api,
 #   (c) run examples/document-agent.ts there with tsx, importing the installed package by name.
 # Fixtures live in scripts/smoke/. Set ARKAH_SMOKE_KEEP=1 to keep the temp dir for inspection.
 set -euo pipefail
@@ -92,6 +93,14 @@ done_step
 step "load the ESM and CJS builds in one process"
 cp "$fixtures/dual.mjs" "$consumer/"
 (cd "$consumer" && node dual.mjs) || die "dual package check"
+done_step
+
+step "the optional peer @opentelemetry/api: the core without it, /otel with it"
+cp "$fixtures/otel.mjs" "$consumer/"
+(cd "$consumer" && node otel.mjs absent) || die "the package without @opentelemetry/api"
+otel_api=$(node -p 'require(process.argv[1]).devDependencies["@opentelemetry/api"]' "$root/package.json")
+(cd "$consumer" && quiet npm install --no-audit --no-fund --no-package-lock --loglevel=error "@opentelemetry/api@$otel_api")
+(cd "$consumer" && node otel.mjs installed) || die "arkah-agent-guardrails/otel with @opentelemetry/api"
 done_step
 
 step "run examples/document-agent.ts against the installed package"

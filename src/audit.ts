@@ -186,12 +186,13 @@ export class AuditTrail {
   /**
    * Appends the event to the store (a store failure propagates), then delivers the trail to the
    * sink from its cursor; a delivery that fails is logged, never thrown. Without a store, the
-   * sink gets the event directly.
+   * sink gets the event directly. Answers the event as recorded.
    */
-  async record(draft: AuditDraft): Promise<void> {
+  async record(draft: AuditDraft): Promise<AuditEvent> {
     const event = this.event(draft);
     await this.#store?.appendAudit(event);
     await this.appended(event);
+    return event;
   }
 
   /** The event for a draft: stamped now, values only if the host opted in. */

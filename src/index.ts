@@ -160,4 +160,11 @@ export {
 } from "./guardrails/schema.js";
 export { runWithRetryBoundary, type RetryBoundaryOptions } from "./retry.js";
 export { InMemoryGuardrailStore, type InMemoryGuardrailStoreOptions } from "./stores/memory.js";
+export {
+  type GuardrailTelemetry,
+  type TelemetryCall,
+  type TelemetryCallEnd,
+  type TelemetryCallObserver,
+  type TelemetryStep,
+} from "./telemetry.js";
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";

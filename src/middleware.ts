@@ -18,7 +18,9 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
+import { observeCall } from "./pipeline/observe.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
+import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
@@ -60,6 +62,11 @@ export interface DocumentGuardrailsOptions {
   /** Default: `console.warn`. */
   readonly logger?: GuardrailLogger;
   /**
+   * A span and metrics per governed call: `openTelemetry()` from `arkah-agent-guardrails/otel`.
+   * Absent, nothing is observed and nothing is loaded.
+   */
+  readonly telemetry?: GuardrailTelemetry;
+  /**
    * A tool the agent exposes but `tools` does not list: `refuse` (default) refuses each of its
    * calls `unregistered_tool`; `fail` fails the run at its first model call with a
    * `ConfigurationError` naming every such tool.
@@ -90,6 +97,7 @@ const OptionsSchema = z.strictObject({
   requireResolvedScope: z.boolean().optional(),
   audit: AuditOptionsSchema.optional(),
   logger: LoggerSchema.optional(),
+  telemetry: TelemetrySchema.optional(),
   unregisteredTools: z.enum(["refuse", "fail"]).optional(),
 });
 
@@ -165,7 +173,7 @@ export function createDocumentGuardrails(
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 
-  const governance: Governance = { store, audit, logger, guardrails };
+  const governance: Governance = { store, audit, logger, guardrails, telemetry: parsed.data.telemetry };
   const coverage = new ToolCoverage(policies.keys(), parsed.data.unregisteredTools);
   /** A governed tool the guardrails could not seal would be refused on every call: fail at once. */
   const sealable = new WeakSet<object>();
@@ -204,16 +212,18 @@ export function createDocumentGuardrails(
       const policy = policies.get(name);
       const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
       const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
-      const refused =
-        checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
-        (await parse(call)) ?? // 4: invalid_arguments
-        checkScope(call, policy?.scope) ?? // 5: out_of_scope
-        (await authorizeCall(call, asked)) ?? // 6: unauthorized
-        (await guard(call, asked)); // 7: the guardrails' codes, approval_rejected
-      if (refused !== undefined) return refused;
-      const attempts = policy ?? unreachable();
-      if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8
-      return runMutation(call, handler, attempts, { messages, humanIndex, kindOf, requireResolvedScope }); // 9
+      return observeCall(call, policy !== undefined, async () => {
+        const refused =
+          checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
+          (await parse(call)) ?? // 4: invalid_arguments
+          checkScope(call, policy?.scope) ?? // 5: out_of_scope
+          (await authorizeCall(call, asked)) ?? // 6: unauthorized
+          (await guard(call, asked)); // 7: the guardrails' codes, approval_rejected
+        if (refused !== undefined) return refused;
+        const attempts = policy ?? unreachable();
+        if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8
+        return runMutation(call, handler, attempts, { messages, humanIndex, kindOf, requireResolvedScope }); // 9
+      });
     },
   });
 

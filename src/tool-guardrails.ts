@@ -22,7 +22,9 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
+import { observeCall } from "./pipeline/observe.js";
 import { adoptTool, authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
+import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
 
 /** A call as `createToolGuardrails`' `authorize` sees it: a copy of its parsed arguments. */
@@ -59,6 +61,8 @@ export interface ToolGuardrailsOptions {
   readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
   readonly logger?: GuardrailLogger;
+  /** As for `createDocumentGuardrails`: `openTelemetry()` from `arkah-agent-guardrails/otel`. */
+  readonly telemetry?: GuardrailTelemetry;
   /** As for `createDocumentGuardrails`: `refuse` (default) or `fail` on a tool `tools` does not list. */
   readonly unregisteredTools?: "refuse" | "fail";
 }
@@ -70,6 +74,7 @@ const OptionsSchema = z.strictObject({
   store: StoreShape.optional(),
   audit: AuditOptionsSchema.optional(),
   logger: LoggerSchema.optional(),
+  telemetry: TelemetrySchema.optional(),
   unregisteredTools: z.enum(["refuse", "fail"]).optional(),
 });
 
@@ -101,7 +106,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   const registered = new Set(tools);
   const coverage = new ToolCoverage(registered, parsed.data.unregisteredTools);
 
-  const governance: Governance = { store, audit, logger, guardrails };
+  const governance: Governance = { store, audit, logger, guardrails, telemetry: parsed.data.telemetry };
   // Fails closed: no authorize is no permission.
   const decide: ToolAuthorize = authorize ?? (() => false);
 
@@ -117,15 +122,17 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
       const call = new GovernedCall(governance, request, callTurn(runtime.context, runtime.configurable, request.state.messages), undefined);
       const context = { context: contextOf(runtime.context), signal: runtime.signal };
       const asked = (subject: AskedCall) => decide({ id: subject.id, name: subject.name, args: subject.args }, context);
-      const refused =
-        checkTool(call, registered) ?? // a registered, sealable tool; a call id
-        (await parse(call)) ?? // invalid_arguments
-        (await authorizeCall(call, asked)) ?? // unauthorized
-        (await guard(call, asked)); // the guardrails' codes, approval_rejected
-      if (refused !== undefined) return refused;
-      // Any wrapToolCall middleware makes a tool exception fatal to the run; a failed tool is a
-      // result the model can act on instead. Interrupts and cancellations still propagate.
-      return runRead(call, handler, { maxAttempts: 1, delayMs: 0, requireText: false });
+      return observeCall(call, registered.has(call.name), async () => {
+        const refused =
+          checkTool(call, registered) ?? // a registered, sealable tool; a call id
+          (await parse(call)) ?? // invalid_arguments
+          (await authorizeCall(call, asked)) ?? // unauthorized
+          (await guard(call, asked)); // the guardrails' codes, approval_rejected
+        if (refused !== undefined) return refused;
+        // Any wrapToolCall middleware makes a tool exception fatal to the run; a failed tool is a
+        // result the model can act on instead. Interrupts and cancellations still propagate.
+        return runRead(call, handler, { maxAttempts: 1, delayMs: 0, requireText: false });
+      });
     },
   });
 

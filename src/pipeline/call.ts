@@ -12,6 +12,7 @@ import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { Guardrail } from "../guardrails/port.js";
 import type { GuardrailLogger } from "../logger.js";
+import type { GuardrailTelemetry, TelemetryCallObserver, TelemetryStep } from "../telemetry.js";
 import { refusal } from "../tool-messages.js";
 
 /** What `authorize` knows of the run besides the call: the host's own invocation context. */
@@ -40,6 +41,8 @@ export interface Governance {
   readonly audit: AuditTrail;
   readonly logger: GuardrailLogger;
   readonly guardrails: readonly Guardrail[];
+  /** The host's telemetry backend, if any (`telemetry` option). */
+  readonly telemetry: GuardrailTelemetry | undefined;
 }
 
 /** The arguments a call is decided on: as written (by the model or an approver) and as parsed. */
@@ -60,6 +63,10 @@ export class GovernedCall {
   arguments: CallArguments | undefined;
   /** Set by the guardrails when a person approved the call: this execution must apply it. */
   approval: Approved | undefined;
+  /** The telemetry observer of this call, while a backend observes it (src/pipeline/observe.ts). */
+  observer: TelemetryCallObserver | undefined;
+  /** The audit event recorded last for this call: how it ended, for telemetry. */
+  last: AuditEvent | undefined;
 
   constructor(governance: Governance, request: ToolCallRequest, turn: CallTurn, kind: ToolKind | undefined) {
     this.governance = governance;
@@ -99,8 +106,25 @@ export class GovernedCall {
   }
 
   /** Appends an audit event for this call (the turn, tool, id, kind and argument digest filled in). */
-  record(draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">): Promise<void> {
-    return this.governance.audit.record(this.#draft(draft));
+  async record(draft: Omit<AuditDraft, "turnKey" | "scopeId" | "toolName">): Promise<void> {
+    this.last = await this.governance.audit.record(this.#draft(draft));
+  }
+
+  /** After a store call appended `event` with its decision: delivers it, and notes it as the call's latest. */
+  async appended(event: AuditEvent): Promise<void> {
+    await this.governance.audit.appended(event);
+    this.last = event;
+  }
+
+  /** Tells the call's telemetry observer, if any, a step of its way; a backend that throws is logged. */
+  note(step: TelemetryStep): void {
+    const { observer } = this;
+    if (observer === undefined) return;
+    try {
+      observer.step(step);
+    } catch (error) {
+      this.governance.logger.warn("telemetry failed", { toolName: this.name, toolCallId: this.id, error });
+    }
   }
 
   /** The audit event for this call, for a store call that appends it with its decision. */

@@ -71,6 +71,7 @@ async function sealedRun(
     if (!RetryableToolError.isInstance(error) || call.signal?.aborted === true) return { finding, outcome };
     // Every run of the body is one audit event: this one failed and is retried.
     await call.record({ decision: "failed", code: "retried" });
+    call.note({ type: "retry", attempt: attempt + 1 });
     try {
       await sleep(retryDelayMs(attempt, attempts.delayMs, error), call.signal);
     } catch (aborted) {
@@ -112,7 +113,7 @@ export async function runRead(
     const event = call.event(executed);
     const evidenceDigest = readEvidenceDigest(call.turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content });
     await store.recordSuccessfulRead({ turnKey: call.turn.turnKey, evidenceDigest }, { audit: event });
-    await call.governance.audit.appended(event);
+    await call.appended(event);
     return result;
   }
   await call.record(executed);
@@ -158,7 +159,9 @@ export async function runMutation(
       toolFingerprint: toolFingerprint(sealedTool),
     });
     const answer = await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope, readEvidence });
-    return { identity, action: claimAction(trusted ? answer : parseClaimResult(answer)) };
+    const claimed = trusted ? answer : parseClaimResult(answer);
+    call.note({ type: "claim", status: claimed.status, mutationKey: identity.mutationKey });
+    return { identity, action: claimAction(claimed) };
   };
   let { identity, action } = await claim();
   // An approval covers one execution. One an earlier execution used covers this call's replay
@@ -178,6 +181,7 @@ export async function runMutation(
   if ("refuse" in action) return call.refuse(action.refuse, action.details);
   const { mutationKey } = identity;
   if ("replay" in action) {
+    call.note({ type: "replay", mutationKey });
     await call.record({ decision: "replayed", mutationKey, result: action.replay.content });
     return replayMessage(call, action.replay);
   }
@@ -202,6 +206,7 @@ export async function runMutation(
       call.governance.logger.warn(failure.message, { toolName: call.name, toolCallId: call.id, mutationKey, error });
       throw failure;
     }
+    call.note({ type: "settle", outcome: outcome.outcome, applied, mutationKey });
     if (!applied) {
       call.governance.logger.warn("settlement rejected: the claim is no longer pending under this token", {
         toolName: call.name,
@@ -211,7 +216,7 @@ export async function runMutation(
       // The store appended nothing; what ran is still recorded.
       await store.appendAudit(event);
     }
-    await call.governance.audit.appended(event);
+    await call.appended(event);
   };
   const settleUnknown = (code: RefusalCode | "seal_broken") =>
     settle({ outcome: "unknown" }, call.event({ decision: "failed", mutationKey, code }));
@@ -264,6 +269,7 @@ async function releaseClaim(call: GovernedCall, store: GuardrailStore, identity:
     await store.releaseMutation({ turnKey: identity.turnKey, token }),
     "releaseMutation answer",
   );
+  call.note({ type: "settle", outcome: "released", applied: released, mutationKey: identity.mutationKey });
   if (!released) {
     call.governance.logger.warn("release rejected: the claim is no longer pending under this token", {
       toolName: call.name,
