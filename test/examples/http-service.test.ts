@@ -25,11 +25,12 @@ interface Server {
 }
 
 /** Starts the service on `dataDir` and resolves once it printed the address it listens on. */
-function startServer(dataDir: string): Promise<Server> {
+function startServer(dataDir: string, keys: { OPENAI_API_KEY?: string } = {}): Promise<Server> {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: "0", HOST: "127.0.0.1" };
-  // The offline model, whatever the machine running the tests has set.
+  // The offline model unless a test says otherwise, whatever the machine running the tests has set.
   delete env.OPENAI_API_KEY;
   delete env.ANTHROPIC_API_KEY;
+  Object.assign(env, keys);
   const child = spawn(process.execPath, ["--import", "tsx", "examples/http-service/server.ts"], {
     cwd: ROOT,
     env,
@@ -208,7 +209,48 @@ describe("examples/http-service over HTTP", () => {
       },
       SLOW,
     );
+
+    it(
+      "a rejected approval: the model is told approval_rejected and nothing is written",
+      async () => {
+        const before = database(dir.path);
+        const paused = await turn(server, "alice", "turn-reject-001", "note-7", "Clear note-7");
+        expect(paused.status).toBe(202);
+        const [pending] = paused.body.approvals as ApprovalRequest[];
+        const rejected = await post(`${server.url}/approvals/${pending?.approvalId ?? ""}`, {}, { decision: "reject", message: "Keep it" });
+        expect(rejected).toEqual({
+          status: 200,
+          body: {
+            status: "completed",
+            turnId: "turn-reject-001",
+            answer: "note-7 was not changed: approval_rejected.",
+            calls: [
+              { tool: "read_note", callId: "call-1", status: "success" },
+              { tool: "edit_note", callId: "call-2", status: "error", refusal: "approval_rejected" },
+            ],
+          },
+        });
+        expect(database(dir.path)).toEqual(before);
+      },
+      SLOW,
+    );
   });
+
+  it(
+    "with OPENAI_API_KEY set and @langchain/openai not installed, the server stops at start naming the package",
+    async () => {
+      // No network: the provider package is missing (it is not a dependency of this repository),
+      // so the dynamic import fails before any client is built.
+      const dir = tempDir("arkah-http-provider-");
+      try {
+        const failed = startServer(dir.path, { OPENAI_API_KEY: "sk-not-used" });
+        await expect(failed).rejects.toThrow("the model needs @langchain/openai: install it (pnpm add @langchain/openai)");
+      } finally {
+        dir.remove();
+      }
+    },
+    SLOW,
+  );
 
   describe("an approval across a restart of the server process", () => {
     const dir = tempDir("arkah-http-restart-");
