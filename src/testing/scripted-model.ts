@@ -43,6 +43,17 @@ export class ScriptedModel extends BaseChatModel {
   readonly #steps: readonly ScriptStep[];
   #calls = 0;
 
+  /**
+   * @param script The model's replies, in one of two forms:
+   * - an array of steps: the n-th model call gets the n-th step; a step is a reply (an
+   *   `AIMessage`, or `{ content?, toolCalls? }` with tool calls as `{ id, name, args }`, the
+   *   arguments copied per call) or a function of the transcript that returns one. The call after
+   *   the last step rejects (`no step N in a script of M`).
+   * - a responder, `(messages) => reply`: every call gets a reply made from the messages the model
+   *   is called with (the system prompt first, if any), for as many calls as come.
+   *
+   * A step or responder that throws rejects that model call only. There is no other parameter.
+   */
   constructor(script: readonly ScriptStep[] | ScriptResponder) {
     super({});
     if (typeof script === "function") {

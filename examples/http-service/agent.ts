@@ -1,0 +1,103 @@
+/**
+ * The one compiled agent the service runs: the note tools, the document guardrails on a SQLite
+ * guardrail store, and a SQLite LangGraph checkpointer, so a run paused on an approval is on disk
+ * and a new server process can resume it.
+ */
+import { join } from "node:path";
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import { createAgent, tool, type ToolRuntime } from "langchain";
+import { z } from "zod";
+import {
+  createDocumentGuardrails,
+  mutationKey,
+  TURN_CONTEXT_KEY,
+  TurnInputSchema,
+  type Guardrail,
+  type TurnInput,
+} from "arkah-agent-guardrails";
+import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { chatModel, SYSTEM_PROMPT } from "./model.js";
+import { NoteService } from "./notes.js";
+
+/**
+ * The turn this tool call belongs to, from the invocation's `context` (a tool's runtime gets the
+ * raw context the server passed, `turnContext(turn)`). Validated: the key must come from a real turn.
+ */
+function turnOf(runtime: ToolRuntime<unknown, Record<string, unknown>>): TurnInput {
+  return TurnInputSchema.parse(runtime.context[TURN_CONTEXT_KEY]);
+}
+
+function noteTools(notes: NoteService) {
+  const readNote = tool(({ noteId }) => JSON.stringify(notes.note(noteId) ?? null), {
+    name: "read_note",
+    description: "Read a note: its body and revision.",
+    schema: z.object({ noteId: z.string() }),
+  });
+  const editNote = tool(
+    (args, runtime: ToolRuntime<unknown, Record<string, unknown>>) => {
+      // The claim's key: the turn, this tool, the arguments the body was given (the ones the
+      // guardrails checked and claimed) and the call id. The write service dedupes on it.
+      const key = mutationKey(turnOf(runtime), { id: runtime.toolCallId, name: "edit_note", args });
+      return notes.write({ mutationKey: key, noteId: args.noteId, body: args.body });
+    },
+    {
+      name: "edit_note",
+      description: "Replace a note's body. An empty body clears the note, which a person must approve.",
+      schema: z.object({ noteId: z.string(), body: z.string() }),
+    },
+  );
+  return [readNote, editNote];
+}
+
+/** Clearing a note waits for a person: the run pauses (202) until `POST /approvals/:id`. */
+const clearingNeedsApproval: Guardrail = {
+  name: "clearing-needs-approval",
+  placements: ["tool-args"],
+  tools: ["edit_note"],
+  deterministic: true,
+  check: ({ toolCall }) => {
+    const clears = typeof toolCall.args.body === "string" && toolCall.args.body.trim() === "";
+    return clears
+      ? {
+          action: "approve",
+          outcome: "complete",
+          detections: [{ rule: "clears-note", detected: true }],
+          reason: `Clear ${JSON.stringify(toolCall.args.noteId)}?`,
+        }
+      : { action: "allow", outcome: "complete", detections: [] };
+  },
+};
+
+/** Everything one server process holds open, built on the files in `dataDir`. */
+export async function buildService(dataDir: string, env: NodeJS.ProcessEnv) {
+  const notes = NoteService.open(join(dataDir, "notes.sqlite"));
+  const store = SqliteGuardrailStore.open({ path: join(dataDir, "guardrails.sqlite") });
+  const checkpointer = SqliteSaver.fromConnString(join(dataDir, "checkpoints.sqlite"));
+  const guardrails = createDocumentGuardrails({
+    store,
+    userMessageLabel: "user",
+    // Anyone may read; only a note's owner may change it. `principal` is who the server
+    // authenticated, bound into the turn's receipt.
+    authorize: (call, turn) => call.kind === "document-read" || notes.note(turn.scopeId)?.owner === turn.principal,
+    tools: {
+      read_note: { kind: "document-read", scope: (args) => args.noteId as string },
+      edit_note: { kind: "mutation", scope: (args) => args.noteId as string },
+    },
+    guardrails: [clearingNeedsApproval],
+  });
+  const agent = createAgent({
+    model: await chatModel(env),
+    systemPrompt: SYSTEM_PROMPT,
+    tools: noteTools(notes),
+    checkpointer,
+    middleware: [guardrails],
+  });
+  const close = () => {
+    checkpointer.db.close();
+    store.close();
+    notes.close();
+  };
+  return { agent, store, notes, close };
+}
+
+export type Service = Awaited<ReturnType<typeof buildService>>;

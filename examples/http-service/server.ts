@@ -1,0 +1,35 @@
+/**
+ * Starts the note service: `pnpm example:http` (or `tsx examples/http-service/server.ts`).
+ *
+ *   DATA_DIR  where the three SQLite files live (default: ./.http-service-data); a process
+ *             started on the same directory carries on where the last one stopped
+ *   PORT      default 3000; 0 takes a free port
+ *   HOST      default 127.0.0.1
+ *   OPENAI_API_KEY / ANTHROPIC_API_KEY  use that provider instead of the offline model
+ *
+ * Prints `listening on http://HOST:PORT` once it accepts requests.
+ */
+import { mkdirSync } from "node:fs";
+import { resolve } from "node:path";
+import { serve } from "@hono/node-server";
+import { buildService } from "./agent.js";
+import { createApp } from "./app.js";
+
+const dataDir = resolve(process.env.DATA_DIR ?? ".http-service-data");
+const port = Number(process.env.PORT ?? "3000");
+const hostname = process.env.HOST ?? "127.0.0.1";
+mkdirSync(dataDir, { recursive: true });
+
+const service = await buildService(dataDir, process.env);
+const server = serve({ fetch: createApp(service).fetch, port, hostname }, (info) => {
+  console.log(`listening on http://${hostname}:${String(info.port)}`);
+});
+
+const stop = () => {
+  server.close(() => {
+    service.close();
+    process.exit(0);
+  });
+};
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);
