@@ -6,6 +6,8 @@ import { spawnSync } from "node:child_process";
 const STEPS = [
   "lint",
   "typecheck",
+  // The API reference, with every export documented: TypeDoc warnings fail it (typedoc.json).
+  "docs:api",
   "test:coverage",
   "check:package",
   "demo",

@@ -17,22 +17,32 @@ import { parseStoreValue } from "./stores/validate.js";
 
 /** What the moderation provider is asked to judge. */
 export interface ModerationRequest {
+  /** The document the turn may edit. */
   readonly scopeId: string;
+  /** The server-issued id of the user request. */
   readonly turnId: string;
+  /** The policy the provider should judge under; bound into the receipt. */
   readonly policyVersion: string;
   /** The exact ordered, labelled segments; a copy, so the provider cannot change the turn. */
   readonly segments: readonly Segment[];
+  /** {@link moderationDigest} of the segments, for a provider that caches or logs decisions. */
   readonly moderationDigest: string;
+  /** `admitTurn`'s `signal`: a provider that honours it stops when the caller gives up. */
   readonly signal: AbortSignal | undefined;
 }
 
 /** Answers literally `true` to allow the turn and `false` to deny it. Anything else is a failure. */
 export type Moderate = (request: ModerationRequest) => boolean | Promise<boolean>;
 
+/** `admitTurn`'s options. */
 export interface AdmitTurnOptions {
+  /** Where the receipt is stored; the middleware reads it from the same store. */
   readonly store: GuardrailStore;
+  /** The turn to admit, exactly as it will be passed to the agent. */
   readonly input: TurnInput;
+  /** Your moderation provider, called once per turn (a stored receipt is reused). */
   readonly moderate: Moderate;
+  /** Aborts a slow moderation call; nothing is stored then. */
   readonly signal?: AbortSignal;
   /** Clock for `decidedAt`; defaults to the system clock. */
   readonly now?: () => Date;
@@ -203,8 +213,11 @@ export async function admitTurn(options: AdmitTurnOptions): Promise<AdmissionRec
   return { ...winner };
 }
 
+/** `assertAdmitted`'s options. */
 export interface AssertAdmittedOptions {
+  /** Only `getReceipt` is needed: checking admission never writes. */
   readonly store: Pick<GuardrailStore, "getReceipt">;
+  /** The turn, which must match its receipt exactly (segments, policy version, principal). */
   readonly input: TurnInput;
 }
 

@@ -23,6 +23,7 @@ import { parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
  */
 export type AuditSinkEvent = AuditEvent & { readonly seq?: number };
 
+/** The `audit` option: where the audit trail goes, and whether it carries values. */
 export interface AuditOptions {
   /**
    * Receives the store's audit trail, in `seq` order, at least once: after each event the
@@ -49,6 +50,7 @@ export const DEFAULT_SINK_NAME = "default";
 // ---------------------------------------------------------------------------------------------
 // Delivery
 
+/** `deliverAudit`'s options. */
 export interface DeliverAuditOptions {
   /** The store whose audit trail is delivered, and which keeps the sink's cursor. */
   readonly store: GuardrailStore;

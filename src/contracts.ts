@@ -18,6 +18,7 @@ export const SegmentSchema = z.strictObject({
   /** Exact text; whitespace and empty content are significant. */
   content: z.string(),
 });
+/** A {@link SegmentSchema} value. */
 export type Segment = z.infer<typeof SegmentSchema>;
 
 /**
@@ -52,6 +53,7 @@ export const TurnInputSchema = z
       seen.add(segment.label);
     });
   });
+/** A {@link TurnInputSchema} value: what `admitTurn` moderates and `turnContext` carries. */
 export type TurnInput = z.infer<typeof TurnInputSchema>;
 
 /** What identifies a turn: the turn key hashes exactly these two fields. */
@@ -60,7 +62,9 @@ export type TurnRef = Pick<TurnInput, "scopeId" | "turnId">;
 // ---------------------------------------------------------------------------------------------
 // Tool policies
 
+/** Every tool kind a policy can name; see {@link ToolKind}. */
 export const TOOL_KINDS = ["document-read", "source-read", "mutation", "auxiliary"] as const;
+/** Parses a {@link ToolKind}. */
 export const ToolKindSchema = z.enum(TOOL_KINDS);
 /**
  * - `document-read`: reads the document in scope; a successful one is the evidence a mutation needs.
@@ -70,6 +74,7 @@ export const ToolKindSchema = z.enum(TOOL_KINDS);
  */
 export type ToolKind = z.infer<typeof ToolKindSchema>;
 
+/** Who retries a tool and how often. Invalid combinations (several attempts of a non-idempotent mutation, or with `owner: "tool"`) are a `ConfigurationError` when the middleware is built. */
 export const RetryPolicySchema = z.strictObject({
   /** Who retries: `tool` means the tool retries itself and the middleware makes one attempt. */
   owner: z.enum(["tool", "middleware"]).optional(),
@@ -80,11 +85,13 @@ export const RetryPolicySchema = z.strictObject({
   /** Required for a mutation to get more than one attempt: the write service dedupes it. */
   idempotent: z.boolean().optional(),
 });
+/** A {@link RetryPolicySchema} value. */
 export type RetryPolicy = z.infer<typeof RetryPolicySchema>;
 
 /** Which document a call touches, from its parsed arguments: `undefined` when it cannot tell. */
 export type ScopeOf = (args: Readonly<Record<string, JsonValue>>) => string | undefined;
 
+/** How the middleware governs one tool: its kind, retries and, for reads and mutations, the document a call touches. */
 export const ToolPolicySchema = z
   .strictObject({
     kind: ToolKindSchema,
@@ -101,6 +108,7 @@ export const ToolPolicySchema = z
     error: "scope binds document-read and mutation tools only",
     path: ["scope"],
   });
+/** A {@link ToolPolicySchema} value: one entry of the `tools` option. */
 export type ToolPolicy = z.infer<typeof ToolPolicySchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -110,10 +118,12 @@ const TimestampSchema = z.iso.datetime({ offset: true });
 
 /** A JSON value, as stored: what a verdict's detections, an edited approval and an audit event's values may hold. */
 export const JsonValueSchema = z.json();
+/** A {@link JsonValueSchema} value. */
 export type JsonValue = z.infer<typeof JsonValueSchema>;
 
 // Audit events come first: a turn's atomic steps (a read, a settlement) may carry one.
 
+/** Every `decision` an audit event can record. */
 export const AUDIT_DECISIONS = [
   /** The tool ran and returned a result. */
   "executed",
@@ -170,6 +180,7 @@ export const AuditEventSchema = z.strictObject({
   args: JsonValueSchema.optional(),
   result: z.string().optional(),
 });
+/** An {@link AuditEventSchema} value. */
 export type AuditEvent = z.infer<typeof AuditEventSchema>;
 
 
@@ -186,6 +197,7 @@ export const AdmissionReceiptSchema = z.strictObject({
   /** The turn's principal, when it named one: only a turn for the same principal matches. */
   principal: IdSchema.optional(),
 });
+/** An {@link AdmissionReceiptSchema} value. */
 export type AdmissionReceipt = z.infer<typeof AdmissionReceiptSchema>;
 
 /** Proof that a `document-read` succeeded in a turn, bound to the exact result the model saw. */
@@ -193,6 +205,7 @@ export const ReadEvidenceSchema = z.strictObject({
   turnKey: DigestSchema,
   evidenceDigest: DigestSchema,
 });
+/** A {@link ReadEvidenceSchema} value. */
 export type ReadEvidence = z.infer<typeof ReadEvidenceSchema>;
 
 /**
@@ -200,6 +213,7 @@ export type ReadEvidence = z.infer<typeof ReadEvidenceSchema>;
  * the evidence, every time it is given (also when the evidence was recorded before).
  */
 export const RecordReadOptionsSchema = z.strictObject({ audit: AuditEventSchema.optional() });
+/** A {@link RecordReadOptionsSchema} value. */
 export type RecordReadOptions = z.infer<typeof RecordReadOptionsSchema>;
 
 /** Which mutation a claim is for. Two claims are the same call only if `mutationKey` matches. */
@@ -218,6 +232,7 @@ export const MutationIdentitySchema = z.strictObject({
    */
   toolFingerprint: DigestSchema,
 });
+/** A {@link MutationIdentitySchema} value. */
 export type MutationIdentity = z.infer<typeof MutationIdentitySchema>;
 
 /**
@@ -225,6 +240,7 @@ export type MutationIdentity = z.infer<typeof MutationIdentitySchema>;
  * before the SQLite and PostgreSQL stores' schema version 3, which did not record it.
  */
 export const ClaimedIdentitySchema = MutationIdentitySchema.extend({ toolFingerprint: DigestSchema.optional() });
+/** A {@link ClaimedIdentitySchema} value. */
 export type ClaimedIdentity = z.infer<typeof ClaimedIdentitySchema>;
 
 /** The text result of a completed mutation, replayed verbatim on a retry. */
@@ -232,11 +248,13 @@ export const MutationResultSchema = z.strictObject({
   content: z.string(),
   status: z.enum(["success", "error"]),
 });
+/** A {@link MutationResultSchema} value. */
 export type MutationResult = z.infer<typeof MutationResultSchema>;
 
 /** At most this many evidence digests in one claim's `readEvidence`. */
 export const MAX_READ_EVIDENCE = 256;
 
+/** `claimMutation`'s options. */
 export const ClaimOptionsSchema = z.strictObject({
   /**
    * Refuse the claim while another turn in the same scope has an `unknown` mutation.
@@ -254,6 +272,7 @@ export const ClaimOptionsSchema = z.strictObject({
     .max(MAX_READ_EVIDENCE, `readEvidence holds at most ${String(MAX_READ_EVIDENCE)} digests`)
     .optional(),
 });
+/** A {@link ClaimOptionsSchema} value. */
 export type ClaimOptions = z.infer<typeof ClaimOptionsSchema>;
 
 /** The completed mutation holding a turn's slot, as a `conflict` answer reports it. */
@@ -263,8 +282,10 @@ export const CompletedMutationSchema = z.strictObject({
   /** Its stored result, exactly as a replay of that call would return it. */
   result: MutationResultSchema,
 });
+/** A {@link CompletedMutationSchema} value. */
 export type CompletedMutation = z.infer<typeof CompletedMutationSchema>;
 
+/** `claimMutation`'s answer: one of seven outcomes, only `acquired` lets the write run. */
 export const ClaimResultSchema = z.discriminatedUnion("status", [
   /** The caller owns the turn's only mutation slot and must settle it with `token`. */
   z.strictObject({ status: z.literal("acquired"), token: IdSchema }),
@@ -287,7 +308,9 @@ export const ClaimResultSchema = z.discriminatedUnion("status", [
    */
   z.strictObject({ status: z.literal("read_required") }),
 ]);
+/** A {@link ClaimResultSchema} value. */
 export type ClaimResult = z.infer<typeof ClaimResultSchema>;
+/** The `status` of a {@link ClaimResult}. */
 export type ClaimStatus = ClaimResult["status"];
 
 /**
@@ -304,6 +327,7 @@ export const MutationSettlementSchema = z.discriminatedUnion("outcome", [
   }),
   z.strictObject({ turnKey: DigestSchema, token: IdSchema, outcome: z.literal("unknown"), audit: AuditEventSchema.optional() }),
 ]);
+/** A {@link MutationSettlementSchema} value. */
 export type MutationSettlement = z.infer<typeof MutationSettlementSchema>;
 
 /**
@@ -311,11 +335,13 @@ export type MutationSettlement = z.infer<typeof MutationSettlementSchema>;
  * turn's slot is open again exactly as if it had never been claimed.
  */
 export const MutationReleaseSchema = z.strictObject({ turnKey: DigestSchema, token: IdSchema });
+/** A {@link MutationReleaseSchema} value. */
 export type MutationRelease = z.infer<typeof MutationReleaseSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Guardrail verdicts and approvals
 
+/** Every action a guardrail verdict can take; see {@link GuardrailVerdictSchema}. */
 export const GUARDRAIL_ACTIONS = ["allow", "deny", "observe", "approve"] as const;
 
 /** One rule a guardrail checked. */
@@ -325,6 +351,7 @@ export const DetectionSchema = z
     detected: z.boolean(),
   })
   .catchall(JsonValueSchema);
+/** A {@link DetectionSchema} value. */
 export type Detection = z.infer<typeof DetectionSchema>;
 
 /**
@@ -346,7 +373,9 @@ export const GuardrailVerdictSchema = z.strictObject({
   /** Extra fields for the model's refusal content on a denial. */
   details: z.record(z.string(), JsonValueSchema).optional(),
 });
+/** A {@link GuardrailVerdictSchema} value: what `Guardrail.check` returns. */
 export type GuardrailVerdict = z.infer<typeof GuardrailVerdictSchema>;
+/** The `action` of a {@link GuardrailVerdict}. */
 export type GuardrailAction = GuardrailVerdict["action"];
 
 /**
@@ -363,12 +392,15 @@ export const VerdictKeySchema = z.strictObject({
   guardrail: IdSchema,
   argsDigest: DigestSchema,
 });
+/** A {@link VerdictKeySchema} value. */
 export type VerdictKey = z.infer<typeof VerdictKeySchema>;
 
+/** A stored verdict, read back on a replay so the check does not run again. */
 export const VerdictRecordSchema = VerdictKeySchema.extend({
   verdict: GuardrailVerdictSchema,
   recordedAt: TimestampSchema,
 });
+/** A {@link VerdictRecordSchema} value. */
 export type VerdictRecord = z.infer<typeof VerdictRecordSchema>;
 
 /** A person's answer to an approval request: the resume value of the interrupt. */
@@ -377,6 +409,7 @@ export const ApprovalDecisionSchema = z.discriminatedUnion("decision", [
   z.strictObject({ decision: z.literal("reject"), message: z.string().optional() }),
   z.strictObject({ decision: z.literal("edit"), args: z.record(z.string(), JsonValueSchema) }),
 ]);
+/** An {@link ApprovalDecisionSchema} value. */
 export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
 
 /**
@@ -387,7 +420,9 @@ export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
  * - `expired`: nobody decided before `expireApprovals` retired it; it can no longer be decided.
  */
 export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "edited", "applied", "expired"] as const;
+/** Parses an {@link ApprovalStatus}. */
 export const ApprovalStatusSchema = z.enum(APPROVAL_STATUSES);
+/** One of {@link APPROVAL_STATUSES}. */
 export type ApprovalStatus = z.infer<typeof ApprovalStatusSchema>;
 
 /** The status a decision moves a pending request to. */
@@ -469,6 +504,7 @@ export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
     problem("expiredAt", "expiredAt is present exactly when the request is expired");
   }
 });
+/** An {@link ApprovalRecordSchema} value. */
 export type ApprovalRecord = z.infer<typeof ApprovalRecordSchema>;
 
 /** A person's (or an operator's) decision on a pending request. */
@@ -479,8 +515,10 @@ export const DecideApprovalInputSchema = z.strictObject({
   operatorRef: IdSchema.optional(),
   decidedAt: TimestampSchema,
 });
+/** A {@link DecideApprovalInputSchema} value. */
 export type DecideApprovalInput = z.infer<typeof DecideApprovalInputSchema>;
 
+/** `decideApproval`'s answer: whether this decision is the request's, and the request as it stands. */
 export const ApprovalDecisionResultSchema = z.discriminatedUnion("decided", [
   /** The request was pending: this decision is now its decision. */
   z.strictObject({ decided: z.literal(true), record: ApprovalRecordSchema }),
@@ -494,26 +532,34 @@ export const ApprovalDecisionResultSchema = z.discriminatedUnion("decided", [
     record: ApprovalRecordSchema.optional(),
   }),
 ]);
+/** An {@link ApprovalDecisionResultSchema} value. */
 export type ApprovalDecisionResult = z.infer<typeof ApprovalDecisionResultSchema>;
 
 /** Marks an approved or edited request applied: its call was carried out. */
 export const ApplyApprovalInputSchema = z.strictObject({ approvalId: DigestSchema, appliedAt: TimestampSchema });
+/** An {@link ApplyApprovalInputSchema} value. */
 export type ApplyApprovalInput = z.infer<typeof ApplyApprovalInputSchema>;
 
+/** `listApprovals`' filter: by status and turn, at most `limit` requests. */
 export const ApprovalQuerySchema = z.strictObject({
   status: ApprovalStatusSchema.optional(),
   turnKey: DigestSchema.optional(),
   limit: z.int().min(1).max(10_000).optional(),
 });
+/** An {@link ApprovalQuerySchema} value. */
 export type ApprovalQuery = z.infer<typeof ApprovalQuerySchema>;
 
+/** `expireApprovals`' input: retires pending requests nobody decided in time. */
 export const ExpireApprovalsInputSchema = z.strictObject({
   /** Pending requests made before this instant expire. */
   olderThan: TimestampSchema,
 });
+/** An {@link ExpireApprovalsInputSchema} value. */
 export type ExpireApprovalsInput = z.infer<typeof ExpireApprovalsInputSchema>;
 
+/** `expireApprovals`' answer: how many requests it expired. */
 export const ExpireApprovalsResultSchema = z.strictObject({ expired: z.int().min(0) });
+/** An {@link ExpireApprovalsResultSchema} value. */
 export type ExpireApprovalsResult = z.infer<typeof ExpireApprovalsResultSchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -521,8 +567,10 @@ export type ExpireApprovalsResult = z.infer<typeof ExpireApprovalsResultSchema>;
 
 /** An audit event as read back: the store numbers events in the order they were appended. */
 export const StoredAuditEventSchema = AuditEventSchema.extend({ seq: z.int().min(1) });
+/** A {@link StoredAuditEventSchema} value. */
 export type StoredAuditEvent = z.infer<typeof StoredAuditEventSchema>;
 
+/** `readAudit`'s filter; filters combine, in `seq` order. */
 export const AuditQuerySchema = z.strictObject({
   /** Events at or after this time. */
   since: TimestampSchema.optional(),
@@ -535,6 +583,7 @@ export const AuditQuerySchema = z.strictObject({
   /** At most this many events (of those that match). */
   limit: z.int().min(1).max(10_000).optional(),
 });
+/** An {@link AuditQuerySchema} value. */
 export type AuditQuery = z.infer<typeof AuditQuerySchema>;
 
 /** Names the consumer an audit cursor belongs to (`deliverAudit`'s `sinkName`). */
@@ -548,6 +597,7 @@ export const AuditCursorSchema = z.int().min(0);
  * `seq` at or below the cursor changes nothing.
  */
 export const AdvanceAuditCursorInputSchema = z.strictObject({ sink: AuditSinkNameSchema, seq: AuditCursorSchema });
+/** An {@link AdvanceAuditCursorInputSchema} value. */
 export type AdvanceAuditCursorInput = z.infer<typeof AdvanceAuditCursorInputSchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -562,8 +612,10 @@ export const UnresolvedMutationSchema = ClaimedIdentitySchema.extend({
   state: z.enum(["pending", "unknown"]),
   claimedAt: TimestampSchema,
 });
+/** An {@link UnresolvedMutationSchema} value. */
 export type UnresolvedMutation = z.infer<typeof UnresolvedMutationSchema>;
 
+/** An operator's verdict on an unresolved mutation, after checking the write service. */
 export const ReconciliationSchema = z.discriminatedUnion("resolution", [
   /** The write happened: `result` is what later replays of the call return. */
   z.strictObject({
@@ -575,25 +627,32 @@ export const ReconciliationSchema = z.discriminatedUnion("resolution", [
   /** The write did not happen: the turn's slot reopens. */
   z.strictObject({ turnKey: DigestSchema, resolution: z.literal("no-effect"), operatorRef: IdSchema }),
 ]);
+/** A {@link ReconciliationSchema} value. */
 export type Reconciliation = z.infer<typeof ReconciliationSchema>;
 
+/** `reconcileMutation`'s answer: whether it resolved a claim, and the state it left. */
 export const ReconcileResultSchema = z.discriminatedUnion("reconciled", [
   z.strictObject({ reconciled: z.literal(true), state: z.enum(["pending", "unknown"]) }),
   /** Nothing changed: no claim for the turn, or it is not `pending`/`unknown` (already resolved). */
   z.strictObject({ reconciled: z.literal(false), reason: z.enum(["not_found", "not_unresolved"]) }),
 ]);
+/** A {@link ReconcileResultSchema} value. */
 export type ReconcileResult = z.infer<typeof ReconcileResultSchema>;
 
+/** `prune`'s input: the retention cut-off. */
 export const PruneOptionsSchema = z.strictObject({
   /** Completed records settled before this time are removed; a tombstone per turn remains. */
   olderThan: TimestampSchema,
 });
+/** A {@link PruneOptionsSchema} value. */
 export type PruneOptions = z.infer<typeof PruneOptionsSchema>;
 
+/** `prune`'s answer. */
 export const PruneResultSchema = z.strictObject({
   /** Turns whose completed mutation was pruned to a tombstone. */
   turns: z.int().min(0),
 });
+/** A {@link PruneResultSchema} value. */
 export type PruneResult = z.infer<typeof PruneResultSchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -652,6 +711,7 @@ export interface GuardrailStore {
    * existing one, unchanged, whatever its status.
    */
   requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord>;
+  /** The stored request with this id, whatever its status; `undefined` when there is none. */
   getApproval(approvalId: string): Promise<ApprovalRecord | undefined>;
   /**
    * Decides a pending request (the first decision wins) and audits it, atomically. A refused
@@ -720,4 +780,5 @@ export const REFUSAL_CODES = {
   tool_failed: "tool_failed",
   unsupported_result: "unsupported_result",
 } as const;
+/** One of {@link REFUSAL_CODES}: the `guardrail` field of a refused call's `ToolMessage`. */
 export type RefusalCode = (typeof REFUSAL_CODES)[keyof typeof REFUSAL_CODES];

@@ -11,7 +11,9 @@ import { errorBrand } from "./errors.js";
 
 /** A JSON value was not plain, lossless JSON data. `path` is e.g. `$.items[2].title`. */
 export class DigestError extends Error {
+  /** Always `unsupported_value`: recognise the error by it, not by its message. */
   readonly code = "unsupported_value";
+  /** Where the value failed, as a JSON path from `$`. */
   readonly path: string;
 
   constructor(path: string, problem: string) {
@@ -20,6 +22,7 @@ export class DigestError extends Error {
     errorBrand.brand(this, "DigestError");
   }
 
+  /** Whether `error` is a DigestError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is DigestError {
     return errorBrand.hasBrand(error, "DigestError");
   }

@@ -51,6 +51,7 @@ export type AdmissionErrorCode =
  * Thrown, never returned to the model: nothing of the turn runs.
  */
 export class AdmissionError extends Error {
+  /** Why the turn was not admitted: branch on this, not on the message. */
   readonly code: AdmissionErrorCode;
 
   constructor(code: AdmissionErrorCode, message: string, options?: { cause?: unknown }) {
@@ -59,6 +60,7 @@ export class AdmissionError extends Error {
     brand(this, "AdmissionError");
   }
 
+  /** Whether `error` is a AdmissionError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is AdmissionError {
     return hasBrand(error, "AdmissionError");
   }
@@ -79,6 +81,7 @@ export class ConfigurationError extends Error {
     brand(this, "ConfigurationError");
   }
 
+  /** Whether `error` is a ConfigurationError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is ConfigurationError {
     return hasBrand(error, "ConfigurationError");
   }
@@ -94,6 +97,7 @@ export class StoreContractError extends Error {
     brand(this, "StoreContractError");
   }
 
+  /** Whether `error` is a StoreContractError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is StoreContractError {
     return hasBrand(error, "StoreContractError");
   }
@@ -110,8 +114,11 @@ export class StoreContractError extends Error {
  * by its `mutationKey`. The store's own error is the `cause`.
  */
 export class SettlementError extends Error {
+  /** The mutation tool whose outcome could not be recorded. */
   readonly toolName: string;
+  /** The call whose outcome could not be recorded. */
   readonly toolCallId: string;
+  /** The key to reconcile the claim by (`arkah-guardrails reconcile`), and the write service's idempotency key. */
   readonly mutationKey: string;
   /** What was being recorded: the result (`complete`) or an ambiguous outcome (`unknown`). */
   readonly outcome: "complete" | "unknown";
@@ -132,6 +139,7 @@ export class SettlementError extends Error {
     brand(this, "SettlementError");
   }
 
+  /** Whether `error` is a SettlementError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is SettlementError {
     return hasBrand(error, "SettlementError");
   }
@@ -152,6 +160,7 @@ export type ApprovalErrorCode =
  * the model: the model did not write these arguments, so blaming it would be false.
  */
 export class ApprovalError extends Error {
+  /** What was wrong with the approval: branch on this, not on the message. */
   readonly code: ApprovalErrorCode;
 
   constructor(code: ApprovalErrorCode, message: string, options?: { cause?: unknown }) {
@@ -160,6 +169,7 @@ export class ApprovalError extends Error {
     brand(this, "ApprovalError");
   }
 
+  /** Whether `error` is a ApprovalError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is ApprovalError {
     return hasBrand(error, "ApprovalError");
   }
@@ -191,8 +201,11 @@ export type SealViolation =
  * own result, or `unknown`.
  */
 export class SealError extends Error {
+  /** How the seal was broken. */
   readonly violation: SealViolation;
+  /** The tool of the call whose seal was broken. */
   readonly toolName: string;
+  /** The call whose seal was broken. */
   readonly toolCallId: string;
 
   constructor(violation: SealViolation, fields: { toolName: string; toolCallId: string }) {
@@ -207,6 +220,7 @@ export class SealError extends Error {
     brand(this, "SealError");
   }
 
+  /** Whether `error` is a SealError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is SealError {
     return hasBrand(error, "SealError");
   }
@@ -231,6 +245,7 @@ export class RetryableToolError extends Error {
     brand(this, "RetryableToolError");
   }
 
+  /** Whether `error` is a RetryableToolError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is RetryableToolError {
     return hasBrand(error, "RetryableToolError");
   }

@@ -1,3 +1,9 @@
+/**
+ * `arkah-agent-guardrails`: the middleware, admission, keys, errors, the store contract and the in-memory store.
+ *
+ * @packageDocumentation
+ * @module arkah-agent-guardrails
+ */
 export {
   admitTurn,
   assertAdmitted,

@@ -24,7 +24,9 @@ export function moderationDigest(input: { readonly segments: readonly Segment[] 
 
 /** What a fingerprint reads of a tool: any LangChain tool (`tool(...)`, a `StructuredTool`, an MCP tool) has it. */
 export interface FingerprintedTool {
+  /** The tool's name. */
   readonly name?: unknown;
+  /** The tool's description: the model reads it, so a change is a different tool. */
   readonly description?: unknown;
   /** A zod schema, or a JSON Schema. */
   readonly schema?: unknown;
@@ -57,8 +59,11 @@ export function toolFingerprint(tool: FingerprintedTool): string {
 
 /** A tool call as the model proposed it. */
 export interface ToolCallRef {
+  /** The call id the model gave: part of the key, so a transport retry must keep it. */
   readonly id: string;
+  /** The tool's name. */
   readonly name: string;
+  /** The call's arguments; their digest is part of the key. */
   readonly args: unknown;
 }
 

@@ -7,6 +7,7 @@ import { errorBrand } from "./errors.js";
 
 /** Receives warnings about failed tools, checks and settlements. Never given argument values or tool results. */
 export interface GuardrailLogger {
+  /** One warning: a fixed message, and fields holding names, ids, codes and a {@link LoggedError}. */
   warn(message: string, fields: Readonly<Record<string, unknown>>): void;
 }
 
@@ -17,9 +18,13 @@ export interface GuardrailLogger {
  * only its class name and code are passed on.
  */
 export interface LoggedError {
+  /** The error's class name. */
   readonly name: string;
+  /** The error's `code`, when it has a string one. */
   readonly code?: string;
+  /** Only for this library's own errors, whose text quotes no values. */
   readonly message?: string;
+  /** The error's `cause`, reduced the same way. */
   readonly cause?: LoggedError;
 }
 

@@ -25,24 +25,31 @@ import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
 export interface AuthorizeCall {
+  /** The call id the model gave. */
   readonly id: string;
+  /** The tool the call is to. */
   readonly name: string;
+  /** The arguments as the tool's schema parsed them: what the body will receive. */
   readonly args: unknown;
+  /** The tool's kind, from its policy. */
   readonly kind: ToolKind;
 }
 
 /** Allows a call only by returning literally `true`. Throwing or any other value refuses it. */
 export type Authorize = (call: AuthorizeCall, input: TurnInput, runtime: AuthorizeRuntime) => boolean | Promise<boolean>;
 
+/** `createDocumentGuardrails`' options; validated when the middleware is built. */
 export interface DocumentGuardrailsOptions {
   /**
    * The trusted turn, when the middleware is built for one turn. Omit it to build one middleware
    * for the whole server and pass each turn as `agent.invoke(..., { context: turnContext(turn) })`.
    */
   readonly input?: TurnInput;
+  /** Where receipts, read evidence, claims, verdicts, approvals and the audit trail live; shared by every worker. */
   readonly store: GuardrailStore;
   /** The label of the segment holding the user's message, e.g. `"user"`. */
   readonly userMessageLabel: string;
+  /** Your authorization check, asked for every call, replays included. */
   readonly authorize: Authorize;
   /** Every tool the agent exposes, by name. Calls to any other tool are refused. */
   readonly tools: Readonly<Record<string, ToolPolicy>>;
@@ -76,10 +83,13 @@ export interface DocumentGuardrailsOptions {
 
 /** What `report()` says about one governed tool. */
 export interface ToolReport {
+  /** The tool's name, as registered in `tools`. */
   readonly name: string;
+  /** The tool's kind, from its policy. */
   readonly kind: ToolKind;
   /** `toolFingerprint` of the tool, once the agent's model was called (undefined before). */
   readonly fingerprint: string | undefined;
+  /** Its retry policy with the defaults applied: who retries, how many attempts, whether the write dedupes. */
   readonly retry: { readonly owner: "tool" | "middleware"; readonly maxAttempts: number; readonly idempotent: boolean };
   /** The guardrails that check its calls, in order. */
   readonly guardrails: readonly string[];
@@ -137,6 +147,7 @@ const AnyContextSchema = z.looseObject({ [TURN_CONTEXT_KEY]: z.custom<TurnInput>
 
 /** What `report()` says: every registered tool, and once the agent has run, its coverage. */
 export interface GuardrailsReport {
+  /** Every tool registered in `tools`. */
   readonly tools: readonly ToolReport[];
   /** Undefined until the agent's model was first called (its request lists the agent's tools). */
   readonly coverage: Coverage | undefined;
@@ -146,7 +157,10 @@ export interface GuardrailsReport {
 export type DocumentGuardrails<TContext extends TurnContextSchema | undefined> = AgentMiddleware<
   undefined,
   TContext
-> & { report(): GuardrailsReport };
+> & {
+  /** What the middleware governs, for a reviewer or a startup check. */
+  report(): GuardrailsReport;
+};
 
 /**
  * Builds the document guardrails middleware. Place it first in `middleware` so it wraps every

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { ConfigurationError, RetryableToolError } from "./errors.js";
 
+/** `runWithRetryBoundary`'s options: the retry half of a tool policy. */
 export interface RetryBoundaryOptions {
   /** Attempts in total, 1 to 5. Default 1: no retry. */
   readonly maxAttempts?: number;

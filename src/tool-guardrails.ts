@@ -29,8 +29,11 @@ import { TURN_CONTEXT_KEY } from "./turn-gate.js";
 
 /** A call as `createToolGuardrails`' `authorize` sees it: a copy of its parsed arguments. */
 export interface ToolAuthorizeCall {
+  /** The call id the model gave. */
   readonly id: string;
+  /** The tool the call is to. */
   readonly name: string;
+  /** The arguments as the tool's schema parsed them: what the body will receive. */
   readonly args: unknown;
 }
 
@@ -43,6 +46,7 @@ export type ToolAuthorize = (call: ToolAuthorizeCall, runtime: AuthorizeRuntime)
  */
 export const allowAllCalls: ToolAuthorize = () => true;
 
+/** `createToolGuardrails`' options; validated when the middleware is built. */
 export interface ToolGuardrailsOptions {
   /** In order. A schema guardrail is always first unless the list has one. */
   readonly guardrails: readonly Guardrail[];
@@ -58,6 +62,7 @@ export interface ToolGuardrailsOptions {
    * every attempt and a re-run approval asks again.
    */
   readonly store?: GuardrailStore;
+  /** Where the audit trail goes; see {@link AuditOptions}. */
   readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
   readonly logger?: GuardrailLogger;
@@ -80,6 +85,7 @@ const OptionsSchema = z.strictObject({
 
 /** What `report()` says about one tool `createToolGuardrails` governs. */
 export interface ToolGuardrailsToolReport {
+  /** The tool's name, as listed in `tools`. */
   readonly name: string;
   /** `toolFingerprint` of the tool, once the agent's model was called (undefined before). */
   readonly fingerprint: string | undefined;

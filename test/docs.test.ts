@@ -1,8 +1,22 @@
-/** The README's examples run as written: its quickstart is examples/quickstart.ts, verbatim. */
-import { readFileSync } from "node:fs";
+/**
+ * The README's and docs' examples run as written (the quickstart is examples/quickstart.ts,
+ * verbatim; the approval resume is examples/approval-resume.ts), and their links work from the
+ * packed tarball.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, posix } from "node:path";
+import { fileURLToPath } from "node:url";
+import { HumanMessage } from "@langchain/core/messages";
+import { Command, MemorySaver } from "@langchain/langgraph";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { AdmissionError, InMemoryGuardrailStore, requireApproval, turnContext, type ApprovalRequest } from "arkah-agent-guardrails";
+import { admit, guardedAgent, read, rename, turnInput, userText } from "./support/fixtures.js";
 
+const root = fileURLToPath(new URL("..", import.meta.url));
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+const guide = readFileSync(new URL("../docs/guardrails.md", import.meta.url), "utf8");
 
 describe("README", () => {
   afterEach(() => {
@@ -32,3 +46,148 @@ describe("README", () => {
     expect(readme).toContain(["```", ...lines, "```"].join("\n"));
   });
 });
+
+describe("docs/guardrails.md: resuming an approval with a shared middleware", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("embeds examples/approval-resume.ts verbatim", () => {
+    const block = /<!-- approval-resume:start -->\n```ts\n([\s\S]*?)```\n<!-- approval-resume:end -->/.exec(guide)?.[1];
+    expect(block).toBe(readFileSync(new URL("../examples/approval-resume.ts", import.meta.url), "utf8"));
+  });
+
+  it("runs the snippet: paused for approval, resumed with the turn in context, written once", async () => {
+    const lines: unknown[][] = [];
+    vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => {
+      lines.push(args);
+    });
+    await import("../examples/approval-resume.js");
+    expect(lines).toEqual([
+      ['waiting for approval: edit_note {"noteId":"note-7","body":"Buy oat milk"}'],
+      ["Done.", "Buy oat milk"],
+    ]);
+  });
+
+  it("a resume without the turn in context fails before anything runs, and one with it writes once", async () => {
+    const store = new InMemoryGuardrailStore();
+    const input = turnInput();
+    const { agent, service } = guardedAgent({
+      store,
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "Renamed." }],
+      // Shared: no `input`, so the turn comes from each invocation's context.
+      guardrails: { input: undefined, guardrails: [requireApproval({ tools: ["rename_document"] })] },
+      checkpointer: new MemorySaver(),
+    });
+    await admit(store, input);
+    const thread = { configurable: { thread_id: "resume-context" } };
+    const paused = await agent.invoke({ messages: [new HumanMessage(userText(input))] }, { ...thread, context: turnContext(input) });
+    const request = paused.__interrupt__?.[0]?.value as ApprovalRequest;
+    expect(request.tool).toBe("rename_document");
+
+    const resume = new Command({ resume: { decision: "approve", approvalId: request.approvalId } });
+    const error: unknown = await agent.invoke(resume, thread).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(AdmissionError.find(error)?.code).toBe("invalid_input");
+    expect(AdmissionError.find(error)?.message).toContain("no turn in context");
+    expect(service.writes).toBe(0);
+    expect((await store.getApproval(request.approvalId))?.status).toBe("pending");
+
+    await agent.invoke(resume, { ...thread, context: turnContext(input) });
+    expect(service.writes).toBe(1);
+    expect(service.title).toBe("Field notes");
+  });
+});
+
+/**
+ * The README and docs reach npm users: every relative link (and its #anchor) in a shipped markdown
+ * file must resolve inside the packed tarball, since that is all an npm user has; anything else
+ * must be an absolute URL.
+ */
+describe("links in the packed tarball", () => {
+  const packed = packedFiles();
+  const markdown = packed.filter((path) => path.endsWith(".md"));
+
+  it("ships the README, the docs and the examples they link to", () => {
+    expect(markdown).toEqual(expect.arrayContaining(["README.md", "docs/guardrails.md", "SECURITY.md"]));
+    expect(packed).toContain("examples/quickstart.ts");
+    expect(packed.some((path) => path.startsWith("docs/api/"))).toBe(false);
+  });
+
+  it("every relative link in a shipped markdown file resolves to a packed file and heading", () => {
+    const broken: string[] = [];
+    let checked = 0;
+    for (const file of markdown) {
+      for (const target of markdownLinks(readFileSync(join(root, file), "utf8"))) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue; // absolute: https:, mailto:
+        checked += 1;
+        const [path = "", anchor] = target.split("#", 2);
+        const resolved = path === "" ? file : posix.normalize(posix.join(posix.dirname(file), decodeURIComponent(path)));
+        if (!packed.includes(resolved)) {
+          broken.push(`${file}: ${target} (${resolved} is not in the tarball)`);
+        } else if (anchor !== undefined && resolved.endsWith(".md") && !headingSlugs(readFileSync(join(root, resolved), "utf8")).has(anchor)) {
+          broken.push(`${file}: ${target} (no heading #${anchor} in ${resolved})`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+    expect(checked).toBeGreaterThan(20);
+  });
+
+  it("package.json points npm users at the repository, its homepage and its issues", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+      repository?: { url?: string };
+      homepage?: string;
+      bugs?: { url?: string };
+    };
+    expect(pkg.repository?.url).toBe("git+https://github.com/arkah-io/arkah-agent-guardrails.git");
+    expect(pkg.homepage).toBe("https://github.com/arkah-io/arkah-agent-guardrails#readme");
+    expect(pkg.bugs?.url).toBe("https://github.com/arkah-io/arkah-agent-guardrails/issues");
+  });
+});
+
+/** The files `pnpm pack` puts in the tarball (as the smoke test and a publish do). */
+function packedFiles(): string[] {
+  const destination = mkdtempSync(join(tmpdir(), "arkah-docs-pack-"));
+  try {
+    const output = execFileSync("pnpm", ["pack", "--json", "--pack-destination", destination], { cwd: root, encoding: "utf8" });
+    const report = JSON.parse(output) as { files: { path: string }[] };
+    return report.files.map((entry) => entry.path);
+  } finally {
+    rmSync(destination, { recursive: true, force: true });
+  }
+}
+
+/** Inline link targets outside code: `[text](target)` and `[text](<target>)`. */
+function markdownLinks(text: string): string[] {
+  const prose = withoutCode(text);
+  return [...prose.matchAll(/\]\(<?([^)\s>]+)>?(?:\s+"[^"]*")?\)/g)].map((match) => match[1] ?? "");
+}
+
+/** The anchors GitHub (and npm) give a file's headings. */
+function headingSlugs(text: string): Set<string> {
+  const slugs = new Set<string>();
+  const seen = new Map<string, number>();
+  for (const line of withoutFences(text).split("\n")) {
+    const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line)?.[1];
+    if (heading === undefined) continue;
+    const base = heading
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+      .replace(/\s/g, "-");
+    const count = seen.get(base) ?? 0;
+    seen.set(base, count + 1);
+    slugs.add(count === 0 ? base : `${base}-${String(count)}`);
+  }
+  return slugs;
+}
+
+function withoutFences(text: string): string {
+  return text.replace(/^```[\s\S]*?^```/gm, "");
+}
+
+function withoutCode(text: string): string {
+  return withoutFences(text).replace(/`[^`\n]*`/g, "");
+}

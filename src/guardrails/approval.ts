@@ -9,6 +9,7 @@ import type { JsonValue } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
 import type { Guardrail } from "./port.js";
 
+/** `requireApproval`'s options. */
 export interface RequireApprovalOptions {
   /** The tools that need a person's approval. */
   readonly tools: readonly string[];

@@ -20,8 +20,10 @@ import type { GuardrailVerdict, JsonValue } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
 import type { Guardrail, GuardrailContext, JsonSchema } from "./port.js";
 
+/** The JSON Schema dialects the schema guardrail validates in. */
 export type SchemaDraft = "4" | "7" | "2019-09" | "2020-12";
 
+/** `createSchemaGuardrail`'s options. */
 export interface SchemaGuardrailOptions {
   /** The dialect when a schema declares no `$schema`. Default 2020-12. */
   readonly draft?: SchemaDraft;
@@ -31,7 +33,9 @@ export interface SchemaGuardrailOptions {
 
 /** One failing keyword: `path` is a JSON Pointer into the arguments (`""` is the whole object). */
 export interface ArgumentIssue {
+  /** JSON Pointer to the failing value. */
   readonly path: string;
+  /** What is wrong there, as the validator says it. */
   readonly message: string;
 }
 

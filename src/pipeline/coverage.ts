@@ -10,6 +10,7 @@ import { toolFingerprint, type FingerprintedTool } from "../keys.js";
 export interface Coverage {
   /** Every tool the agent exposed to its model, as seen at its model calls so far. */
   readonly agentTools: readonly string[];
+  /** Exposed and listed in `tools`. */
   readonly governed: readonly string[];
   /** Exposed but not listed: their calls are refused `unregistered_tool` (or the run fails). */
   readonly ungoverned: readonly string[];

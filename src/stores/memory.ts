@@ -82,6 +82,7 @@ interface ClaimRecord {
   settledAt: number | undefined;
 }
 
+/** `InMemoryGuardrailStore`'s options. */
 export interface InMemoryGuardrailStoreOptions {
   /** Clock for claim, settlement and audit times. Default: the system clock. */
   readonly now?: () => Date;

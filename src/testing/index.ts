@@ -1,3 +1,9 @@
+/**
+ * `arkah-agent-guardrails/testing`: the offline `ScriptedModel` and the store conformance kit (needs vitest).
+ *
+ * @packageDocumentation
+ * @module arkah-agent-guardrails/testing
+ */
 export { ScriptedModel, type ScriptReply, type ScriptResponder, type ScriptStep, type ScriptedToolCall } from "./scripted-model.js";
 export {
   CONFORMANCE_SUITES,

@@ -8,8 +8,11 @@ import type { ChatResult } from "@langchain/core/outputs";
 
 /** One tool call the scripted model proposes. Give ids explicitly: retries replay by id. */
 export interface ScriptedToolCall {
+  /** The call id. A retry of the same turn must repeat it to be replayed. */
   readonly id: string;
+  /** The tool to call. */
   readonly name: string;
+  /** The arguments, as a model would write them (the tool's schema parses them). */
   readonly args: Record<string, unknown>;
 }
 
@@ -75,6 +78,7 @@ export class ScriptedModel extends BaseChatModel {
     return this.#respond === undefined && this.#calls >= this.#steps.length;
   }
 
+  /** LangChain's name for the model type, used in tracing. */
   _llmType(): string {
     return "scripted";
   }
@@ -83,6 +87,7 @@ export class ScriptedModel extends BaseChatModel {
     return this;
   }
 
+  /** Answers one model call from the next step, or from the responder. */
   _generate(messages: BaseMessage[]): Promise<ChatResult> {
     const index = this.#calls;
     this.#calls += 1;

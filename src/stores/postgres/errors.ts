@@ -24,6 +24,7 @@ export class PostgresStoreError extends Error {
     errorBrand.brand(this, "PostgresStoreError");
   }
 
+  /** Whether `error` is a PostgresStoreError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is PostgresStoreError {
     return errorBrand.hasBrand(error, "PostgresStoreError");
   }

@@ -4,6 +4,9 @@
  * (a turn's atomic steps), connection.ts (statements on the pool, transactions, audit appends),
  * statements.ts, migrations.ts, encoding.ts (values and rows), errors.ts (`PostgresStoreError` and
  * redaction), options.ts.
+ *
+ * @packageDocumentation
+ * @module arkah-agent-guardrails/postgres
  */
 export { PostgresStoreError } from "./errors.js";
 export { MIGRATIONS, POSTGRES_SCHEMA_VERSION } from "./migrations.js";

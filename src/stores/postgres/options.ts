@@ -7,6 +7,7 @@ import { redact } from "./errors.js";
 /** How to reach the database: a connection string (the store owns its pool), or your own pool. */
 export type PostgresConnection = { readonly connectionString: string } | { readonly pool: Pool };
 
+/** `PostgresGuardrailStore.open`'s options, besides the connection. */
 export interface PostgresGuardrailStoreOptions {
   /** The schema holding the store's tables, created if absent. Default `arkah_guardrails`. */
   readonly schema?: string;

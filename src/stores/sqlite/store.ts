@@ -94,6 +94,7 @@ import { appendEvent, prepareTransactions, type Transactions } from "./transacti
 // ---------------------------------------------------------------------------------------------
 // Options
 
+/** `SqliteGuardrailStore.open`'s options. */
 export interface SqliteGuardrailStoreOptions {
   /** The database file, created if missing (its directory must exist). `":memory:"` for tests. */
   readonly path: string;

@@ -17,4 +17,5 @@ export const CONFORMANCE_SUITES = [
   "validation",
 ] as const;
 
+/** One of {@link CONFORMANCE_SUITES}: pass some to `validateGuardrailStore` to run only those. */
 export type ConformanceSuite = (typeof CONFORMANCE_SUITES)[number];
