@@ -26,6 +26,7 @@ export class SqliteStoreError extends Error {
     errorBrand.brand(this, "SqliteStoreError");
   }
 
+  /** Whether `error` is a SqliteStoreError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
   static isInstance(error: unknown): error is SqliteStoreError {
     return errorBrand.hasBrand(error, "SqliteStoreError");
   }
