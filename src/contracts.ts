@@ -724,7 +724,7 @@ export interface GuardrailStore {
    * nothing, for any other status or no request.
    */
   applyApproval(input: ApplyApprovalInput): Promise<boolean>;
-  /** Approval requests, oldest `requestedAt` first (ties in the order they were requested). */
+  /** Approval requests, oldest `requestedAt` first; ties in the order they were requested (between requests made concurrently, unspecified). */
   listApprovals(query?: ApprovalQuery): Promise<ApprovalRecord[]>;
   /** Expires every `pending` request made before `olderThan`, one audit event each. */
   expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult>;
