@@ -20,7 +20,8 @@ export default {
     "!src/stores/postgres/index.ts",
   ],
   coverageAnalysis: "perTest",
-  // Results of earlier runs are reused for unchanged code and tests (committed: see docs/reliability.md).
+  // Results of earlier runs are reused for unchanged code and tests; a local cache, gitignored
+  // (docs/reliability.md says why). `--force` ignores it.
   incremental: true,
   incrementalFile: "reports/stryker-incremental.json",
   // Two cores shared with other work: one test runner each, generous timeouts so load is not a kill.
