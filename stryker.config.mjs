@@ -1,9 +1,7 @@
-// @ts-check
 /**
  * Mutation testing (`pnpm test:mutation`): Stryker mutates the decision pipeline, the middleware,
  * admission, the guardrails and the stores, and runs the tests that cover each mutant (perTest).
  * Narrow a run with `pnpm test:mutation --mutate 'src/decision/**'`. See docs/reliability.md.
- * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
 export default {
   testRunner: "vitest",

@@ -4,11 +4,11 @@
  * (test/processes), the CLI and the docs check are left out: they reach these sources through paths
  * the in-process tests already cover, and each of their runs costs seconds.
  */
-import type { UserConfig } from "vitest/config";
+import type { ViteUserConfig } from "vitest/config";
 import base from "./vitest.config.js";
 
 // Not mergeConfig: it concatenates arrays, and `include` must replace the full suite's list.
-const config: UserConfig = {
+const config: ViteUserConfig = {
   ...base,
   test: {
     ...base.test,
