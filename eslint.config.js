@@ -33,6 +33,9 @@ export default defineConfig(
     "coverage/",
     "node_modules/",
     ".tmp/",
+    // Stryker's sandbox copies and its HTML report (pnpm test:mutation).
+    ".stryker-tmp/",
+    "reports/",
     // Consumer fixtures for scripts/smoke.sh: type-checked there against the packed tarball,
     // not against the sources.
     "scripts/smoke/",

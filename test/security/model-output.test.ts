@@ -30,6 +30,27 @@ describe("model-chosen ids, names and arguments", () => {
     expect(service.reads).toEqual([]);
   });
 
+  // Both halves of the well-formedness check: a low surrogate with no high one before it spoils the
+  // step too, while a well-formed pair (an emoji) is text like any other and its call runs.
+  it("a call id with a lone low surrogate spoils its step; one with a surrogate pair runs", async () => {
+    const service = new NotesService();
+    const { run } = secureAgent({
+      service,
+      script: [
+        step({ id: `\uDC00r`, name: "read_note", args: { noteId: "note-7" } }, { id: "r2", name: "read_note", args: { noteId: "note-7" } }),
+        step({ id: "r\u{1F600}", name: "read_note", args: { noteId: "note-7" } }),
+        { content: "done" },
+      ],
+    });
+    const messages = await run();
+    expect(toolOutcomes(messages).map((outcome) => outcome.code ?? outcome.status)).toEqual([
+      "duplicate_call_id",
+      "duplicate_call_id",
+      "success",
+    ]);
+    expect(service.reads).toEqual(["note-7"]);
+  });
+
   it("arguments that are not a JSON object, or hold a lone surrogate: invalid_arguments, nothing runs", async () => {
     const service = new NotesService();
     const { run } = secureAgent({
