@@ -31,6 +31,8 @@ export interface MatrixRequest {
   readonly nodes: readonly MatrixNode[];
   /** Passed to `vitest run` after the script's own options (test files, `-t NAME`...). */
   readonly vitestArgs: readonly string[];
+  /** `--prepare` (before any major or `--`): fetch and build for each version, run no test. */
+  readonly prepareOnly: boolean;
 }
 
 /**
@@ -42,8 +44,11 @@ export function parseMatrixArgs(argv: readonly string[]): MatrixRequest {
   const majors = new Set<number>();
   const vitestArgs: string[] = [];
   let majorsEnded = false;
+  let prepareOnly = false;
   for (const arg of argv) {
-    if (arg === "--" && !majorsEnded) {
+    if (arg === "--prepare" && !majorsEnded) {
+      prepareOnly = true;
+    } else if (arg === "--" && !majorsEnded) {
       majorsEnded = true;
     } else if (!majorsEnded && /^\d+$/.test(arg)) {
       const major = Number(arg);
@@ -58,7 +63,10 @@ export function parseMatrixArgs(argv: readonly string[]): MatrixRequest {
     }
   }
   const nodes = majors.size === 0 ? [...NODE_MATRIX] : NODE_MATRIX.filter((node) => majors.has(node.major));
-  return { nodes, vitestArgs };
+  if (prepareOnly && vitestArgs.length > 0) {
+    throw new MatrixUsageError(`--prepare runs no test, so it takes no vitest arguments (got ${vitestArgs.join(" ")})`);
+  }
+  return { nodes, vitestArgs, prepareOnly };
 }
 
 /** Where the run on one Node major writes its vitest JSON report, relative to the project root. */

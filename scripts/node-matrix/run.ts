@@ -269,6 +269,18 @@ async function main(): Promise<number> {
     }),
   );
 
+  if (request.prepareOnly) {
+    for (const [index, node] of request.nodes.entries()) {
+      const ready = prepared[index];
+      say(
+        ready?.status === "fulfilled"
+          ? `Node ${node.version}: ready (${ready.value.built})`
+          : `Node ${node.version}: BLOCKED: ${ready?.reason instanceof Error ? ready.reason.message : String(ready?.reason)}`,
+      );
+    }
+    return prepared.every((ready) => ready.status === "fulfilled") ? 0 : 1;
+  }
+
   const outcomes: Outcome[] = [];
   for (const [index, node] of request.nodes.entries()) {
     const ready = prepared[index];

