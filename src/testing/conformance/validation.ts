@@ -56,7 +56,7 @@ import type { ManualClock, StoreTest } from "./harness.js";
 /** Lets a test pass a value the types forbid, as an untyped caller could. */
 const untyped = (value: unknown): never => value as never;
 
-/** `value` with the placeholder token "TOKEN" replaced by the seeded pending claim's real one. */
+/** `value` with the token marker "TOKEN" replaced by the seeded pending claim's real one. */
 function withSeededToken(value: unknown, seeded: Seeded): unknown {
   return typeof value === "object" && value !== null && !Array.isArray(value) && "token" in value && value.token === "TOKEN"
     ? { ...value, token: seeded.token }
