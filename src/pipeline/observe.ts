@@ -26,12 +26,7 @@ export async function observeCall(call: GovernedCall, governed: boolean, decide:
   let pipeline: Promise<Settled> | undefined;
   const observed = async (observer: TelemetryCallObserver): Promise<Settled> => {
     call.observer = observer;
-    let settled: Settled;
-    try {
-      settled = { result: await decide() };
-    } catch (error) {
-      settled = { error };
-    }
+    const settled = await settle(decide);
     call.observer = undefined;
     try {
       observer.end(ending(call, settled, includeValues));
@@ -49,8 +44,17 @@ export async function observeCall(call: GovernedCall, governed: boolean, decide:
     const settled = pipeline === undefined ? undefined : await pipeline;
     if (settled === undefined || !("error" in settled) || settled.error !== error) warn(error);
   }
-  if (pipeline === undefined) return decide();
+  // A backend that never ran the call: run it here, as the one pipeline a late `run` would reuse.
+  pipeline ??= settle(decide);
   return unwrap(await pipeline);
+}
+
+async function settle(decide: () => Promise<ToolResult>): Promise<Settled> {
+  try {
+    return { result: await decide() };
+  } catch (error) {
+    return { error };
+  }
 }
 
 function unwrap(settled: Settled): ToolResult {

@@ -455,6 +455,28 @@ describe("telemetry never changes a decision", () => {
     expect(ends.map((end) => end.decision)).toEqual(["executed", "executed"]);
   });
 
+  it("a backend that runs the call only after it returned: the late run reuses the pipeline, never starts it again", async () => {
+    const ends: TelemetryCallEnd[] = [];
+    const observer = { step: () => undefined, end: (end: TelemetryCallEnd) => ends.push(end) };
+    const late: Promise<unknown>[] = [];
+    const telemetry: GuardrailTelemetry = {
+      observeCall: (_call, run) => {
+        late.push(new Promise((resolve) => setTimeout(resolve, 0)).then(() => run(observer)));
+        return Promise.resolve(undefined as never);
+      },
+    };
+    const { agent, store, input, service } = agentWith(telemetry, { script: readWrite });
+    await admit(store, input);
+    const messages = await invokeTurn(agent, input);
+    await Promise.all(late);
+    expect(outcomeOf(messages, "w1").status).toBe("success");
+    expect(service.writes).toBe(1);
+    expect(late).toHaveLength(2);
+    expect(ends).toEqual([]); // no second pipeline, so no observer ever saw a decision
+    const events = await store.readAudit({});
+    expect(events.filter((event) => event.toolCallId === "w1").map((event) => event.decision)).toEqual(["executed"]);
+  });
+
   it("a tool error that fails the run keeps its class as error.type, never its message", async () => {
     const telemetry = sdk();
     const { agent, store, input } = agentWith(telemetry.telemetry(), {
