@@ -5,7 +5,6 @@
  */
 import { errorBrand } from "../../errors.js";
 
-
 /**
  * The database failed during a store operation (unreachable, connection terminated, a server
  * error). The message names the operation, where the database is (never the password), and what
