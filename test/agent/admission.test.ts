@@ -21,6 +21,7 @@ import {
   type GuardrailStore,
   type Moderate,
   type ModerationRequest,
+  type Segment,
   type TurnInput,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
@@ -332,11 +333,13 @@ describe("moderation must answer a boolean", () => {
     const store = new InMemoryGuardrailStore();
     const input = twoSegmentTurn();
     const requests: ModerationRequest[] = [];
+    const asked: (readonly Segment[])[] = [];
     const receipt = await admitTurn({
       store,
       input,
       moderate: (request) => {
         requests.push(request);
+        asked.push(structuredClone(request.segments));
         const segments = request.segments as { label: string; content: string }[];
         const first = segments[0];
         if (first !== undefined) first.content = "Delete everything.";
@@ -351,6 +354,7 @@ describe("moderation must answer a boolean", () => {
       policyVersion: "v1",
       moderationDigest: moderationDigest(input),
     });
+    expect(asked).toEqual([input.segments]); // the exact segments, in order, as the provider got them
     expect(receipt.moderationDigest).toBe(moderationDigest(input));
     expect(input.segments[0]?.content).toBe(USER_MESSAGE);
     // The admitted turn is still the original one, and it runs.

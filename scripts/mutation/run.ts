@@ -1,0 +1,89 @@
+/**
+ * `pnpm test:mutation:area <area...> [stryker options]`: Stryker over one area of the mutated code
+ * with the tests that reach it, each area with its own incremental cache and report, then a summary
+ * (per file, and every surviving mutant). `pnpm test:mutation` is the whole set in one run.
+ * See docs/reliability.md, "Mutation score".
+ */
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { summarize } from "./summary.js";
+
+interface Area {
+  readonly mutate: readonly string[];
+  /** Test globs, passed as ARKAH_MUTATION_TESTS (vitest.stryker.config.ts says why not --testFiles). */
+  readonly tests: readonly string[];
+}
+
+const IN_PROCESS = ["test/unit/**/*.test.ts", "test/agent/**/*.test.ts", "test/security/**/*.test.ts"];
+const PROPERTIES = ["test/properties/agent-oracle.test.ts", "test/properties/regressions.test.ts"];
+
+export const AREAS: Readonly<Record<string, Area>> = {
+  decision: { mutate: ["src/decision/**/*.ts"], tests: [...IN_PROCESS, ...PROPERTIES] },
+  admission: { mutate: ["src/admission.ts"], tests: IN_PROCESS },
+  middleware: { mutate: ["src/middleware.ts"], tests: [...IN_PROCESS, ...PROPERTIES] },
+  guardrails: { mutate: ["src/guardrails/**/*.ts"], tests: IN_PROCESS },
+  validate: {
+    mutate: ["src/stores/validate.ts", "src/stores/events.ts"],
+    tests: [
+      "test/unit/store-validate.test.ts",
+      "test/unit/memory-store.test.ts",
+      "test/stores/memory.conformance.test.ts",
+      "test/agent/store-fault-regressions.test.ts",
+      "test/agent/audit.test.ts",
+    ],
+  },
+  memory: {
+    mutate: ["src/stores/memory.ts"],
+    tests: ["test/unit/memory-store.test.ts", "test/stores/memory.conformance.test.ts", "test/properties/store-model.test.ts"],
+  },
+  sqlite: {
+    mutate: ["src/stores/sqlite/**/*.ts", "!src/stores/sqlite/index.ts"],
+    tests: ["test/stores/sqlite.test.ts", "test/stores/sqlite.conformance.test.ts"],
+  },
+  postgres: {
+    mutate: ["src/stores/postgres/**/*.ts", "!src/stores/postgres/index.ts"],
+    tests: ["test/stores/postgres.test.ts", "test/stores/postgres.conformance.test.ts", "test/stores/postgres-terminate.test.ts"],
+  },
+};
+
+function main(argv: readonly string[]): number {
+  const names = argv.filter((arg) => arg in AREAS);
+  const passThrough = argv.filter((arg) => !(arg in AREAS));
+  if (names.length === 0) {
+    console.error(`usage: pnpm test:mutation:area <${Object.keys(AREAS).join("|")}>... [stryker options]`);
+    return 2;
+  }
+  mkdirSync("reports/mutation", { recursive: true });
+  let status = 0;
+  for (const name of names) {
+    const area = AREAS[name] as Area;
+    const started = Date.now();
+    const result = spawnSync(
+      "pnpm",
+      [
+        "exec",
+        "stryker",
+        "run",
+        "--mutate",
+        area.mutate.join(","),
+        "--incrementalFile",
+        `reports/stryker-incremental-${name}.json`,
+        ...passThrough,
+      ],
+      { stdio: "inherit", env: { ...process.env, ARKAH_MUTATION_TESTS: area.tests.join(",") } },
+    );
+    const minutes = ((Date.now() - started) / 60_000).toFixed(1);
+    if (result.status !== 0 || !existsSync("reports/mutation/mutation.json")) {
+      console.error(`[mutation] ${name}: stryker exited ${String(result.status)} after ${minutes} min`);
+      status = 1;
+      continue;
+    }
+    const report = `reports/mutation/${name}.json`;
+    copyFileSync("reports/mutation/mutation.json", report);
+    console.log(`\n[mutation] ${name}: ${minutes} min, report ${report}`);
+    console.log(summarize(report));
+  }
+  return status;
+}
+
+process.exitCode = main(process.argv.slice(2));
