@@ -6,6 +6,7 @@
  */
 import { HumanMessage } from "@langchain/core/messages";
 import { RunnableLambda } from "@langchain/core/runnables";
+import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { createAgent, tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -104,15 +105,16 @@ describe("tools the guardrails do not govern", () => {
     const input = turnInput();
     await admit(store, input);
     const { lookup, runs } = lookupTool();
+    const tools: (ClientTool | ServerTool)[] = [...documentTools(service).all, lookup];
     const agent = createAgent({
       model: new ScriptedModel([
         { toolCalls: [{ id: "x1", name: "lookup", args: { query: "q" } }] },
         ...READ_THEN_RENAME,
       ]),
-      tools: [...documentTools(service).all, lookup],
+      tools,
       middleware: [createDocumentGuardrails({ ...baseOptions(), store, input, ...extra })],
     });
-    const messages = await invokeTurn(agent, input);
+    const { messages } = await agent.invoke({ messages: [new HumanMessage(userText(input))] });
     expect(outcomeOf(messages, "x1").code).toBe("unregistered_tool");
     expect(runs()).toBe(0);
     expect(outcomeOf(messages, "w1").status).toBe("success");
