@@ -12,6 +12,7 @@ import {
   type MutationResult,
   type TurnRef,
 } from "arkah-agent-guardrails";
+import { isTrustedStore } from "../../src/stores/validate.js";
 
 const TURN: TurnRef = { scopeId: "doc-1", turnId: "turn-1" };
 const TURN_KEY = turnKey(TURN);
@@ -558,5 +559,63 @@ describe("InMemoryGuardrailStore: approval requests", () => {
     await expectContractRejection(() => store.requestApproval(untyped(value)));
     expect(await store.listApprovals()).toEqual([]);
     expect(await store.readAudit()).toEqual([]);
+  });
+});
+
+describe("InMemoryGuardrailStore: what its errors name, its clock, and whom it trusts", () => {
+  const store = new InMemoryGuardrailStore();
+  // Each method's invalid input is a StoreContractError that names what was invalid.
+  const namedInputs: [string, () => Promise<unknown>, string][] = [
+    ["getReceipt", () => store.getReceipt(untyped("nope")), "invalid turn key"],
+    ["putReceiptIfAbsent", () => store.putReceiptIfAbsent(untyped({})), "invalid admission receipt"],
+    ["recordVerdict", () => store.recordVerdict(untyped({})), "invalid verdict record"],
+    ["getVerdict", () => store.getVerdict(untyped({})), "invalid verdict key"],
+    ["requestApproval", () => store.requestApproval(untyped({})), "invalid approval request"],
+    ["getApproval", () => store.getApproval(untyped("nope")), "invalid approval id"],
+    ["decideApproval", () => store.decideApproval(untyped({})), "invalid approval decision"],
+    ["applyApproval", () => store.applyApproval(untyped({})), "invalid approval application"],
+    ["listApprovals", () => store.listApprovals(untyped({ limit: -1 })), "invalid approval query"],
+    ["expireApprovals", () => store.expireApprovals(untyped({})), "invalid approval expiry"],
+    ["readAudit", () => store.readAudit(untyped({ limit: -1 })), "invalid audit query"],
+    ["getAuditCursor", () => store.getAuditCursor(untyped("")), "invalid audit sink name"],
+    ["advanceAuditCursor", () => store.advanceAuditCursor(untyped({})), "invalid audit cursor advance"],
+    ["reconcileMutation", () => store.reconcileMutation(untyped({})), "invalid reconciliation"],
+    ["prune", () => store.prune(untyped({})), "invalid prune options"],
+  ];
+
+  it.each(namedInputs)("%s: invalid input is a StoreContractError naming it", async (_method, run, named) => {
+    const error = await run().then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message.startsWith(`${named}: `), (error as Error).message).toBe(true);
+  });
+
+  it("a clock that answers an invalid date fails the claim with a RangeError, and claims nothing", async () => {
+    let broken = false;
+    const clocked = new InMemoryGuardrailStore({ now: () => (broken ? new Date(Number.NaN) : new Date("2026-01-01T00:00:00Z")) });
+    broken = true;
+    await expect(clocked.claimMutation(identity())).rejects.toThrow(new RangeError("Invalid time value"));
+    broken = false;
+    expect(await clocked.listUnresolved()).toEqual([]);
+    expect((await clocked.claimMutation(identity())).status).toBe("acquired");
+  });
+
+  it("listUnresolved is oldest claim first by the clock, even when the clock stepped back between claims", async () => {
+    let now = Date.parse("2026-01-01T12:00:00Z");
+    const clocked = new InMemoryGuardrailStore({ now: () => new Date(now) });
+    const later = { scopeId: "doc-1", turnId: "turn-later" };
+    const earlier = { scopeId: "doc-2", turnId: "turn-earlier" };
+    await acquire(clocked, identity(later));
+    now -= 60_000; // NTP stepped the clock back a minute
+    await acquire(clocked, identity(earlier));
+    expect((await clocked.listUnresolved()).map((entry) => entry.scopeId)).toEqual(["doc-2", "doc-1"]);
+  });
+
+  it("is trusted (its answers skip re-validation) only as itself: a subclass may answer otherwise", () => {
+    class Subclass extends InMemoryGuardrailStore {}
+    expect(isTrustedStore(new InMemoryGuardrailStore())).toBe(true);
+    expect(isTrustedStore(new Subclass())).toBe(false);
   });
 });
