@@ -2,7 +2,7 @@
  * The store boundary's fast paths must never accept what the zod schemas reject, and must build
  * the same value zod would. Checked on valid records and on many corrupted variants of them.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
   AuditEventSchema,
   ClaimOptionsSchema,
@@ -298,6 +298,41 @@ describe("store boundary fast paths agree with the schemas", () => {
     expect(parsed.outcome === "complete" && parsed.result).not.toBe(result);
     const release = { ...valid.release };
     expect(parseRelease(release)).not.toBe(release);
+  });
+});
+
+describe("valid records take the fast path: zod is not asked", () => {
+  // The fast paths exist for speed (docs/benchmarks.md); one that quietly fell through to zod for
+  // a valid record would still be correct, only slow, so nothing else would notice.
+  const validTimes = TIMES.filter((at) => AuditEventSchema.safeParse({ ...minimalEvent, at }).success);
+  const cases: [string, z.ZodType, (value: unknown) => unknown, unknown[]][] = [
+    ["identities", MutationIdentitySchema, parseIdentity, [valid.identity, Object.fromEntries(Object.entries(valid.identity).reverse())]],
+    ["read evidence", ReadEvidenceSchema, parseEvidence, [valid.evidence]],
+    [
+      "settlements",
+      MutationSettlementSchema,
+      parseSettlement,
+      [valid.complete, valid.unknown, ...[fullEvent, minimalEvent].flatMap((audit) => [{ ...valid.complete, audit }, { ...valid.unknown, audit }])],
+    ],
+    ["releases", MutationReleaseSchema, parseRelease, [valid.release]],
+    ["claim answers", ClaimResultSchema, parseClaimResult, valid.claims],
+    ["claim options", ClaimOptionsSchema, parseClaimOptions, [undefined, ...valid.options]],
+    ["audit events", AuditEventSchema, parseAuditEvent, [fullEvent, minimalEvent, ...validTimes.map((at) => ({ ...fullEvent, at }))]],
+    ["read options", RecordReadOptionsSchema, parseReadOptions, [undefined, {}, { audit: fullEvent }, { audit: minimalEvent }]],
+    ["digests", DigestSchema, (value) => parseDigest(value, "turn key"), [hex("0"), hex("f"), "0123456789abcdef".repeat(4)]],
+  ];
+
+  it.each(cases)("%s", (_name, schema, fast, values) => {
+    const spy = vi.spyOn(schema, "safeParse");
+    try {
+      for (const value of values) {
+        fast(value);
+        expect(spy, JSON.stringify(value)).not.toHaveBeenCalled();
+      }
+    } finally {
+      spy.mockRestore();
+    }
+    expect(validTimes.length).toBeGreaterThan(3);
   });
 });
 
