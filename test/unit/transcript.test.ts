@@ -76,6 +76,17 @@ describe("textContent", () => {
     expect(textContent(message)).toBeUndefined();
   });
 
+  it("returns undefined for a block of another type, even one carrying a string text", () => {
+    const message = new ToolMessage({
+      content: [
+        { type: "text", text: "a" },
+        { type: "image_url", text: "sneaked in", image_url: { url: "data:," } },
+      ],
+      tool_call_id: "x",
+    });
+    expect(textContent(message)).toBeUndefined();
+  });
+
   it("reads tool and AI messages the same way", () => {
     expect(textContent(result("r1", "doc"))).toBe("doc");
     expect(textContent(new AIMessage({ content: [{ type: "text", text: "ok" }] }))).toBe("ok");
@@ -149,6 +160,9 @@ describe("isUserText", () => {
     ["a serialized HumanMessage", serialized("HumanMessage")],
     ["a serialized HumanMessageChunk", serialized("HumanMessageChunk")],
     ["a serialized ChatMessage", serialized("ChatMessage")],
+    ["a serialized ChatMessageChunk", serialized("ChatMessageChunk")],
+    // Not serialized (no `lc: 1`): an `id` list naming another class does not override `type`.
+    ["{ type: 'human' } with an id list naming AIMessage", { type: "human", id: ["langchain_core", "messages", "AIMessage"], content: "x" }],
     ["a message whose _getType says human", { type: "ai", _getType: () => "human", content: "x" }],
     ["a message whose _getType throws", { type: "ai", _getType: () => { throw new Error("no"); } }],
   ];
@@ -193,6 +207,10 @@ describe("isSummaryMarked", () => {
 });
 
 describe("findStep", () => {
+  it("finds a proposing AIMessage that is the first message", () => {
+    expect(findStep([ai({ id: "w1", name: "rename_document" })], "w1")?.map((c) => c.id)).toEqual(["w1"]);
+  });
+
   it("returns the tool calls of the AIMessage that proposed the id", () => {
     const messages: BaseMessage[] = [
       new HumanMessage("go"),
