@@ -114,6 +114,9 @@ function rememberAllowed(store: object, receipt: AdmissionReceipt): void {
     known = new Map();
     verifiedReceipts.set(store, known);
   }
+  // Already remembered: nothing to add, so nothing to evict (a check of a known turn at the
+  // limit used to push out the oldest other turn).
+  if (known.has(receipt.turnKey)) return;
   if (known.size >= VERIFIED_LIMIT) {
     const oldest = known.keys().next();
     if (oldest.done !== true) known.delete(oldest.value);

@@ -18,7 +18,16 @@ const IN_PROCESS = ["test/unit/**/*.test.ts", "test/agent/**/*.test.ts", "test/s
 const PROPERTIES = ["test/properties/agent-oracle.test.ts", "test/properties/regressions.test.ts"];
 
 export const AREAS: Readonly<Record<string, Area>> = {
-  decision: { mutate: ["src/decision/**/*.ts"], tests: [...IN_PROCESS, ...PROPERTIES] },
+  decision: {
+    mutate: ["src/decision/**/*.ts"],
+    tests: [
+      "test/unit/plan.test.ts",
+      "test/unit/transcript.test.ts",
+      "test/security/**/*.test.ts",
+      ...["call-checks", "mutation-batch", "claims", "read-evidence", "admission"].map((name) => `test/agent/${name}.test.ts`),
+      ...PROPERTIES,
+    ],
+  },
   admission: { mutate: ["src/admission.ts"], tests: IN_PROCESS },
   middleware: { mutate: ["src/middleware.ts"], tests: [...IN_PROCESS, ...PROPERTIES] },
   guardrails: { mutate: ["src/guardrails/**/*.ts"], tests: IN_PROCESS },

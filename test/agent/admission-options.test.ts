@@ -244,6 +244,15 @@ describe("verified receipts are remembered, within a bound", () => {
     expect(counter.reads).toBe(reads);
   });
 
+  it("checking a remembered turn at the limit forgets no other turn", async () => {
+    const { store, counter } = countingStore();
+    for (let index = 0; index < LIMIT; index++) await admit(store, nth(index));
+    const reads = counter.reads;
+    await assertAdmitted({ store, input: nth(5) }); // remembered: no read, and nothing to evict
+    await assertAdmitted({ store, input: nth(0) }); // the oldest is still there
+    expect(counter.reads).toBe(reads);
+  });
+
   it("a remembered turn still runs through the agent with one write", async () => {
     const { store } = countingStore();
     const input = nth(7);
