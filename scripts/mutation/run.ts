@@ -15,6 +15,8 @@ interface Area {
 }
 
 const IN_PROCESS = ["test/unit/**/*.test.ts", "test/agent/**/*.test.ts", "test/security/**/*.test.ts"];
+/** The agent tests that reach src/decision/ directly: narrower than the whole agent suite, for speed. */
+const DECISION_AGENT_TESTS = ["call-checks", "mutation-batch", "claims", "read-evidence", "admission", "inner-refusal", "middleware-edges"];
 const PROPERTIES = ["test/properties/agent-oracle.test.ts", "test/properties/regressions.test.ts"];
 
 export const AREAS: Readonly<Record<string, Area>> = {
@@ -24,7 +26,7 @@ export const AREAS: Readonly<Record<string, Area>> = {
       "test/unit/plan.test.ts",
       "test/unit/transcript.test.ts",
       "test/security/**/*.test.ts",
-      ...["call-checks", "mutation-batch", "claims", "read-evidence", "admission"].map((name) => `test/agent/${name}.test.ts`),
+      ...DECISION_AGENT_TESTS.map((name) => `test/agent/${name}.test.ts`),
       ...PROPERTIES,
     ],
   },
