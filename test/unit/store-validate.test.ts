@@ -209,6 +209,9 @@ describe("store boundary fast paths agree with the schemas", () => {
     for (const event of valid.events) {
       variants.push(event, ...corruptions(event));
       for (const at of TIMES) variants.push({ ...event, at });
+      // Not strings, though a regular expression's test would coerce them to a valid timestamp.
+      const stamp = "2031-02-03T04:05:06Z";
+      for (const at of [[stamp], new String(stamp), { toString: () => stamp }]) variants.push({ ...event, at });
       for (const decision of ["executed", "released", "deleted", "", 1]) variants.push({ ...event, decision });
       for (const kind of ["document-read", "auxiliary", "write", undefined]) variants.push({ ...event, kind });
       variants.push({ ...event, constructor: "x" }, { ...event, __proto__: null }, { ...event, seq: 1 }, { ...event, code: undefined });
