@@ -251,7 +251,7 @@ describe("store boundary fast paths agree with the schemas", () => {
     // The same content in another string object passes; one unit changed anywhere never does.
     expect(parseDigest(["a".repeat(32), "a".repeat(32)].join(""), "turn key")).toBe(valid64);
     for (let index = 0; index < 64; index++) {
-      for (const unit of ["A", "g", "/", ":", "`", "\u00e1", "\ud83d"]) {
+      for (const unit of ["A", "g", "/", ":", "`", "\u007f", "\u0080", "\u00e1", "\ud83d"]) {
         const changed = valid64.slice(0, index) + unit + valid64.slice(index + 1);
         if (changed.length === 64) expect(() => parseDigest(changed, "turn key"), `${unit} at ${String(index)}`).toThrow(StoreContractError);
       }
@@ -319,8 +319,18 @@ describe("valid records take the fast path: zod is not asked", () => {
     ],
     ["releases", MutationReleaseSchema, parseRelease, [valid.release]],
     ["claim answers", ClaimResultSchema, parseClaimResult, valid.claims],
-    ["claim options", ClaimOptionsSchema, parseClaimOptions, [undefined, ...valid.options]],
-    ["audit events", AuditEventSchema, parseAuditEvent, [fullEvent, minimalEvent, ...validTimes.map((at) => ({ ...fullEvent, at }))]],
+    [
+      "claim options",
+      ClaimOptionsSchema,
+      parseClaimOptions,
+      [undefined, ...valid.options, { readEvidence: Array.from({ length: MAX_READ_EVIDENCE }, () => hex("d")) }],
+    ],
+    [
+      "audit events",
+      AuditEventSchema,
+      parseAuditEvent,
+      [fullEvent, minimalEvent, { ...minimalEvent, code: undefined }, ...validTimes.map((at) => ({ ...fullEvent, at }))],
+    ],
     ["read options", RecordReadOptionsSchema, parseReadOptions, [undefined, {}, { audit: fullEvent }, { audit: minimalEvent }]],
     ["digests", DigestSchema, (value) => parseDigest(value, "turn key"), [hex("0"), hex("f"), "0123456789abcdef".repeat(4)]],
   ];
@@ -336,6 +346,28 @@ describe("valid records take the fast path: zod is not asked", () => {
       spy.mockRestore();
     }
     expect(validTimes.length).toBeGreaterThan(3);
+  });
+});
+
+describe("what the boundary's errors name", () => {
+  it.each<[string, () => unknown, string]>([
+    ["parseIdentity", () => parseIdentity({}), "invalid mutation identity: "],
+    ["parseEvidence", () => parseEvidence({}), "invalid read evidence: "],
+    ["parseSettlement", () => parseSettlement({}), "invalid mutation settlement: "],
+    ["parseRelease", () => parseRelease({}), "invalid mutation release: "],
+    ["parseClaimOptions", () => parseClaimOptions(null), "invalid claim options: "],
+    ["parseReadOptions", () => parseReadOptions(null), "invalid read options: "],
+    ["parseAuditEvent", () => parseAuditEvent({}), "invalid audit event: "],
+    ["parseClaimResult", () => parseClaimResult({}), "invalid claimMutation answer: "],
+  ])("%s", (_name, parse, prefix) => {
+    let caught: unknown;
+    try {
+      parse();
+    } catch (error) {
+      caught = error;
+    }
+    expect(StoreContractError.isInstance(caught)).toBe(true);
+    expect((caught as Error).message.startsWith(prefix), (caught as Error).message).toBe(true);
   });
 });
 
@@ -363,6 +395,12 @@ describe("stores this package ships are trusted; nothing else is", () => {
     Object.setPrototypeOf(reparented, Subclass.prototype);
     const forged = new ForwardingStore(memory);
     Object.defineProperty(forged, TRUSTED_STORE, { value: true });
+    // The right brand value on an object made to look like a shipped store, but not as the class brands it.
+    const lookalike = (flags: PropertyDescriptor) => {
+      const store = Object.create(InMemoryGuardrailStore.prototype) as object;
+      Object.defineProperty(store, TRUSTED_STORE, { value: InMemoryGuardrailStore.prototype, ...flags });
+      return store;
+    };
     for (const [label, store] of [
       ["a wrapper around a shipped store", new ForwardingStore(memory)],
       ["an instance of a subclass", new Subclass()],
@@ -371,6 +409,10 @@ describe("stores this package ships are trusted; nothing else is", () => {
       ["a shipped store with a method replaced on it", patched],
       ["a shipped store given another prototype", reparented],
       ["a wrapper with a brand that is not its prototype", forged],
+      ["a lookalike with an enumerable brand", lookalike({ enumerable: true })],
+      ["a lookalike with a writable brand", lookalike({ writable: true })],
+      ["a lookalike with a configurable brand", lookalike({ configurable: true })],
+      ["a lookalike with the brand and another own property", Object.assign(lookalike({}), { extra: 1 })],
       ["a plain object", {}],
       ["null", null],
       ["undefined", undefined],
