@@ -18,16 +18,7 @@ import {
   type Moderate,
   type TurnInput,
 } from "arkah-agent-guardrails";
-import { admit, guardedAgent, outcomeOf, read, rename, turnInput, userText } from "../support/fixtures.js";
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the promise to reject");
-}
+import { admit, guardedAgent, outcomeOf, read, rejection, rename, turnInput, userText } from "../support/fixtures.js";
 
 async function expectAdmissionError(promise: Promise<unknown>, code: AdmissionErrorCode, message: RegExp) {
   const error = AdmissionError.find(await rejection(promise));

@@ -131,12 +131,4 @@ export function secureAgent(options: SecureAgentOptions) {
   return { agent, store, input, service, warnings, run };
 }
 
-/** The rejection of a promise that must reject. */
-export async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a rejection");
-}
+export { rejection } from "../support/fixtures.js";

@@ -323,3 +323,13 @@ export class ForwardingStore implements GuardrailStore {
     return this.inner.prune(options);
   }
 }
+
+/** The rejection of a promise that must reject. */
+export async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
