@@ -133,6 +133,23 @@ export function reconciliationSuite(test: StoreTest): void {
     });
   });
 
+  // Clocks step back (NTP, a VM resumed): the order is the claim times', not insertion order.
+  test("listUnresolved: oldest claim time first, even when the clock stepped back between claims", async ({ store, clock }) => {
+    const first = clock.ms;
+    await acquire(store, identity(TURN));
+    clock.advance(-MINUTE);
+    const stepBack = clock.ms;
+    await leaveUnknown(store, identity(SIBLING));
+    clock.advance(2 * MINUTE);
+    const last = clock.ms;
+    await acquire(store, identity(STRANGER));
+    const list = await unresolved(store);
+    expect(list.map((entry) => entry.turnKey)).toEqual([turnKey(SIBLING), turnKey(TURN), turnKey(STRANGER)]);
+    [stepBack, first, last].forEach((ms, index) => {
+      expectInstant(list[index]?.claimedAt, ms, `claimedAt of entry ${String(index)}`);
+    });
+  });
+
   test("listUnresolved: completed and reconciled claims are not listed", async ({ store }) => {
     await complete(store, identity(TURN));
     await leaveUnknown(store, identity(SIBLING));
