@@ -5,7 +5,7 @@
  * See docs/reliability.md, "Mutation score".
  */
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { summarize } from "./summary.js";
 
 interface Area {
@@ -57,17 +57,41 @@ export const AREAS: Readonly<Record<string, Area>> = {
   },
 };
 
+const RERUN_SURVIVORS = "--rerun-survivors";
+
+/**
+ * Drops the survivors (and uncovered mutants) from an area's incremental cache, so the next run
+ * tests them again against the current tests while killed mutants keep their result. Stryker's own
+ * diff reuses a static survivor as a survivor even after a new test kills it; this is the cheap
+ * alternative to `--force`. Returns how many were dropped.
+ */
+function forgetSurvivors(cache: string): number {
+  if (!existsSync(cache)) return 0;
+  const report = JSON.parse(readFileSync(cache, "utf8")) as { files: Record<string, { mutants: { status: string }[] }> };
+  let dropped = 0;
+  for (const file of Object.values(report.files)) {
+    const kept = file.mutants.filter((mutant) => mutant.status !== "Survived" && mutant.status !== "NoCoverage");
+    dropped += file.mutants.length - kept.length;
+    file.mutants = kept;
+  }
+  writeFileSync(cache, JSON.stringify(report));
+  return dropped;
+}
+
 function main(argv: readonly string[]): number {
   const names = argv.filter((arg) => arg in AREAS);
-  const passThrough = argv.filter((arg) => !(arg in AREAS));
+  const rerunSurvivors = argv.includes(RERUN_SURVIVORS);
+  const passThrough = argv.filter((arg) => !(arg in AREAS) && arg !== RERUN_SURVIVORS);
   if (names.length === 0) {
-    console.error(`usage: pnpm test:mutation:area <${Object.keys(AREAS).join("|")}>... [stryker options]`);
+    console.error(`usage: pnpm test:mutation:area <${Object.keys(AREAS).join("|")}>... [${RERUN_SURVIVORS}] [stryker options]`);
     return 2;
   }
   mkdirSync("reports/mutation", { recursive: true });
   let status = 0;
   for (const name of names) {
     const area = AREAS[name] as Area;
+    const cache = `reports/stryker-incremental-${name}.json`;
+    if (rerunSurvivors) console.log(`[mutation] ${name}: ${String(forgetSurvivors(cache))} survivors dropped from ${cache}, to be run again`);
     const started = Date.now();
     const result = spawnSync(
       "pnpm",
@@ -78,7 +102,7 @@ function main(argv: readonly string[]): number {
         "--mutate",
         area.mutate.join(","),
         "--incrementalFile",
-        `reports/stryker-incremental-${name}.json`,
+        cache,
         ...passThrough,
       ],
       { stdio: "inherit", env: { ...process.env, ARKAH_MUTATION_TESTS: area.tests.join(",") } },
