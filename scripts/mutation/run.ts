@@ -17,12 +17,19 @@ interface Area {
 const IN_PROCESS = ["test/unit/**/*.test.ts", "test/agent/**/*.test.ts", "test/security/**/*.test.ts"];
 /** The agent tests that reach src/decision/ directly: narrower than the whole agent suite, for speed. */
 const DECISION_AGENT_TESTS = ["call-checks", "mutation-batch", "claims", "read-evidence", "admission", "inner-refusal", "middleware-edges"];
+/**
+ * In every area: a static mutant that makes a module throw while loading stops each test file that
+ * imports it from loading, which the vitest runner reports as no tests, so Stryker as a survivor.
+ * This file imports the entry points inside its tests, where such a throw fails a test.
+ */
+const ENTRY_POINTS = "test/unit/entry-points.test.ts";
 const PROPERTIES = ["test/properties/agent-oracle.test.ts", "test/properties/regressions.test.ts"];
 
 export const AREAS: Readonly<Record<string, Area>> = {
   decision: {
     mutate: ["src/decision/**/*.ts"],
     tests: [
+      ENTRY_POINTS,
       "test/unit/plan.test.ts",
       "test/unit/transcript.test.ts",
       "test/security/**/*.test.ts",
@@ -36,6 +43,7 @@ export const AREAS: Readonly<Record<string, Area>> = {
   validate: {
     mutate: ["src/stores/validate.ts", "src/stores/events.ts"],
     tests: [
+      ENTRY_POINTS,
       "test/unit/store-validate.test.ts",
       "test/unit/memory-store.test.ts",
       "test/stores/memory.conformance.test.ts",
@@ -45,15 +53,15 @@ export const AREAS: Readonly<Record<string, Area>> = {
   },
   memory: {
     mutate: ["src/stores/memory.ts"],
-    tests: ["test/unit/memory-store.test.ts", "test/stores/memory.conformance.test.ts", "test/properties/store-model.test.ts"],
+    tests: [ENTRY_POINTS, "test/unit/memory-store.test.ts", "test/stores/memory.conformance.test.ts", "test/properties/store-model.test.ts"],
   },
   sqlite: {
     mutate: ["src/stores/sqlite/**/*.ts", "!src/stores/sqlite/index.ts"],
-    tests: ["test/stores/sqlite.test.ts", "test/stores/sqlite.conformance.test.ts"],
+    tests: [ENTRY_POINTS, "test/stores/sqlite.test.ts", "test/stores/sqlite.conformance.test.ts"],
   },
   postgres: {
     mutate: ["src/stores/postgres/**/*.ts", "!src/stores/postgres/index.ts"],
-    tests: ["test/stores/postgres.test.ts", "test/stores/postgres.conformance.test.ts", "test/stores/postgres-terminate.test.ts"],
+    tests: [ENTRY_POINTS, "test/stores/postgres.test.ts", "test/stores/postgres.conformance.test.ts", "test/stores/postgres-terminate.test.ts"],
   },
 };
 
