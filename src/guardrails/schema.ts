@@ -128,7 +128,10 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
 
 const ALLOW: GuardrailVerdict = { action: "allow", outcome: "complete", detections: [] };
 
-/** Keywords that fail because a subschema failed: the subschema's own error says what is wrong. */
+/**
+ * Keywords that fail because a subschema failed: the subschema's own error says what is wrong.
+ * Not `contains`: @cfworker/json-schema drops the items' errors and reports only its own.
+ */
 const APPLICATORS = new Set([
   "properties",
   "patternProperties",
@@ -136,7 +139,6 @@ const APPLICATORS = new Set([
   "items",
   "prefixItems",
   "additionalItems",
-  "contains",
   "unevaluatedProperties",
   "unevaluatedItems",
   "allOf",
