@@ -1,0 +1,164 @@
+/**
+ * What the SQLite store's failures say: each method names itself and the state it left when the
+ * database fails under it, each input is refused under its own name, and the lock timeout is told
+ * apart from other failures.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import { digest, StoreContractError, turnKey, type GuardrailStore } from "arkah-agent-guardrails";
+import { SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
+import { isTrustedStore } from "../../src/stores/validate.js";
+
+const disposers: (() => void)[] = [];
+afterEach(() => {
+  for (const dispose of disposers.splice(0).reverse()) dispose();
+});
+
+function fileStore(busyTimeoutMs: number): { store: SqliteGuardrailStore; file: string } {
+  const dir = mkdtempSync(join(tmpdir(), "arkah-sqlite-errors-"));
+  const file = join(dir, "g.sqlite");
+  const store = SqliteGuardrailStore.open({ path: file, busyTimeoutMs });
+  disposers.push(() => {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { store, file };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error("expected the call to reject");
+    },
+    (reason: unknown) => reason,
+  );
+}
+
+const KEY = turnKey({ scopeId: "doc-1", turnId: "turn-1" });
+const D = digest("x");
+const AT = "2031-02-03T04:05:06.789Z";
+const untyped = (value: unknown): never => value as never;
+
+/** One call of each method with valid input, and what its failure must say it left behind. */
+const CALLS: [string, (store: GuardrailStore) => Promise<unknown>, string][] = [
+  ["getReceipt", (s) => s.getReceipt(KEY), "nothing was written (the operation is one transaction)"],
+  [
+    "putReceiptIfAbsent",
+    (s) =>
+      s.putReceiptIfAbsent({ turnKey: KEY, scopeId: "doc-1", turnId: "turn-1", policyVersion: "v1", moderationDigest: D, allowed: true, decidedAt: AT }),
+    "the admission receipt was not stored",
+  ],
+  ["recordSuccessfulRead", (s) => s.recordSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), "the read evidence was not recorded"],
+  ["hasSuccessfulRead", (s) => s.hasSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), "nothing was written (the operation is one transaction)"],
+  ["releaseMutation", (s) => s.releaseMutation({ turnKey: KEY, token: "t" }), "the release was not recorded: the claim stays pending (closed)"],
+  ["getApproval", (s) => s.getApproval(D), "nothing was written (the operation is one transaction)"],
+  ["applyApproval", (s) => s.applyApproval({ approvalId: D, appliedAt: AT }), "nothing was written (the operation is one transaction)"],
+  ["decideApproval", (s) => s.decideApproval({ approvalId: D, decision: { decision: "approve" }, decidedAt: AT }), "nothing was written (the operation is one transaction)"],
+  ["listApprovals", (s) => s.listApprovals({}), "nothing was written (the operation is one transaction)"],
+  ["expireApprovals", (s) => s.expireApprovals({ olderThan: AT }), "nothing was written (the operation is one transaction)"],
+  ["readAudit", (s) => s.readAudit({}), "nothing was written (the operation is one transaction)"],
+  ["getAuditCursor", (s) => s.getAuditCursor("default"), "nothing was written (the operation is one transaction)"],
+  ["advanceAuditCursor", (s) => s.advanceAuditCursor({ sink: "default", seq: 3 }), "nothing was written (the operation is one transaction)"],
+  ["listUnresolved", (s) => s.listUnresolved(), "nothing was written (the operation is one transaction)"],
+  [
+    "reconcileMutation",
+    (s) => s.reconcileMutation({ turnKey: KEY, resolution: "no-effect", operatorRef: "INC-9" }),
+    "the reconciliation was not applied; check listUnresolved",
+  ],
+  ["prune", (s) => s.prune({ olderThan: AT }), "nothing was written (the operation is one transaction)"],
+];
+
+describe("SqliteGuardrailStore: a database failure names the method and what it left", () => {
+  it.each(CALLS)("%s on a closed store rejects with a SqliteStoreError naming it, the file and the state left", async (operation, call, state) => {
+    const store = SqliteGuardrailStore.open({ path: ":memory:" });
+    store.close();
+    const error = await rejection(call(store));
+    expect(SqliteStoreError.isInstance(error)).toBe(true);
+    const failure = error as SqliteStoreError;
+    expect(failure.operation).toBe(operation);
+    expect(failure.code).toBeUndefined();
+    expect(failure.cause).toBeInstanceOf(TypeError);
+    expect(failure.message).toBe(`SqliteGuardrailStore.${operation} failed on ":memory:": ${(failure.cause as Error).message}; ${state}`);
+  });
+
+  it("a lock held past busyTimeoutMs is named as such, with SQLite's code, and writes nothing", async () => {
+    const { store, file } = fileStore(0);
+    const other = new Database(file);
+    disposers.push(() => other.close());
+    other.exec("BEGIN IMMEDIATE");
+    const error = await rejection(store.advanceAuditCursor({ sink: "default", seq: 3 }));
+    expect(SqliteStoreError.isInstance(error)).toBe(true);
+    expect((error as SqliteStoreError).code).toBe("SQLITE_BUSY");
+    expect((error as Error).message).toMatch(
+      /^SqliteGuardrailStore\.advanceAuditCursor failed on ".*g\.sqlite": another connection held the database's write lock for longer than busyTimeoutMs \(0 ms\): database is locked \(SQLITE_BUSY\); nothing was written/,
+    );
+    other.exec("ROLLBACK");
+    expect(await store.getAuditCursor("default")).toBe(0);
+  });
+
+  it("a failure that is not a lock timeout is reported as itself, with its code", async () => {
+    const { store, file } = fileStore(0);
+    const other = new Database(file);
+    disposers.push(() => other.close());
+    other.exec("DROP TABLE audit_cursors");
+    const error = await rejection(store.getAuditCursor("default"));
+    expect(SqliteStoreError.isInstance(error)).toBe(true);
+    const message = (error as Error).message;
+    expect(message).not.toMatch(/write lock/);
+    expect(message).toMatch(/^SqliteGuardrailStore\.getAuditCursor failed on /);
+  });
+});
+
+describe("SqliteGuardrailStore: invalid input is refused under its own name", () => {
+  const LABELS: [string, (store: GuardrailStore) => Promise<unknown>][] = [
+    ["turn key", (s) => s.getReceipt("nope")],
+    ["admission receipt", (s) => s.putReceiptIfAbsent(untyped({}))],
+    ["verdict record", (s) => s.recordVerdict(untyped({}))],
+    ["verdict key", (s) => s.getVerdict(untyped({}))],
+    ["approval request", (s) => s.requestApproval(untyped({}))],
+    ["approval id", (s) => s.getApproval("nope")],
+    ["approval decision", (s) => s.decideApproval(untyped({}))],
+    ["approval application", (s) => s.applyApproval(untyped({}))],
+    ["approval query", (s) => s.listApprovals(untyped({ limit: -1 }))],
+    ["approval expiry", (s) => s.expireApprovals(untyped({}))],
+    ["audit query", (s) => s.readAudit(untyped({ limit: -1 }))],
+    ["audit sink name", (s) => s.getAuditCursor(untyped(5))],
+    ["audit cursor advance", (s) => s.advanceAuditCursor(untyped({}))],
+    ["reconciliation", (s) => s.reconcileMutation(untyped({}))],
+    ["prune options", (s) => s.prune(untyped({}))],
+  ];
+  it.each(LABELS)("an invalid %s is a StoreContractError that names it", async (label, call) => {
+    const store = SqliteGuardrailStore.open({ path: ":memory:" });
+    disposers.push(() => store.close());
+    const error = await rejection(call(store));
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(new RegExp(`^invalid ${label}: `));
+  });
+});
+
+describe("SqliteGuardrailStore: trust and closing", () => {
+  it("an opened store is a trusted store", () => {
+    const store = SqliteGuardrailStore.open({ path: ":memory:" });
+    disposers.push(() => store.close());
+    expect(isTrustedStore(store)).toBe(true);
+  });
+
+  it("a store built for a subclass is not trusted", () => {
+    const { file } = fileStore(0);
+    class Lookalike {}
+    const ctor = SqliteGuardrailStore as unknown as new (...args: unknown[]) => object;
+    const db = new Database(file);
+    disposers.push(() => db.close());
+    const sub = Reflect.construct(ctor, [db, () => new Date(), ":memory:", 0], Lookalike);
+    expect(isTrustedStore(sub)).toBe(false);
+  });
+
+  it("close is idempotent", () => {
+    const store = SqliteGuardrailStore.open({ path: ":memory:" });
+    store.close();
+    expect(() => store.close()).not.toThrow();
+  });
+});
