@@ -162,3 +162,68 @@ describe("SqliteGuardrailStore: trust and closing", () => {
     expect(() => store.close()).not.toThrow();
   });
 });
+
+describe("SqliteGuardrailStore: a corrupted row says what is wrong with it", () => {
+  async function withAudit() {
+    const { store, file } = fileStore(0);
+    await store.appendAudit({ at: AT, decision: "executed", turnKey: KEY, scopeId: "doc-1", toolCallId: "w1", toolName: "rename_document", kind: "mutation" });
+    const db = new Database(file);
+    disposers.push(() => db.close());
+    return { store, db };
+  }
+
+  it("an audit event whose JSON does not parse is refused with the parse error as its cause", async () => {
+    const { store, db } = await withAudit();
+    db.exec("UPDATE audit_events SET event = '{oops'");
+    const error = await rejection(store.readAudit());
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/^corrupt audit event 1 in the SQLite guardrail store: the JSON column does not parse/);
+    expect((error as Error).cause).toBeInstanceOf(SyntaxError);
+  });
+
+  it("an audit event stored as a blob is refused as not text, with no cause", async () => {
+    const { store, db } = await withAudit();
+    db.exec("UPDATE audit_events SET event = X'7B7D'");
+    const error = await rejection(store.readAudit());
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toBe("corrupt audit event 1 in the SQLite guardrail store: the JSON column is not text");
+    expect("cause" in (error as Error)).toBe(false);
+  });
+
+  it.each(["[1]", "null", "5"])("an audit event whose JSON is %s is refused as not a JSON object", async (json) => {
+    const { store, db } = await withAudit();
+    db.prepare("UPDATE audit_events SET event = ?").run(json);
+    const error = await rejection(store.readAudit());
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toBe("corrupt audit event 1 in the SQLite guardrail store: not a JSON object");
+  });
+
+  it.each([
+    ["turnKey", digest("another turn")],
+    ["guardrail", "other-guardrail"],
+    ["argsDigest", digest("other args")],
+  ])("a verdict whose stored %s differs from the key it is filed under is refused", async (field, value) => {
+    const { store, file } = fileStore(0);
+    const key = { turnKey: KEY, toolCallId: "w1", toolName: "rename_document", toolFingerprint: D, guardrail: "pii", argsDigest: digest("args") };
+    await store.recordVerdict({ ...key, verdict: { action: "allow", outcome: "complete", detections: [] }, recordedAt: AT });
+    const db = new Database(file);
+    disposers.push(() => db.close());
+    db.prepare(`UPDATE verdicts SET record = json_set(record, '$.${field}', ?)`).run(value);
+    const error = await rejection(store.getVerdict(key));
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toBe(
+      "corrupt verdict record in the SQLite guardrail store: the record's key is not the key it is stored under",
+    );
+  });
+
+  it("a file written by a newer version is refused with that reason alone, not as a generic open failure", () => {
+    const { store, file } = fileStore(0);
+    store.close();
+    const db = new Database(file);
+    db.prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (99, ?)").run(AT);
+    db.close();
+    expect(() => SqliteGuardrailStore.open({ path: file })).toThrow(
+      new RegExp(`^the SQLite guardrail store at ${JSON.stringify(file).replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} has schema version 99`),
+    );
+  });
+});
