@@ -3,7 +3,7 @@
  * database fails under it, each input is refused under its own name, and the lock timeout is told
  * apart from other failures.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -41,6 +41,7 @@ const KEY = turnKey({ scopeId: "doc-1", turnId: "turn-1" });
 const D = digest("x");
 const AT = "2031-02-03T04:05:06.789Z";
 const untyped = (value: unknown): never => value as never;
+const VKEY = { turnKey: KEY, toolCallId: "w1", toolName: "rename_document", toolFingerprint: D, guardrail: "pii", argsDigest: digest("args") };
 
 /** One call of each method with valid input, and what its failure must say it left behind. */
 const CALLS: [string, (store: GuardrailStore) => Promise<unknown>, string][] = [
@@ -54,6 +55,21 @@ const CALLS: [string, (store: GuardrailStore) => Promise<unknown>, string][] = [
   ["recordSuccessfulRead", (s) => s.recordSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), "the read evidence was not recorded"],
   ["hasSuccessfulRead", (s) => s.hasSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), "nothing was written (the operation is one transaction)"],
   ["releaseMutation", (s) => s.releaseMutation({ turnKey: KEY, token: "t" }), "the release was not recorded: the claim stays pending (closed)"],
+  [
+    "recordVerdict",
+    (s) => s.recordVerdict({ ...VKEY, verdict: { action: "allow", outcome: "complete", detections: [] }, recordedAt: AT }),
+    "nothing was written (the operation is one transaction)",
+  ],
+  ["getVerdict", (s) => s.getVerdict(VKEY), "nothing was written (the operation is one transaction)"],
+  [
+    "requestApproval",
+    (s) =>
+      s.requestApproval({
+        approvalId: digest("approval"), turnKey: KEY, scopeId: "doc-1", toolCallId: "w1", toolName: "rename_document", toolFingerprint: D,
+        argsDigest: D, args: { title: "x" }, guardrails: ["approval"], reason: "Rename?", requestedAt: AT,
+      }),
+    "nothing was written (the operation is one transaction)",
+  ],
   ["getApproval", (s) => s.getApproval(D), "nothing was written (the operation is one transaction)"],
   ["applyApproval", (s) => s.applyApproval({ approvalId: D, appliedAt: AT }), "nothing was written (the operation is one transaction)"],
   ["decideApproval", (s) => s.decideApproval({ approvalId: D, decision: { decision: "approve" }, decidedAt: AT }), "nothing was written (the operation is one transaction)"],
@@ -204,7 +220,7 @@ describe("SqliteGuardrailStore: a corrupted row says what is wrong with it", () 
     ["argsDigest", digest("other args")],
   ])("a verdict whose stored %s differs from the key it is filed under is refused", async (field, value) => {
     const { store, file } = fileStore(0);
-    const key = { turnKey: KEY, toolCallId: "w1", toolName: "rename_document", toolFingerprint: D, guardrail: "pii", argsDigest: digest("args") };
+    const key = VKEY;
     await store.recordVerdict({ ...key, verdict: { action: "allow", outcome: "complete", detections: [] }, recordedAt: AT });
     const db = new Database(file);
     disposers.push(() => db.close());
@@ -225,5 +241,109 @@ describe("SqliteGuardrailStore: a corrupted row says what is wrong with it", () 
     expect(() => SqliteGuardrailStore.open({ path: file })).toThrow(
       new RegExp(`^the SQLite guardrail store at ${JSON.stringify(file).replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} has schema version 99`),
     );
+  });
+});
+
+describe("SqliteGuardrailStore: more corrupted rows, paths and options", () => {
+  const IDENTITY = { turnKey: KEY, scopeId: "doc-1", toolCallId: "w1", toolName: "rename_document", argsDigest: D, mutationKey: digest("m"), toolFingerprint: D };
+
+  function second(file: string): Database.Database {
+    const db = new Database(file);
+    disposers.push(() => db.close());
+    return db;
+  }
+
+  it("a receipt row that does not parse is refused, naming the turn it is for", async () => {
+    const { store, file } = fileStore(0);
+    await store.putReceiptIfAbsent({ turnKey: KEY, scopeId: "doc-1", turnId: "turn-1", policyVersion: "v1", moderationDigest: D, allowed: true, decidedAt: AT });
+    second(file).exec("UPDATE receipts SET allowed = 2");
+    const error = await rejection(store.getReceipt(KEY));
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message.startsWith(`corrupt admission receipt for turn ${KEY} in the SQLite guardrail store: `)).toBe(true);
+  });
+
+  it("an approval row whose status column disagrees with its record is refused, naming the request", async () => {
+    const { store, file } = fileStore(0);
+    const id = digest("approval");
+    await store.requestApproval({
+      approvalId: id, turnKey: KEY, scopeId: "doc-1", toolCallId: "w1", toolName: "rename_document", toolFingerprint: D,
+      argsDigest: D, args: { title: "x" }, guardrails: ["approval"], reason: "Rename?", requestedAt: AT,
+    });
+    second(file).exec("UPDATE approvals SET status = 'approved'");
+    const error = await rejection(store.getApproval(id));
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toBe(
+      `corrupt approval request ${id} in the SQLite guardrail store: the record does not match the row it is stored in`,
+    );
+  });
+
+  it.each([
+    ["half a result (content only)", "UPDATE claims SET result_content = 'x'"],
+    ["half a result (status only)", "UPDATE claims SET result_status = 'success'"],
+    ["a whole result", "UPDATE claims SET result_content = 'x', result_status = 'success'"],
+  ])("a pending claim holding %s is refused and the turn cannot claim again", async (_label, edit) => {
+    const { store, file } = fileStore(0);
+    expect((await store.claimMutation(IDENTITY)).status).toBe("acquired");
+    second(file).exec(edit);
+    const error = await rejection(store.claimMutation(IDENTITY));
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(new RegExp(`^corrupt claim for turn ${KEY} in the SQLite guardrail store: `));
+  });
+
+  it("a pending claim holding a whole result is refused because only a complete claim has one", async () => {
+    const { store, file } = fileStore(0);
+    await store.claimMutation(IDENTITY);
+    second(file).exec("UPDATE claims SET result_content = 'x', result_status = 'success'");
+    await expect(store.claimMutation(IDENTITY)).rejects.toThrow(/a complete claim has a result, and no other claim does/);
+  });
+
+  it("a completed write is answered with its stored result when the same call comes again", async () => {
+    const { store } = fileStore(0);
+    const claim = await store.claimMutation(IDENTITY);
+    if (claim.status !== "acquired") throw new Error("expected acquired");
+    const result = { content: "renamed", status: "success" as const };
+    expect(await store.settleMutation({ turnKey: KEY, token: claim.token, outcome: "complete", result })).toBe(true);
+    expect(await store.claimMutation(IDENTITY)).toEqual({ status: "replay", result });
+  });
+
+  it("an audit cursor that does not parse is refused, naming its sink", async () => {
+    const { store, file } = fileStore(0);
+    expect(await store.advanceAuditCursor({ sink: "default", seq: 3 })).toBe(true);
+    second(file).exec("UPDATE audit_cursors SET seq = 'x'");
+    const error = await rejection(store.getAuditCursor("default"));
+    expect(StoreContractError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/^corrupt audit cursor of "default" in the SQLite guardrail store: /);
+  });
+
+  it("a path under a regular file is refused, saying its directory cannot be read and why", () => {
+    const { file } = fileStore(0);
+    const path = join(file, "sub", "g.sqlite");
+    expect(() => SqliteGuardrailStore.open({ path })).toThrow(
+      /^cannot open the SQLite guardrail store at .*: its directory ".*sub" cannot be read \(ENOTDIR\)$/,
+    );
+  });
+
+  it.each([
+    ["an empty path", { path: "" }, /path must name a database file \(or be ":memory:"\)/],
+    ["a clock that is not a function", { path: ":memory:", now: 5 }, /now must be a function returning a Date/],
+    ["an unknown synchronous mode", { path: ":memory:", synchronous: "off" }, /synchronous/],
+  ])("%s is refused with a message that says what is wrong", (_label, options, message) => {
+    expect(() => SqliteGuardrailStore.open(untyped(options))).toThrow(message);
+  });
+
+  it.each(["full", "normal"] as const)("synchronous %s is accepted", (synchronous) => {
+    const store = SqliteGuardrailStore.open({ path: ":memory:", synchronous });
+    disposers.push(() => store.close());
+    expect(isTrustedStore(store)).toBe(true);
+  });
+});
+
+describe("SqliteGuardrailStore: a file that is not a database", () => {
+  it("is refused as a generic open failure naming the path and SQLite's reason", () => {
+    const { store, file } = fileStore(0);
+    store.close();
+    rmSync(file);
+    writeFileSync(file, "this is not a database file, just text that is long enough to have a header".repeat(20));
+    expect(() => SqliteGuardrailStore.open({ path: file })).toThrow(/^cannot open the SQLite guardrail store at .*: file is not a database$/);
   });
 });
