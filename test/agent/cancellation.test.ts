@@ -22,6 +22,7 @@ import {
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
+  deferred,
   admit,
   DocumentService,
   documentTools,
@@ -48,14 +49,6 @@ async function runTurn(
 ): Promise<BaseMessage[]> {
   const result = await agent.invoke({ messages: [new HumanMessage(userText(input))] });
   return result.messages;
-}
-
-function deferred<T = void>() {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((done) => {
-    resolve = done;
-  });
-  return { promise, resolve };
 }
 
 /** A memory store that records the evidence and claims it was asked to store, and can pause. */

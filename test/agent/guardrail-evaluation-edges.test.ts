@@ -38,6 +38,7 @@ import {
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { approvalId } from "../../src/guardrails/approvals.js";
 import {
+  deferred,
   admit,
   DocumentService,
   documentToolFingerprint,
@@ -86,14 +87,6 @@ function keptWarnings() {
     },
   };
   return { warnings, logger };
-}
-
-function later<T = void>() {
-  let settle!: (value: T) => void;
-  const promise = new Promise<T>((resolve) => {
-    settle = resolve;
-  });
-  return { promise, settle };
 }
 
 /** The `message` the model reads in a refusal. */
@@ -415,17 +408,17 @@ describe("the run's cancellation reaches a running check, and only a running one
   }
 
   it("a cancel during a check aborts the check's signal with the run's reason; it is not logged as a failed check", async () => {
-    const started = later();
-    const stopped = later<unknown>();
+    const started = deferred();
+    const stopped = deferred<unknown>();
     const waiting = probe(
       "waiting",
       (context) =>
         new Promise((_, reject) => {
           context.signal.addEventListener("abort", () => {
-            stopped.settle(context.signal.reason);
+            stopped.resolve(context.signal.reason);
             reject(new Error("stopped"));
           });
-          started.settle();
+          started.resolve();
         }),
       { tools: ["read_document"] },
     );
@@ -441,11 +434,11 @@ describe("the run's cancellation reaches a running check, and only a running one
   });
 
   it("a cancel before a check starts: the check is given an already-aborted signal", async () => {
-    const checked = later<{ aborted: boolean; reason: unknown }>();
+    const checked = deferred<{ aborted: boolean; reason: unknown }>();
     const late = probe(
       "late",
       (context) => {
-        checked.settle({ aborted: context.signal.aborted, reason: context.signal.reason });
+        checked.resolve({ aborted: context.signal.aborted, reason: context.signal.reason });
         return ALLOW;
       },
       { tools: ["read_document"] },

@@ -20,6 +20,7 @@ import {
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
+  deferred,
   admit,
   DocumentService,
   outcomeOf,
@@ -45,15 +46,6 @@ async function runTurn(
 
 /** What a tool does on one attempt. */
 type Attempt = "retryable" | "error" | "ok";
-
-/** A deferred promise the test resolves itself. */
-function deferred<T = void>() {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((done) => {
-    resolve = done;
-  });
-  return { promise, resolve };
-}
 
 /**
  * A real agent whose read and rename tools follow a plan per attempt. `attempts` counts every

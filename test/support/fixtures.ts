@@ -333,3 +333,12 @@ export async function rejection(promise: Promise<unknown>): Promise<unknown> {
   }
   throw new Error("expected a rejection");
 }
+
+/** A promise and the function that resolves it, for a test to decide when something finishes. */
+export function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
