@@ -29,7 +29,6 @@ import {
   type AuditSinkEvent,
   type GuardrailLogger,
   type Guardrail,
-  type GuardrailContext,
   type GuardrailStore,
   type GuardrailVerdict,
   type VerdictKey,
@@ -38,6 +37,7 @@ import {
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { approvalId } from "../../src/guardrails/approvals.js";
 import {
+  detector,
   deferred,
   admit,
   DocumentService,
@@ -62,21 +62,6 @@ const ALLOW: GuardrailVerdict = { action: "allow", outcome: "complete", detectio
 const NOTICED: GuardrailVerdict = { action: "observe", outcome: "complete", detections: [{ rule: "watch", detected: true }] };
 const READ_THEN_RENAME = [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }];
 const REMEMBER_ONCE = [{ toolCalls: [remember("m1")] }, { content: "done" }];
-
-/** A guardrail answering `answer(context)`; `seen` keeps every context it was given. */
-function probe(name: string, answer: (context: GuardrailContext) => unknown, extra: Partial<Omit<Guardrail, "check">> = {}) {
-  const seen: GuardrailContext[] = [];
-  const guardrail: Guardrail = {
-    name,
-    placements: ["tool-args"],
-    ...extra,
-    check: (context) => {
-      seen.push(context);
-      return answer(context) as GuardrailVerdict | Promise<GuardrailVerdict>;
-    },
-  };
-  return { guardrail, seen };
-}
 
 /** A logger that keeps every warning it is given, as the sanitizing wrapper passes it on. */
 function keptWarnings() {
@@ -136,7 +121,7 @@ async function auditOf(store: GuardrailStore, decision: string) {
 }
 
 const silentApprover = () =>
-  probe("sign-off", () => ({ action: "approve", outcome: "complete", detections: [] }), { tools: ["rename_document"] });
+  detector("sign-off", () => ({ action: "approve", outcome: "complete", detections: [] }), { tools: ["rename_document"] });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -186,7 +171,7 @@ describe("refusals are audited with their code and the guardrail that decided", 
     const store = new InMemoryGuardrailStore();
     const input = turnInput();
     await admit(store, input);
-    const bare = probe("bare", () => ({ action: "deny", outcome: "complete", detections: [] }), { tools: ["remember"] });
+    const bare = detector("bare", () => ({ action: "deny", outcome: "complete", detections: [] }), { tools: ["remember"] });
     const { agent } = guardedAgent({ store, input, script: REMEMBER_ONCE, guardrails: { guardrails: [bare.guardrail] } });
     const messages = await invokeTurn(agent, input);
 
@@ -228,11 +213,11 @@ describe("an approver's edit goes through the guardrails again", () => {
   const EDITED = { title: "Field notes (edited)", expectedRevision: 0 };
 
   it("only the guardrails of the tool check it, the tool's parse stands in for the schema, and only non-allow verdicts are audited", async () => {
-    const elsewhere = probe("elsewhere", () => ({ action: "deny", outcome: "complete", code: "not_here", detections: [] }), {
+    const elsewhere = detector("elsewhere", () => ({ action: "deny", outcome: "complete", code: "not_here", detections: [] }), {
       tools: ["remember"],
     });
-    const titles = probe("titles", () => ALLOW, { tools: ["rename_document"] });
-    const watch = probe("watch", () => NOTICED, { tools: ["rename_document"] });
+    const titles = detector("titles", () => ALLOW, { tools: ["rename_document"] });
+    const watch = detector("watch", () => NOTICED, { tools: ["rename_document"] });
     const guardrails = [elsewhere.guardrail, titles.guardrail, watch.guardrail, requireApproval({ tools: ["rename_document"] })];
     const run = await pausable({ guardrails });
     await run.start();
@@ -242,9 +227,9 @@ describe("an approver's edit goes through the guardrails again", () => {
 
     expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes (edited)","revision":1}' });
     expect(run.service.writes).toBe(1);
-    expect(elsewhere.seen).toEqual([]);
-    expect(titles.seen.map((context) => context.toolCall.args)).toEqual([rename("w1").args, EDITED]);
-    expect(watch.seen.map((context) => context.toolCall.rawArgs)).toEqual([rename("w1").args, { ...EDITED, note: "approved by Kim" }]);
+    expect(elsewhere.contexts).toEqual([]);
+    expect(titles.contexts.map((context) => context.toolCall.args)).toEqual([rename("w1").args, EDITED]);
+    expect(watch.contexts.map((context) => context.toolCall.rawArgs)).toEqual([rename("w1").args, { ...EDITED, note: "approved by Kim" }]);
     const verdicts = (await auditOf(run.store, "verdict")).map((event) => [event.guardrail, event.action, event.argsDigest]);
     expect(verdicts).toEqual([
       ["watch", "observe", digest(rename("w1").args)],
@@ -256,7 +241,7 @@ describe("an approver's edit goes through the guardrails again", () => {
   it("a transport retry of the edited call reads the edit's verdicts back: audited once, and the write replays", async () => {
     const store = new InMemoryGuardrailStore();
     const service = new DocumentService();
-    const watch = probe("watch", () => NOTICED, { tools: ["rename_document"] });
+    const watch = detector("watch", () => NOTICED, { tools: ["rename_document"] });
     const guardrails = [watch.guardrail, requireApproval({ tools: ["rename_document"] })];
     const first = await pausable({ guardrails, store, service, thread: "first" });
     await first.start();
@@ -275,7 +260,7 @@ describe("an approver's edit goes through the guardrails again", () => {
     expect(outcomeOf(replayed.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes (edited)","revision":1}' });
     expect(service.writes).toBe(1);
     // The edit was checked again (the detector's recorded verdict answered), not audited again.
-    expect(watch.seen.filter((context) => context.toolCall.id === "w1")).toHaveLength(2);
+    expect(watch.contexts.filter((context) => context.toolCall.id === "w1")).toHaveLength(2);
     const editVerdicts = (await auditOf(store, "verdict")).filter((event) => event.argsDigest === digest(EDITED));
     expect(editVerdicts.map((event) => [event.guardrail, event.action])).toEqual([["watch", "observe"]]);
   });
@@ -284,7 +269,7 @@ describe("an approver's edit goes through the guardrails again", () => {
     ["with its reason", "Titles must not name secrets.", ': Titles must not name secrets.'],
     ["without a reason", undefined, ""],
   ])("a denied edit (%s) fails the run with edit_rejected naming the guardrail; the denial is audited", async (_name, reason, suffix) => {
-    const secrets = probe(
+    const secrets = detector(
       "no-secrets",
       (context) =>
         String((context.toolCall.args as { title?: unknown }).title).includes("secret")
@@ -343,7 +328,7 @@ describe("a check that cannot finish: what the model reads and what is logged", 
   }
 
   it("a check that throws: 'failed', logged with timedOut false and the error's class only", async () => {
-    const broken = probe(
+    const broken = detector(
       "broken",
       () => {
         throw new Error("backend 10.0.0.7 said no");
@@ -362,7 +347,7 @@ describe("a check that cannot finish: what the model reads and what is logged", 
   });
 
   it("a check that ignores its signal and never answers is stopped at timeoutMs: 'timed out', and its signal says why", async () => {
-    const stuck = probe("stuck", () => new Promise<never>(() => undefined), { tools: ["remember"], timeoutMs: 20 });
+    const stuck = detector("stuck", () => new Promise<never>(() => undefined), { tools: ["remember"], timeoutMs: 20 });
     const { message, warnings } = await deniedBy(stuck.guardrail);
 
     expect(message).toBe("A guardrail timed out while checking this call, so it did not run. Try again later or tell the user.");
@@ -372,13 +357,13 @@ describe("a check that cannot finish: what the model reads and what is logged", 
         fields: { guardrail: "stuck", toolName: "remember", toolCallId: "m1", timedOut: true, error: { name: "Error" } },
       },
     ]);
-    const reason = stuck.seen[0]?.signal.reason as unknown;
+    const reason = stuck.contexts[0]?.signal.reason as unknown;
     expect(reason).toBeInstanceOf(Error);
     expect((reason as Error).message).toBe('guardrail "stuck" timed out');
   });
 
   it("a check that answers something that is not a verdict: 'answered an invalid verdict', logged with the call's names", async () => {
-    const nonsense = probe("nonsense", () => ({ action: "maybe" }), { tools: ["remember"] });
+    const nonsense = detector("nonsense", () => ({ action: "maybe" }), { tools: ["remember"] });
     const { message, warnings } = await deniedBy(nonsense.guardrail);
 
     expect(message).toBe(
@@ -410,7 +395,7 @@ describe("the run's cancellation reaches a running check, and only a running one
   it("a cancel during a check aborts the check's signal with the run's reason; it is not logged as a failed check", async () => {
     const started = deferred();
     const stopped = deferred<unknown>();
-    const waiting = probe(
+    const waiting = detector(
       "waiting",
       (context) =>
         new Promise((_, reject) => {
@@ -435,7 +420,7 @@ describe("the run's cancellation reaches a running check, and only a running one
 
   it("a cancel before a check starts: the check is given an already-aborted signal", async () => {
     const checked = deferred<{ aborted: boolean; reason: unknown }>();
-    const late = probe(
+    const late = detector(
       "late",
       (context) => {
         checked.resolve({ aborted: context.signal.aborted, reason: context.signal.reason });
@@ -464,7 +449,7 @@ describe("the run's cancellation reaches a running check, and only a running one
 
   it("a cancel after a check answered does not reach that check's signal", async () => {
     const reason = new Error("client went away");
-    const quick = probe("quick", () => Promise.resolve(ALLOW), { tools: ["read_document"] });
+    const quick = detector("quick", () => Promise.resolve(ALLOW), { tools: ["read_document"] });
     let cancel: () => void = () => undefined;
     const run = await cancellableTurn(new InMemoryGuardrailStore(), quick.guardrail, { beforeRead: () => cancel() });
     cancel = () => {
@@ -472,8 +457,8 @@ describe("the run's cancellation reaches a running check, and only a running one
     };
 
     expect(await run.outcome).toBe("rejected");
-    expect(quick.seen).toHaveLength(1);
-    expect(quick.seen[0]?.signal.aborted).toBe(false);
+    expect(quick.contexts).toHaveLength(1);
+    expect(quick.contexts[0]?.signal.aborted).toBe(false);
     expect(run.service.writes).toBe(0);
   });
 });
@@ -490,20 +475,20 @@ describe("recorded verdicts", () => {
     const store = new InMemoryGuardrailStore();
     const input = turnInput();
     await admit(store, input);
-    const checked = probe("checked", () => ALLOW, { tools: ["read_document"] });
+    const checked = detector("checked", () => ALLOW, { tools: ["read_document"] });
     const { agent, service } = guardedAgent({ store: new SilentRecorder(store), input, script: READ_THEN_RENAME, guardrails: { guardrails: [checked.guardrail] } });
     const error = StoreContractError.find(await rejection(invokeTurn(agent, input)));
 
     expect(error?.message).toBe("invalid recordVerdict answer: expected the recorded verdict, got nothing");
-    expect(checked.seen).toHaveLength(1);
+    expect(checked.contexts).toHaveLength(1);
     expect(service.reads).toBe(0);
   });
 
   it("without a store, every verdict that is not allow reaches the audit sink once, with no absent field as an undefined key", async () => {
     const input = turnInput();
     const sunk: AuditSinkEvent[] = [];
-    const watch = probe("watch", () => NOTICED);
-    const quiet = probe("quiet", () => ALLOW);
+    const watch = detector("watch", () => NOTICED);
+    const quiet = detector("quiet", () => ALLOW);
     const agent = createAgent({
       model: new ScriptedModel(REMEMBER_ONCE),
       tools: [documentTools(new DocumentService()).remember],

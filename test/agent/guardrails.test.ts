@@ -27,12 +27,12 @@ import {
   turnKey,
   type Authorize,
   type Guardrail,
-  type GuardrailContext,
   type GuardrailVerdict,
   type TurnInput,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
+  detector,
   admit,
   DocumentService,
   documentToolFingerprint,
@@ -70,28 +70,6 @@ function deny(code: string, reason?: string, details?: GuardrailVerdict["details
     detections: [{ rule: code, detected: true }],
     ...(reason === undefined ? {} : { reason }),
     ...(details === undefined ? {} : { details }),
-  };
-}
-
-type Answer = GuardrailVerdict | ((context: GuardrailContext) => GuardrailVerdict | Promise<GuardrailVerdict>);
-
-/** A guardrail whose detector counts its own invocations and keeps every context it was given. */
-function detector(name: string, answer: Answer, extra: Partial<Pick<Guardrail, "tools" | "placements" | "timeoutMs">> = {}) {
-  const contexts: GuardrailContext[] = [];
-  const guardrail: Guardrail = {
-    name,
-    placements: ["tool-args"],
-    ...extra,
-    check: (context) => {
-      contexts.push(context);
-      return typeof answer === "function" ? answer(context) : answer;
-    },
-  };
-  return {
-    guardrail,
-    contexts,
-    /** Detector invocations, in total or for one call id. */
-    runs: (callId?: string) => contexts.filter((context) => callId === undefined || context.toolCall.id === callId).length,
   };
 }
 
@@ -563,7 +541,7 @@ describe("a check that cannot finish is a partial denial", () => {
 
   it("a guardrail that answers something that is not a verdict is a partial denial", async () => {
     const turn = await admittedTurn();
-    const nonsense = detector("nonsense", () => ({ action: "maybe" }) as unknown as GuardrailVerdict, { tools: ["remember"] });
+    const nonsense = detector("nonsense", () => ({ action: "maybe" }), { tools: ["remember"] });
     const { messages } = await invoke(turn, [{ toolCalls: [remember("m1")] }, { content: "done" }], [nonsense.guardrail]);
     expect(outcomeOf(messages, "m1").code).toBe("guardrail_denied");
     const recorded = await turn.store.getVerdict(verdictKey(turn.input, remember("m1"), "nonsense"));

@@ -26,13 +26,12 @@ import {
   turnKey,
   type ApprovalRequest,
   type AuditEvent,
-  type Guardrail,
-  type GuardrailContext,
   type GuardrailVerdict,
   type ToolGuardrailsOptions,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
-import { outcomeOf, turnInput } from "../support/fixtures.js";
+import {
+  detector, outcomeOf, turnInput } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
 // Local helpers
@@ -41,29 +40,6 @@ const ALLOW: GuardrailVerdict = { action: "allow", outcome: "complete", detectio
 
 function deny(code: string, reason?: string): GuardrailVerdict {
   return { action: "deny", outcome: "complete", code, detections: [{ rule: code, detected: true }], ...(reason === undefined ? {} : { reason }) };
-}
-
-/** A guardrail whose detector counts its own invocations. */
-function detector(
-  name: string,
-  answer: GuardrailVerdict | ((context: GuardrailContext) => GuardrailVerdict | Promise<GuardrailVerdict>),
-  extra: Partial<Pick<Guardrail, "tools" | "timeoutMs">> = {},
-) {
-  const contexts: GuardrailContext[] = [];
-  const guardrail: Guardrail = {
-    name,
-    placements: ["tool-args"],
-    ...extra,
-    check: (context) => {
-      contexts.push(context);
-      return typeof answer === "function" ? answer(context) : answer;
-    },
-  };
-  return {
-    guardrail,
-    contexts,
-    runs: (callId?: string) => contexts.filter((context) => callId === undefined || context.toolCall.id === callId).length,
-  };
 }
 
 /** Payment tools that count what they did. */

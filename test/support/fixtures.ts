@@ -26,7 +26,10 @@ import {
   type DocumentGuardrailsOptions,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type Guardrail,
+  type GuardrailContext,
   type GuardrailLogger,
+  type GuardrailVerdict,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
@@ -341,4 +344,27 @@ export function deferred<T = void>() {
     resolve = done;
   });
   return { promise, resolve };
+}
+
+/**
+ * A guardrail answering `answer` (a verdict, or a function of the context, which may answer
+ * anything: a test of invalid verdicts returns non-verdicts); `contexts` keeps every context it was
+ * given, `runs` counts them, in total or for one call id.
+ */
+export function detector(name: string, answer: GuardrailVerdict | ((context: GuardrailContext) => unknown), extra: Partial<Omit<Guardrail, "name" | "check">> = {}) {
+  const contexts: GuardrailContext[] = [];
+  const guardrail: Guardrail = {
+    name,
+    placements: ["tool-args"],
+    ...extra,
+    check: (context) => {
+      contexts.push(context);
+      return (typeof answer === "function" ? answer(context) : answer) as GuardrailVerdict | Promise<GuardrailVerdict>;
+    },
+  };
+  return {
+    guardrail,
+    contexts,
+    runs: (callId?: string) => contexts.filter((context) => callId === undefined || context.toolCall.id === callId).length,
+  };
 }
