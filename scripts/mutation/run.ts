@@ -57,7 +57,7 @@ export const AREAS: Readonly<Record<string, Area>> = {
   },
   sqlite: {
     mutate: ["src/stores/sqlite/**/*.ts", "!src/stores/sqlite/index.ts"],
-    tests: [ENTRY_POINTS, "test/stores/sqlite.test.ts", "test/stores/sqlite.conformance.test.ts"],
+    tests: [ENTRY_POINTS, "test/stores/sqlite.test.ts", "test/stores/sqlite-errors.test.ts", "test/stores/sqlite.conformance.test.ts"],
   },
   postgres: {
     mutate: ["src/stores/postgres/**/*.ts", "!src/stores/postgres/index.ts"],
@@ -66,6 +66,40 @@ export const AREAS: Readonly<Record<string, Area>> = {
 };
 
 const RERUN_SURVIVORS = "--rerun-survivors";
+const FILES = "--files";
+
+interface Results {
+  files: Record<string, unknown>;
+}
+
+const readResults = (path: string): Results | undefined =>
+  existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Results) : undefined;
+
+/**
+ * A run narrowed with `--files` writes a cache and a report of those files only: the area's other
+ * files' results are put back, so an area too long for one sitting is measured in parts.
+ */
+function keepOtherFiles(path: string, before: Results | undefined, measured: readonly string[]): void {
+  const after = readResults(path);
+  if (before === undefined || after === undefined) return;
+  for (const [file, result] of Object.entries(before.files)) {
+    if (!measured.includes(file) && !(file in after.files)) after.files[file] = result;
+  }
+  writeFileSync(path, JSON.stringify(after));
+}
+
+/** `--files a.ts,b.ts`: files of the area to measure alone; each must exist and lie in the area. */
+function narrowTo(area: Area, list: string): string[] | string {
+  const files = list.split(",").filter((file) => file !== "");
+  const roots = area.mutate.filter((glob) => !glob.startsWith("!")).map((glob) => glob.split("*")[0] ?? glob);
+  for (const file of files) {
+    if (!existsSync(file)) return `${FILES}: no such file: ${file}`;
+    if (!roots.some((root) => file === root || (root.endsWith("/") && file.startsWith(root)))) {
+      return `${FILES}: ${file} is not in the area (${area.mutate.join(", ")})`;
+    }
+  }
+  return files.length === 0 ? `${FILES} needs a comma-separated list of files` : files;
+}
 
 /**
  * Drops the survivors (and uncovered mutants) from an area's incremental cache, so the next run
@@ -89,9 +123,16 @@ function forgetSurvivors(cache: string): number {
 function main(argv: readonly string[]): number {
   const names = argv.filter((arg) => arg in AREAS);
   const rerunSurvivors = argv.includes(RERUN_SURVIVORS);
-  const passThrough = argv.filter((arg) => !(arg in AREAS) && arg !== RERUN_SURVIVORS);
-  if (names.length === 0) {
-    console.error(`usage: pnpm test:mutation:area <${Object.keys(AREAS).join("|")}>... [${RERUN_SURVIVORS}] [stryker options]`);
+  const filesAt = argv.indexOf(FILES);
+  const fileList = filesAt === -1 ? undefined : (argv[filesAt + 1] ?? "");
+  const passThrough = argv.filter(
+    (arg, index) => !(arg in AREAS) && arg !== RERUN_SURVIVORS && (filesAt === -1 || (index !== filesAt && index !== filesAt + 1)),
+  );
+  if (names.length === 0 || (fileList !== undefined && names.length !== 1)) {
+    console.error(
+      `usage: pnpm test:mutation:area <${Object.keys(AREAS).join("|")}>... [${RERUN_SURVIVORS}] [stryker options]\n` +
+        `       pnpm test:mutation:area <area> ${FILES} <file,...> [${RERUN_SURVIVORS}] [stryker options]`,
+    );
     return 2;
   }
   mkdirSync("reports/mutation", { recursive: true });
@@ -99,6 +140,13 @@ function main(argv: readonly string[]): number {
   for (const name of names) {
     const area = AREAS[name] as Area;
     const cache = `reports/stryker-incremental-${name}.json`;
+    const report = `reports/mutation/${name}.json`;
+    const narrowed = fileList === undefined ? undefined : narrowTo(area, fileList);
+    if (typeof narrowed === "string") {
+      console.error(`[mutation] ${narrowed}`);
+      return 2;
+    }
+    const [cacheBefore, reportBefore] = [readResults(cache), readResults(report)];
     if (rerunSurvivors) console.log(`[mutation] ${name}: ${String(forgetSurvivors(cache))} survivors dropped from ${cache}, to be run again`);
     const started = Date.now();
     const result = spawnSync(
@@ -108,7 +156,7 @@ function main(argv: readonly string[]): number {
         "stryker",
         "run",
         "--mutate",
-        area.mutate.join(","),
+        (narrowed ?? area.mutate).join(","),
         "--incrementalFile",
         cache,
         ...passThrough,
@@ -121,8 +169,11 @@ function main(argv: readonly string[]): number {
       status = 1;
       continue;
     }
-    const report = `reports/mutation/${name}.json`;
     copyFileSync("reports/mutation/mutation.json", report);
+    if (narrowed !== undefined) {
+      keepOtherFiles(cache, cacheBefore, narrowed);
+      keepOtherFiles(report, reportBefore, narrowed);
+    }
     console.log(`\n[mutation] ${name}: ${minutes} min, report ${report}`);
     console.log(summarize(report));
   }
