@@ -11,6 +11,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { digest, StoreContractError, turnKey, type GuardrailStore } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
 import { isTrustedStore } from "../../src/stores/validate.js";
+import { startWorker, type Worker } from "../processes/support.js";
+import type { LockerCommand, LockerReport } from "../processes/workers/sqlite-locker.js";
 
 const disposers: (() => void)[] = [];
 afterEach(() => {
@@ -85,6 +87,11 @@ const CALLS: [string, (store: GuardrailStore) => Promise<unknown>, string][] = [
     "the reconciliation was not applied; check listUnresolved",
   ],
   ["prune", (s) => s.prune({ olderThan: AT }), "nothing was written (the operation is one transaction)"],
+  [
+    "appendAudit",
+    (s) => s.appendAudit({ at: AT, decision: "executed", turnKey: KEY, scopeId: "doc-1", toolCallId: "w1", toolName: "rename_document", kind: "mutation" }),
+    "nothing was written (the operation is one transaction)",
+  ],
 ];
 
 describe("SqliteGuardrailStore: a database failure names the method and what it left", () => {
@@ -113,6 +120,23 @@ describe("SqliteGuardrailStore: a database failure names the method and what it 
     );
     other.exec("ROLLBACK");
     expect(await store.getAuditCursor("default")).toBe(0);
+  });
+
+  it("busyTimeoutMs is how long a call waits for another process's lock: with 0, it fails at once", async () => {
+    const { store, file } = fileStore(0);
+    const locker: Worker<LockerReport> = startWorker<LockerReport>("sqlite-locker.ts", [file]);
+    disposers.push(() => {
+      if (locker.child.connected) locker.child.send({ type: "exit" } satisfies LockerCommand);
+    });
+    expect(await locker.next()).toEqual({ type: "ready" });
+    // Released by the locker itself: this thread is blocked while SQLite waits. SQLite's own
+    // default wait (5 s), were the option not passed, would outlast the lock and the call succeed.
+    locker.child.send({ type: "lock", releaseAfterMs: 3_000 } satisfies LockerCommand);
+    expect(await locker.next()).toEqual({ type: "locked" });
+    const error = await rejection(store.advanceAuditCursor({ sink: "default", seq: 3 }));
+    expect((error as SqliteStoreError).code).toBe("SQLITE_BUSY");
+    expect(await locker.next()).toEqual({ type: "unlocked" });
+    expect(await store.advanceAuditCursor({ sink: "default", seq: 3 })).toBe(true);
   });
 
   it("a failure that is not a lock timeout is reported as itself, with its code", async () => {
@@ -160,6 +184,19 @@ describe("SqliteGuardrailStore: trust and closing", () => {
     const store = SqliteGuardrailStore.open({ path: ":memory:" });
     disposers.push(() => store.close());
     expect(isTrustedStore(store)).toBe(true);
+  });
+
+  it("an instance of a subclass is not trusted: it may answer otherwise", () => {
+    const { store, file } = fileStore(0);
+    store.close();
+    // The constructor is private to TypeScript, not at run time: a subclass can reach it.
+    const Base = SqliteGuardrailStore as unknown as new (db: Database.Database, now: () => Date, path: string, busyTimeoutMs: number) => object;
+    class Lenient extends Base {}
+    const db = new Database(file);
+    disposers.push(() => db.close());
+    const lenient = new Lenient(db, () => new Date(), file, 0);
+    expect(lenient).toBeInstanceOf(SqliteGuardrailStore);
+    expect(isTrustedStore(lenient as GuardrailStore)).toBe(false);
   });
 
   it("close is idempotent", () => {
@@ -231,6 +268,42 @@ describe("SqliteGuardrailStore: a corrupted row says what is wrong with it", () 
     expect(() => SqliteGuardrailStore.open({ path: file })).toThrow(
       new RegExp(`^the SQLite guardrail store at ${JSON.stringify(file).replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} has schema version 99`),
     );
+    expect(() => SqliteGuardrailStore.open({ path: file })).toThrow(
+      /this version supports up to \d+\. Upgrade the package; never downgrade a store in use$/,
+    );
+  });
+
+  it("a schema_migrations table whose version is not a schema version is refused as unreadable, not migrated", () => {
+    const { store, file } = fileStore(0);
+    store.close();
+    const db = new Database(file);
+    db.exec("DELETE FROM schema_migrations");
+    db.prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (-1, ?)").run(AT);
+    db.close();
+    expect(() => SqliteGuardrailStore.open({ path: file })).toThrow(
+      `the SQLite guardrail store at ${JSON.stringify(file)} has an unreadable schema_migrations table (max version -1)`,
+    );
+    const after = new Database(file);
+    disposers.push(() => after.close());
+    expect(after.prepare("SELECT version FROM schema_migrations").pluck().all()).toEqual([-1]);
+  });
+
+  it("a file whose write lock another connection holds while it is opened is refused as an open failure naming the path", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arkah-sqlite-errors-"));
+    disposers.push(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, "g.sqlite");
+    const other = new Database(file);
+    disposers.push(() => other.close());
+    other.exec("CREATE TABLE unrelated (x INTEGER)");
+    other.exec("BEGIN IMMEDIATE");
+    other.exec("INSERT INTO unrelated VALUES (1)");
+    expect(() => SqliteGuardrailStore.open({ path: file, busyTimeoutMs: 0 })).toThrow(
+      `cannot open the SQLite guardrail store at ${JSON.stringify(file)}: database is locked`,
+    );
+    other.exec("ROLLBACK");
+    const store = SqliteGuardrailStore.open({ path: file, busyTimeoutMs: 0 });
+    disposers.push(() => store.close());
+    expect(isTrustedStore(store)).toBe(true);
   });
 });
 

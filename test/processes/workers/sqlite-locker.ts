@@ -3,14 +3,16 @@
  *
  *   node --import tsx sqlite-locker.ts <db path>
  *
- * Messages: parent -> locker `{ type: "lock" }` (BEGIN EXCLUSIVE), `{ type: "unlock" }` (ROLLBACK)
- * or `{ type: "exit" }`; locker -> parent `{ type: "ready" }`, `{ type: "locked" }`,
- * `{ type: "unlocked" }`.
+ * Messages: parent -> locker `{ type: "lock" }` (BEGIN EXCLUSIVE; with `releaseAfterMs`, ROLLBACK
+ * on its own that much later, for a parent whose thread is blocked waiting on the lock),
+ * `{ type: "unlock" }` (ROLLBACK) or `{ type: "exit" }`; locker -> parent `{ type: "ready" }`,
+ * `{ type: "locked" }`, `{ type: "unlocked" }`.
  */
 import Database from "better-sqlite3";
 
 export interface LockerCommand {
   readonly type: "lock" | "unlock" | "exit";
+  readonly releaseAfterMs?: number;
 }
 export interface LockerReport {
   readonly type: "ready" | "locked" | "unlocked";
@@ -29,6 +31,12 @@ process.on("message", (command: LockerCommand) => {
     case "lock":
       db.exec("BEGIN EXCLUSIVE");
       send({ type: "locked" });
+      if (command.releaseAfterMs !== undefined) {
+        setTimeout(() => {
+          db.exec("ROLLBACK");
+          send({ type: "unlocked" });
+        }, command.releaseAfterMs);
+      }
       return;
     case "unlock":
       db.exec("ROLLBACK");
