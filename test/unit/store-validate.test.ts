@@ -413,6 +413,7 @@ describe("stores this package ships are trusted; nothing else is", () => {
       ["a lookalike with a writable brand", lookalike({ writable: true })],
       ["a lookalike with a configurable brand", lookalike({ configurable: true })],
       ["a lookalike with the brand and another own property", Object.assign(lookalike({}), { extra: 1 })],
+      ["a shipped store with a symbol-keyed property added after its brand", Object.defineProperty(new InMemoryGuardrailStore(), Symbol("tag"), { value: 1 })],
       ["a plain object", {}],
       ["null", null],
       ["undefined", undefined],
