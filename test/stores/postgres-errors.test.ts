@@ -62,6 +62,12 @@ async function failure(promise: Promise<unknown>): Promise<Error> {
   return error as Error;
 }
 
+/** The PostgresStoreError an operation rejected with (fails the test if it is anything else). */
+function storeError(error: unknown): PostgresStoreError {
+  if (!PostgresStoreError.isInstance(error)) throw new Error(`expected a PostgresStoreError, got ${String(error)}`);
+  return error;
+}
+
 function receipt(turnKeyValue: string, scopeId = "doc-1", extra: Partial<AdmissionReceipt> = {}): AdmissionReceipt {
   return { turnKey: turnKeyValue, scopeId, turnId: "turn-1", policyVersion: "v1", moderationDigest: D, allowed: true, decidedAt: AT, ...extra };
 }
@@ -220,8 +226,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
 
     it.each(CALLS)("%s under an ended pool: a PostgresStoreError naming it, the server, the driver's reason and the state", async (operation, call, state) => {
       const error = await failure(call(ended));
-      expect(PostgresStoreError.isInstance(error)).toBe(true);
-      const failed = error as PostgresStoreError;
+      const failed = storeError(error);
       expect(failed.operation).toBe(operation);
       // The driver's error has no code: none is shown or set.
       expect(failed.code).toBeUndefined();
@@ -235,9 +240,8 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
 
     it.each(CALLS)("%s on a closed store: a PostgresStoreError naming it, with no cause", async (operation, call) => {
       const error = await failure(call(closed));
-      expect(PostgresStoreError.isInstance(error)).toBe(true);
-      expect((error as PostgresStoreError).operation).toBe(operation);
-      expect((error as PostgresStoreError).code).toBeUndefined();
+      expect(storeError(error).operation).toBe(operation);
+      expect(storeError(error).code).toBeUndefined();
       expect(error.cause).toBeUndefined();
       expect(error.message).toBe(`PostgresGuardrailStore.${operation}: the store is closed`);
     });
@@ -249,6 +253,14 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect((await admin.query(`SELECT * FROM ${s}.audit_cursors`)).rows).toEqual([]);
     });
 
+    it("find digs the PostgresStoreError out of an error that wraps it, as LangChain's MiddlewareError does", async () => {
+      const error = storeError(await failure(ended.listUnresolved()));
+      const wrapped = new Error("middleware failed", { cause: error });
+      expect(PostgresStoreError.find(wrapped)).toBe(error);
+      expect(PostgresStoreError.find(new Error("other", { cause: new Error("deeper") }))).toBeUndefined();
+      expect(PostgresStoreError.isInstance(wrapped)).toBe(false);
+    });
+
     it("a server error is reported with its SQLSTATE, and the password is redacted from the message wherever it appears", async () => {
       const { store, s } = await openStore();
       const text = `leaked ${PASSWORD} via postgres://alice:hunter2@db.example/x, password='quoted one' and PASSWORD = bare2&keep`;
@@ -257,7 +269,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       await admin.query(`CREATE TRIGGER refuse BEFORE INSERT ON ${s}.receipts FOR EACH ROW EXECUTE FUNCTION ${s}.refuse()`);
       const error = await failure(store.putReceiptIfAbsent(receipt(KEY)));
       expect(PostgresStoreError.isInstance(error)).toBe(true);
-      expect((error as PostgresStoreError).code).toBe("P0001");
+      expect(storeError(error).code).toBe("P0001");
       expect(error.message).toBe(
         `PostgresGuardrailStore.putReceiptIfAbsent failed against ${WHERE}: ` +
           "leaked *** via postgres://alice:***@db.example/x, password=*** and PASSWORD = ***&keep (P0001)",
@@ -278,7 +290,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
             ? { turnKey: identity.turnKey, token, outcome, result: RESULT }
             : { turnKey: identity.turnKey, token, outcome };
         const error = await failure(store.settleMutation(settlement));
-        expect((error as PostgresStoreError).code).toBe("23514");
+        expect(storeError(error).code).toBe("23514");
         expect(error.message).toBe(
           `PostgresGuardrailStore.settleMutation failed against ${WHERE}: settlement refused by trigger (23514); ${STATE.settleMutation}`,
         );
@@ -307,7 +319,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
         holder.release();
       }
       expect(PostgresStoreError.isInstance(error)).toBe(true);
-      expect((error as PostgresStoreError).code).toBe("57P01");
+      expect(storeError(error).code).toBe("57P01");
       expect(error.message).toMatch(
         new RegExp(`^PostgresGuardrailStore\\.advanceAuditCursor failed against .*: terminating connection due to administrator command \\(57P01\\); `),
       );
@@ -330,8 +342,8 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
 
     function expectTimedOut(error: Error, operation: string, state: string | undefined): void {
       expect(PostgresStoreError.isInstance(error)).toBe(true);
-      expect((error as PostgresStoreError).operation).toBe(operation);
-      expect((error as PostgresStoreError).code).toBe("57014");
+      expect(storeError(error).operation).toBe(operation);
+      expect(storeError(error).code).toBe("57014");
       expect(error.message).toBe(
         `PostgresGuardrailStore.${operation} failed against ${WHERE}: canceling statement due to statement timeout (57014)` +
           (state === undefined ? "" : `; ${state}`),
@@ -662,7 +674,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
 
     function expectGaveUp(error: Error, operation: string, reason: string, state: string | undefined): void {
       expect(PostgresStoreError.isInstance(error)).toBe(true);
-      expect((error as PostgresStoreError).code).toBeUndefined();
+      expect(storeError(error).code).toBeUndefined();
       expect(error.message).toBe(`PostgresGuardrailStore.${operation} failed against ${WHERE}: ${reason}${state === undefined ? "" : `; ${state}`}`);
     }
 
@@ -865,9 +877,18 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect(printed(error)).not.toContain("hunter2");
     });
 
-    it("an unreachable server: the cause is a sanitized copy with the system error's fields; an empty password redacts nothing", async () => {
+    it("a host that does not resolve: the cause keeps the host name the lookup failed for", async () => {
+      const error = await failure(PostgresGuardrailStore.open({ connectionString: "postgres://u:hunter2@no-such-host.invalid:5432/db" }));
+      expect(error.message.startsWith('PostgresGuardrailStore: cannot connect to PostgreSQL at no-such-host.invalid:5432/db (user "u"): getaddrinfo ')).toBe(true);
+      const cause = error.cause as Record<string, unknown>;
+      expect(["ENOTFOUND", "EAI_AGAIN"]).toContain(cause.code);
+      expect(cause).toMatchObject({ syscall: "getaddrinfo", hostname: "no-such-host.invalid" });
+      expect(printed(error)).not.toContain("hunter2");
+    });
+
+    it("an unreachable server: the cause is a sanitized copy with the system error's fields", async () => {
       const port = await closedPort();
-      const unreachable = pool({ host: "127.0.0.1", port, user: "u", database: "db", password: "", connectionString: undefined });
+      const unreachable = pool({ host: "127.0.0.1", port, user: "u", database: "db", connectionString: undefined });
       const error = await failure(PostgresGuardrailStore.open({ pool: unreachable }));
       expect(error.message).toBe(
         `PostgresGuardrailStore: cannot connect to PostgreSQL at 127.0.0.1:${String(port)}/db (user "u"): connect ECONNREFUSED 127.0.0.1:${String(port)}`,
@@ -916,6 +937,21 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect((await second.getReceipt(KEY))?.scopeId).toBe("doc-second");
     });
 
+    it("closing a store that created its pool ends that pool's connections; closing again is harmless", async () => {
+      const schema = schemaName();
+      const application = `${schema}_owned`;
+      const owned = new URL(url);
+      owned.searchParams.set("application_name", application);
+      const store = await PostgresGuardrailStore.open({ connectionString: owned.toString() }, { schema });
+      expect(await store.getReceipt(KEY)).toBeUndefined();
+      const backends = async () =>
+        Number((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application])).rows[0]?.n);
+      expect(await backends()).toBe(1);
+      await store.close();
+      await store.close();
+      expect(await backends()).toBe(0);
+    });
+
     it("a store that created its pool survives its idle connection being terminated, and serves the next call", async () => {
       const schema = schemaName();
       const application = `${schema}_owned`;
@@ -924,24 +960,29 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       const store = await PostgresGuardrailStore.open({ connectionString: owned.toString() }, { schema });
       stores.push(store);
       expect(await store.getReceipt(KEY)).toBeUndefined();
-      const { rows } = await admin.query<{ done: boolean }>(
-        "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE application_name = $1",
-        [application],
-      );
-      expect(rows.length).toBeGreaterThan(0);
-      // The idle client's 'error' reaches the pool's listener (without one it would crash the
-      // process); a call that raced it onto the dead connection fails typed, and the next succeeds.
-      let answered = false;
-      for (let attempt = 0; attempt < 40 && !answered; attempt++) {
-        try {
-          await store.putReceiptIfAbsent(receipt(KEY));
-          answered = true;
-        } catch (error) {
-          expect(PostgresStoreError.isInstance(error)).toBe(true);
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
+      // Count the 'error' events pools emit (observing the real driver; it changes nothing): the
+      // terminated idle client's error reaches the pool, which, without a listener, would throw it
+      // out of the socket's handler and crash the process.
+      const proto = pg.Pool.prototype as unknown as { emit: (this: object, event: string | symbol, ...args: unknown[]) => boolean };
+      const original = proto.emit;
+      let errors = 0;
+      proto.emit = function (this: object, event: string | symbol, ...args: unknown[]) {
+        if (event === "error") errors += 1;
+        return original.call(this, event, ...args);
+      };
+      try {
+        const { rows } = await admin.query<{ done: boolean }>(
+          "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE application_name = $1",
+          [application],
+        );
+        expect(rows).toEqual([{ done: true }]);
+        for (let poll = 0; poll < 400 && errors === 0; poll++) await new Promise((resolve) => setTimeout(resolve, 25));
+        expect(errors).toBe(1);
+      } finally {
+        proto.emit = original;
       }
-      expect(answered).toBe(true);
+      // The pool dropped the dead client: the next call gets a fresh connection.
+      expect(await store.putReceiptIfAbsent(receipt(KEY))).toEqual(receipt(KEY));
       expect((await store.getReceipt(KEY))?.turnKey).toBe(KEY);
     });
   });
