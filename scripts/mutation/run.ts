@@ -61,7 +61,7 @@ export const AREAS: Readonly<Record<string, Area>> = {
   },
   postgres: {
     mutate: ["src/stores/postgres/**/*.ts", "!src/stores/postgres/index.ts"],
-    tests: [ENTRY_POINTS, "test/stores/postgres.test.ts", "test/stores/postgres.conformance.test.ts", "test/stores/postgres-terminate.test.ts"],
+    tests: [ENTRY_POINTS, "test/stores/postgres.test.ts", "test/stores/postgres-errors.test.ts", "test/stores/postgres.conformance.test.ts", "test/stores/postgres-terminate.test.ts"],
   },
 };
 

@@ -23,12 +23,19 @@ const SchemaNameSchema = z
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, "must be an identifier: a letter or _, then letters, digits or _, at most 63")
   .refine((name) => !name.toLowerCase().startsWith("pg_"), "names starting with pg_ are reserved by PostgreSQL");
 
-export const ConnectionSchema = z.union([
-  z.strictObject({ connectionString: z.string().min(1, "must not be empty") }),
-  z.strictObject({
-    pool: z.custom<Pool>(isPool, "must be a pg.Pool (with connect, query, on and options)"),
-  }),
-]);
+const ConnectionStringSchema = z.strictObject({ connectionString: z.string().min(1, "must not be empty") });
+const PoolConnectionSchema = z.strictObject({
+  pool: z.custom<Pool>(isPool, "must be a pg.Pool (with connect, query, on and options)"),
+});
+
+/**
+ * The schema of the form `connection` takes: the pool form if it has a `pool` key, else the
+ * connection-string form. Not a union: zod reports a union that no branch matches as "Invalid
+ * input", which hid why a pool was refused.
+ */
+export function connectionSchema(connection: unknown): typeof ConnectionStringSchema | typeof PoolConnectionSchema {
+  return typeof connection === "object" && connection !== null && "pool" in connection ? PoolConnectionSchema : ConnectionStringSchema;
+}
 
 /** A `pg.Pool`, by shape: the application's copy of pg may not be this module's. */
 function isPool(value: unknown): boolean {

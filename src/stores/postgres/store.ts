@@ -90,7 +90,7 @@ import { errorCode, errorText, FAILURE_STATE, PostgresStoreError, redact } from 
 import { migrate } from "./migrations.js";
 import {
   checkConnectionString,
-  ConnectionSchema,
+  connectionSchema,
   DEFAULT_SCHEMA,
   describeTarget,
   OptionsSchema,
@@ -152,7 +152,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
     connection: PostgresConnection,
     options: PostgresGuardrailStoreOptions = {},
   ): Promise<PostgresGuardrailStore> {
-    const parsedConnection = ConnectionSchema.safeParse(connection);
+    const parsedConnection = connectionSchema(connection).safeParse(connection);
     if (!parsedConnection.success) {
       throw new ConfigurationError(
         `invalid PostgresGuardrailStore connection: pass { connectionString: "postgres://..." } or { pool: new pg.Pool(...) }: ${redact(z.prettifyError(parsedConnection.error), undefined)}`,
