@@ -689,6 +689,58 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
     });
 
+    /**
+     * The fast path's one statement finds the scope blocked; before the claim decides under the
+     * scope's lock, an operator reconciles the `unknown` claim that blocked it. The locked path
+     * reads the committed state, so the claim is acquired there (lines no other test reaches: the
+     * window is forced by a pool that runs the reconciliation right after the fast statement).
+     */
+    it.each([
+      ["without read evidence", undefined],
+      ["with read evidence", [digest({ kind: "test.read", n: 7 })]],
+    ] as const)("a scope resolved between the fast claim and the locked one: acquired under the lock (%s)", async (_label, readEvidence) => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const plain = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(plain);
+      const t0 = claimIdentity({ scopeId: "doc-window", turnId: "t0" });
+      const t1 = claimIdentity({ scopeId: "doc-window", turnId: "t1" });
+      const first = await plain.claimMutation(t0);
+      if (first.status !== "acquired") throw new Error(first.status);
+      expect(await plain.settleMutation({ turnKey: t0.turnKey, token: first.token, outcome: "unknown" })).toBe(true);
+      for (const evidenceDigest of readEvidence ?? []) await plain.recordSuccessfulRead({ turnKey: t1.turnKey, evidenceDigest });
+
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      const fastStatements: string[] = [];
+      const hooked = new Proxy(pool, {
+        get(target, key, receiver) {
+          if (key !== "query") return Reflect.get(target, key, receiver) as unknown;
+          return async (config: pg.QueryConfig) => {
+            const result = await target.query(config);
+            if (typeof config === "object" && /_claim_scoped(_read)?$/.test(config.name ?? "")) {
+              fastStatements.push(config.name ?? "");
+              await plain.reconcileMutation({ turnKey: t0.turnKey, resolution: "no-effect", operatorRef: "INC-window" });
+            }
+            return result;
+          };
+        },
+      });
+      const store = await PostgresGuardrailStore.open({ pool: hooked }, { schema });
+      try {
+        const answer = await store.claimMutation(t1, readEvidence === undefined ? undefined : { readEvidence: [...readEvidence] });
+        expect(fastStatements).toHaveLength(1);
+        expect(answer.status).toBe("acquired");
+        expect(await store.listUnresolved()).toMatchObject([{ turnKey: t1.turnKey, state: "pending" }]);
+        if (answer.status === "acquired") {
+          expect(await store.settleMutation({ turnKey: t1.turnKey, token: answer.token, outcome: "complete", result: { content: "ok", status: "success" } })).toBe(true);
+        }
+        expect(await store.claimMutation(t1)).toEqual({ status: "replay", result: { content: "ok", status: "success" } });
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
     it("requireResolvedScope: false claims past an unknown claim in the scope", async () => {
       const { store } = await openStore();
       const t0 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t0" });
