@@ -741,6 +741,30 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
     });
 
+    it("a connection used for many transactions keeps one error listener of the store's, not one per use", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const pool = new pg.Pool({ connectionString: url, max: 1 });
+      const listeners: number[] = [];
+      pool.on("release", (_error: unknown, client: pg.PoolClient) => listeners.push(client.listenerCount("error")));
+      const store = await PostgresGuardrailStore.open({ pool }, { schema });
+      try {
+        for (let turn = 0; turn < 12; turn++) {
+          const identity = claimIdentity({ scopeId: "doc-listeners", turnId: `t${String(turn)}` });
+          const claim = await store.claimMutation(identity);
+          if (claim.status !== "acquired") throw new Error(claim.status);
+          // An unknown settlement runs in a transaction on a checked-out connection.
+          expect(await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "unknown" })).toBe(true);
+          await store.reconcileMutation({ turnKey: identity.turnKey, resolution: "no-effect", operatorRef: "INC-listeners" });
+        }
+        expect(listeners.length).toBeGreaterThanOrEqual(24);
+        expect(new Set(listeners).size).toBe(1);
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
     it("requireResolvedScope: false claims past an unknown claim in the scope", async () => {
       const { store } = await openStore();
       const t0 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t0" });
