@@ -13,7 +13,6 @@
  * column types changed in the test's own schema.
  */
 import { createHash } from "node:crypto";
-import { createServer } from "node:net";
 import { inspect } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -29,7 +28,7 @@ import {
 } from "arkah-agent-guardrails";
 import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
 import { rejection } from "../support/fixtures.js";
-import { adminPool, blockedBackend, claimIdentity, describePostgres, dropSchema, freshSchema, requirePostgres } from "../support/postgres.js";
+import { adminPool, blockedBackend, claimIdentity, closedPort, describePostgres, dropSchema, freshSchema, requirePostgres } from "../support/postgres.js";
 
 requirePostgres();
 
@@ -44,16 +43,6 @@ const lockKey = (name: string) => createHash("sha256").update(name).digest().rea
 
 /** Everything a logger could print about an error, cause chain included. */
 const printed = (error: unknown) => `${inspect(error, { depth: 8, showHidden: true })} ${JSON.stringify(error)}`;
-
-/** A local TCP port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
 
 /** The rejection of `promise` as an Error (fails the test if it resolves or rejects with a non-Error). */
 async function failure(promise: Promise<unknown>): Promise<Error> {

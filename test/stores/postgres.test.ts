@@ -5,7 +5,6 @@
  * corrupt rows, the scope rule decided under the scope's lock, audit numbers in commit order, and
  * reconciliation atomic with its audit event. Against a real server (ARKAH_PG_URL); no mocks.
  */
-import { createServer } from "node:net";
 import { inspect } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -24,6 +23,7 @@ import {
   adminPool,
   blockedBackend,
   claimIdentity,
+  closedPort,
   dropSchema,
   freshSchema,
   describePostgres,
@@ -33,16 +33,6 @@ import {
 requirePostgres();
 
 const PASSWORD = "sup3r-s3cret-pw";
-
-/** A local TCP port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
 
 /** The rejection of `promise`, failing the test if it resolves. */
 async function rejection(promise: Promise<unknown>): Promise<Error> {

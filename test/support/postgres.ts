@@ -6,6 +6,7 @@
  * named schema and drops it after.
  */
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { digest, mutationKey, toolFingerprint, turnKey, type MutationIdentity } from "arkah-agent-guardrails";
@@ -107,4 +108,14 @@ export async function blockedBackend(pool: pg.Pool, applicationName: string, att
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`no backend of ${applicationName} became blocked on a lock`);
+}
+
+/** A local TCP port nothing listens on (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === "string") throw new Error("no port");
+  return address.port;
 }
