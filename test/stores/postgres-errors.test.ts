@@ -926,12 +926,17 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect((await second.getReceipt(KEY))?.scopeId).toBe("doc-second");
     });
 
-    it("closing a store that created its pool ends that pool's connections; closing again is harmless", async () => {
+    /** A store that creates its own pool, whose connections carry an application name to count them by. */
+    async function openOwned() {
       const schema = schemaName();
       const application = `${schema}_owned`;
       const owned = new URL(url);
       owned.searchParams.set("application_name", application);
-      const store = await PostgresGuardrailStore.open({ connectionString: owned.toString() }, { schema });
+      return { store: await PostgresGuardrailStore.open({ connectionString: owned.toString() }, { schema }), application };
+    }
+
+    it("closing a store that created its pool ends that pool's connections; closing again is harmless", async () => {
+      const { store, application } = await openOwned();
       expect(await store.getReceipt(KEY)).toBeUndefined();
       const backends = async () =>
         Number((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application])).rows[0]?.n);
@@ -942,11 +947,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
     });
 
     it("a store that created its pool survives its idle connection being terminated, and serves the next call", async () => {
-      const schema = schemaName();
-      const application = `${schema}_owned`;
-      const owned = new URL(url);
-      owned.searchParams.set("application_name", application);
-      const store = await PostgresGuardrailStore.open({ connectionString: owned.toString() }, { schema });
+      const { store, application } = await openOwned();
       stores.push(store);
       expect(await store.getReceipt(KEY)).toBeUndefined();
       // Count the 'error' events pools emit (observing the real driver; it changes nothing): the
