@@ -84,6 +84,11 @@ const VKEY: VerdictKey = { turnKey: KEY, toolCallId: "w1", toolName: "rename_doc
 
 /** The state each operation's failure must name (FAILURE_STATE), or undefined where it names none. */
 const STATE = {
+  putReceiptIfAbsent: "the admission receipt was stored or not (one statement at a time); if it was, the retried turn finds it",
+  recordSuccessfulRead:
+    "the read evidence, with its audit event if any, was recorded or not (one statement); without it the turn must read again before it may claim",
+  recordVerdict: "the verdict was recorded or not (one statement at a time); if it was not, the next call is checked again",
+  appendAudit: "the audit event was appended or not (one statement); check readAudit",
   claimMutation:
     "the claim was not acquired: it is absent, or pending (closed) if the database committed it before the failure; " +
     "a pending claim never runs until an operator reconciles it",
@@ -104,13 +109,13 @@ const STATE = {
 /** One call of each method with valid input, and the state its failure must name. */
 const CALLS: [string, (store: GuardrailStore) => Promise<unknown>, string | undefined][] = [
   ["getReceipt", (s) => s.getReceipt(KEY), undefined],
-  ["putReceiptIfAbsent", (s) => s.putReceiptIfAbsent(receipt(KEY)), undefined],
-  ["recordSuccessfulRead", (s) => s.recordSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), undefined],
+  ["putReceiptIfAbsent", (s) => s.putReceiptIfAbsent(receipt(KEY)), STATE.putReceiptIfAbsent],
+  ["recordSuccessfulRead", (s) => s.recordSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), STATE.recordSuccessfulRead],
   ["hasSuccessfulRead", (s) => s.hasSuccessfulRead({ turnKey: KEY, evidenceDigest: D }), undefined],
   ["claimMutation", (s) => s.claimMutation(IDENTITY), STATE.claimMutation],
   ["settleMutation", (s) => s.settleMutation({ turnKey: KEY, token: "t", outcome: "complete", result: RESULT }), STATE.settleMutation],
   ["releaseMutation", (s) => s.releaseMutation({ turnKey: KEY, token: "t" }), STATE.releaseMutation],
-  ["recordVerdict", (s) => s.recordVerdict({ ...VKEY, verdict: { action: "allow", outcome: "complete", detections: [] }, recordedAt: AT }), undefined],
+  ["recordVerdict", (s) => s.recordVerdict({ ...VKEY, verdict: { action: "allow", outcome: "complete", detections: [] }, recordedAt: AT }), STATE.recordVerdict],
   ["getVerdict", (s) => s.getVerdict(VKEY), undefined],
   ["requestApproval", (s) => s.requestApproval(approvalRequest(KEY)), STATE.requestApproval],
   ["getApproval", (s) => s.getApproval(D), undefined],
@@ -118,7 +123,7 @@ const CALLS: [string, (store: GuardrailStore) => Promise<unknown>, string | unde
   ["applyApproval", (s) => s.applyApproval({ approvalId: D, appliedAt: AT }), STATE.applyApproval],
   ["listApprovals", (s) => s.listApprovals({}), undefined],
   ["expireApprovals", (s) => s.expireApprovals({ olderThan: AT }), STATE.expireApprovals],
-  ["appendAudit", (s) => s.appendAudit({ at: AT, decision: "executed", turnKey: KEY, scopeId: "doc-1" }), undefined],
+  ["appendAudit", (s) => s.appendAudit({ at: AT, decision: "executed", turnKey: KEY, scopeId: "doc-1" }), STATE.appendAudit],
   ["readAudit", (s) => s.readAudit({}), undefined],
   ["getAuditCursor", (s) => s.getAuditCursor("default"), undefined],
   ["advanceAuditCursor", (s) => s.advanceAuditCursor({ sink: "default", seq: 3 }), STATE.advanceAuditCursor],
@@ -250,19 +255,34 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect(PostgresStoreError.isInstance(wrapped)).toBe(false);
     });
 
-    it("a server error is reported with its SQLSTATE, and the password is redacted from the message wherever it appears", async () => {
+    it("a server error is reported with its SQLSTATE, and the password is redacted from the message and the cause wherever it appears", async () => {
       const { store, s } = await openStore();
       const text = `leaked ${PASSWORD} via postgres://alice:hunter2@db.example/x, password='quoted one' and PASSWORD = bare2&keep`;
+      const quoted = (value: string) => `'${value.replaceAll("'", "''")}'`;
       await admin.query(`CREATE FUNCTION ${s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $fn$
-        BEGIN RAISE EXCEPTION USING MESSAGE = '${text.replaceAll("'", "''")}', ERRCODE = 'P0001'; END $fn$`);
+        BEGIN RAISE EXCEPTION USING MESSAGE = ${quoted(text)}, ERRCODE = 'P0001',
+          DETAIL = ${quoted(`detail ${PASSWORD}`)}, HINT = ${quoted(`hint ${PASSWORD}`)}; END $fn$`);
       await admin.query(`CREATE TRIGGER refuse BEFORE INSERT ON ${s}.receipts FOR EACH ROW EXECUTE FUNCTION ${s}.refuse()`);
       const error = await failure(store.putReceiptIfAbsent(receipt(KEY)));
       expect(PostgresStoreError.isInstance(error)).toBe(true);
       expect(storeError(error).code).toBe("P0001");
+      const redacted = "leaked *** via postgres://alice:***@db.example/x, password=*** and PASSWORD = ***&keep";
       expect(error.message).toBe(
-        `PostgresGuardrailStore.putReceiptIfAbsent failed against ${WHERE}: ` +
-          "leaked *** via postgres://alice:***@db.example/x, password=*** and PASSWORD = ***&keep (P0001)",
+        `PostgresGuardrailStore.putReceiptIfAbsent failed against ${WHERE}: ${redacted} (P0001); ${STATE.putReceiptIfAbsent}`,
       );
+      // The cause is a plain copy that still says what and where it failed, without the password.
+      const cause = error.cause as Record<string, unknown>;
+      expect(cause.constructor).toBe(Error);
+      expect({ message: cause.message, code: cause.code, severity: cause.severity, detail: cause.detail, hint: cause.hint }).toEqual({
+        message: redacted,
+        code: "P0001",
+        severity: "ERROR",
+        detail: "detail ***",
+        hint: "hint ***",
+      });
+      expect(cause.where).toContain("PL/pgSQL function");
+      expect(cause.stack).toContain(redacted);
+      expect(printed(error)).not.toContain(PASSWORD);
       expect(await store.getReceipt(KEY)).toBeUndefined();
     });
 
@@ -370,7 +390,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       const release = await holdAdvisory(`arkah-agent-guardrails:audit:${schema}`);
       const event = { at: AT, decision: "executed" as const, turnKey: KEY, scopeId: "doc-1" };
       try {
-        expectTimedOut(await failure(store.appendAudit(event)), "appendAudit", undefined);
+        expectTimedOut(await failure(store.appendAudit(event)), "appendAudit", STATE.appendAudit);
       } finally {
         await release();
       }
@@ -671,7 +691,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       const { store, s } = await openStore();
       const attempts = await skipInserts(s, "receipts");
       const error = await failure(store.putReceiptIfAbsent(receipt(KEY)));
-      expectGaveUp(error, "putReceiptIfAbsent", "the receipt was neither inserted nor found after 16 attempts", undefined);
+      expectGaveUp(error, "putReceiptIfAbsent", "the receipt was neither inserted nor found after 16 attempts", STATE.putReceiptIfAbsent);
       expect(await attempts()).toBe(16);
     });
 
@@ -679,7 +699,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       const { store, s } = await openStore();
       const attempts = await skipInserts(s, "verdicts");
       const error = await failure(store.recordVerdict({ ...VKEY, verdict: { action: "allow", outcome: "complete", detections: [] }, recordedAt: AT }));
-      expectGaveUp(error, "recordVerdict", "the verdict record was neither inserted nor found after 16 attempts", undefined);
+      expectGaveUp(error, "recordVerdict", "the verdict record was neither inserted nor found after 16 attempts", STATE.recordVerdict);
       expect(await attempts()).toBe(16);
     });
 

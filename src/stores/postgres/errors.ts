@@ -8,7 +8,8 @@ import { errorBrand } from "../../errors.js";
 /**
  * The database failed during a store operation (unreachable, connection terminated, a server
  * error). The message names the operation, where the database is (never the password), and what
- * state the operation may have left; the driver's error is the `cause`.
+ * state the operation may have left. The `cause` is a copy of the driver's error with the password
+ * redacted (its message, stack and the fields that say where it failed; see `sanitizedCause`).
  */
 export class PostgresStoreError extends Error {
   /** The store method, e.g. `claimMutation`. */
@@ -36,6 +37,11 @@ export class PostgresStoreError extends Error {
 
 /** What each operation may have left behind when the database fails under it. */
 export const FAILURE_STATE: Readonly<Record<string, string>> = {
+  putReceiptIfAbsent:
+    "the admission receipt was stored or not (one statement at a time); if it was, the retried turn finds it",
+  recordSuccessfulRead:
+    "the read evidence, with its audit event if any, was recorded or not (one statement); without it the turn must read again before it may claim",
+  recordVerdict: "the verdict was recorded or not (one statement at a time); if it was not, the next call is checked again",
   claimMutation:
     "the claim was not acquired: it is absent, or pending (closed) if the database committed it before the failure; " +
     "a pending claim never runs until an operator reconciles it",
@@ -50,6 +56,7 @@ export const FAILURE_STATE: Readonly<Record<string, string>> = {
   decideApproval: "the decision and its audit event were applied together or not at all; check getApproval",
   applyApproval: "the change to applied and its audit event were made together or not at all; check getApproval",
   expireApprovals: "the expiry was applied whole, with its audit events, or not at all",
+  appendAudit: "the audit event was appended or not (one statement); check readAudit",
   advanceAuditCursor: "the cursor moved or did not (one statement); check getAuditCursor",
   prune: "the prune was applied whole or not at all",
 };
@@ -73,10 +80,15 @@ export function redact(text: string, password: string | undefined): string {
   return out;
 }
 
-/** A copy of a driver error without properties that could carry the connection string. */
+/**
+ * A copy of a driver error with the password redacted, so a logger that prints causes prints none:
+ * a server error's text can echo anything a statement or a user's trigger put in it.
+ */
 export function sanitizedCause(error: unknown, password: string | undefined): Error {
   const copy = new Error(redact(errorText(error), password));
-  for (const key of ["code", "errno", "syscall", "address", "port", "hostname", "severity", "detail"] as const) {
+  if (error instanceof Error && typeof error.stack === "string") copy.stack = redact(error.stack, password);
+  const keys = ["code", "errno", "syscall", "address", "port", "hostname", "severity", "detail", "hint", "where", "schema", "table", "column", "constraint"] as const;
+  for (const key of keys) {
     const value = (error as Record<string, unknown> | null)?.[key];
     if (typeof value === "string" || typeof value === "number") {
       Object.defineProperty(copy, key, { value: typeof value === "string" ? redact(value, password) : value, enumerable: true });

@@ -86,7 +86,7 @@ import {
   verdictFromRow,
   verdictKeyValues,
 } from "./encoding.js";
-import { errorCode, errorText, FAILURE_STATE, PostgresStoreError, redact } from "./errors.js";
+import { errorCode, errorText, FAILURE_STATE, PostgresStoreError, redact, sanitizedCause } from "./errors.js";
 import { migrate } from "./migrations.js";
 import {
   checkConnectionString,
@@ -238,7 +238,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
       `PostgresGuardrailStore.${operation} failed against ${this.#where}: ` +
       `${redact(errorText(error), this.#password)}${code === undefined ? "" : ` (${code})`}` +
       (state === undefined ? "" : `; ${state}`);
-    return new PostgresStoreError(operation, message, { cause: error, code });
+    return new PostgresStoreError(operation, message, { cause: sanitizedCause(error, this.#password), code });
   }
 
   #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
