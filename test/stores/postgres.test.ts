@@ -755,6 +755,104 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
     });
 
+    /**
+     * A store on a pool of one connection whose next checkout (once armed) is tampered with, and
+     * an unknown claim to reconcile: reconcileMutation runs in a transaction on that checkout.
+     */
+    async function tamperedCheckout(tamper: (client: pg.PoolClient, query: pg.PoolClient["query"]) => void) {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const pool = new pg.Pool({ connectionString: url, max: 1 });
+      const releases: (Error | undefined)[] = [];
+      pool.on("release", (error: Error | undefined) => releases.push(error));
+      let armed = false;
+      const tampered = new Proxy(pool, {
+        get(target, key, receiver) {
+          if (key !== "connect") return Reflect.get(target, key, receiver) as unknown;
+          // pool.query checks out through connect(callback): only the promise form is tampered with.
+          return async (...args: unknown[]) => {
+            if (args.length > 0) return Reflect.apply(target.connect, target, args) as unknown;
+            const client = await target.connect();
+            if (armed) {
+              armed = false;
+              tamper(client, client.query.bind(client) as pg.PoolClient["query"]);
+            }
+            return client;
+          };
+        },
+      });
+      const store = await PostgresGuardrailStore.open({ pool: tampered }, { schema });
+      const identity = claimIdentity({ scopeId: "doc-tampered", turnId: "t0" });
+      const claim = await store.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "unknown" });
+      const backend = async () => (await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid;
+      const before = await backend();
+      releases.length = 0;
+      armed = true;
+      const close = async () => {
+        await store.close();
+        await pool.end();
+      };
+      return { store, schema, identity, releases, before, backend, close };
+    }
+
+    it("a connection that emits an error while checked out is handed back broken, so the pool replaces it", async () => {
+      const injected = new Error("connection lost (injected)");
+      const { store, identity, releases, before, backend, close } = await tamperedCheckout((client, query) => {
+        client.query = ((...args: Parameters<typeof query>) => {
+          if (args[0] === "BEGIN") {
+            client.query = query;
+            client.emit("error", injected);
+          }
+          return query(...args);
+        }) as typeof query;
+      });
+      try {
+        expect(await store.reconcileMutation({ turnKey: identity.turnKey, resolution: "no-effect", operatorRef: "INC-lost" })).toEqual({
+          reconciled: true,
+          state: "unknown",
+        });
+        expect(releases).toEqual([injected]);
+        expect(await backend()).not.toBe(before);
+      } finally {
+        await close();
+      }
+    });
+
+    it("a connection whose rollback fails is discarded, so no later statement runs inside its abandoned transaction", async () => {
+      const { store, schema, identity, releases, before, backend, close } = await tamperedCheckout((client, query) => {
+        let begun = false;
+        client.query = ((...args: Parameters<typeof query>) => {
+          if (args[0] === "BEGIN") begun = true;
+          else if (args[0] === "ROLLBACK") {
+            client.query = query;
+            // Lost, not run: the connection is still inside the transaction BEGIN opened.
+            return Promise.reject(new Error("rollback lost (injected)"));
+          } else if (begun) {
+            begun = false;
+            return Promise.reject(new Error("statement failed (injected)"));
+          }
+          return query(...args);
+        }) as typeof query;
+      });
+      try {
+        const error = await rejection(store.reconcileMutation({ turnKey: identity.turnKey, resolution: "no-effect", operatorRef: "INC-lost" }));
+        expect(PostgresStoreError.isInstance(error)).toBe(true);
+        expect(error.message).toContain("statement failed (injected)");
+        expect(releases).toHaveLength(1);
+        expect(releases[0]?.message).toBe("rollback lost (injected)");
+        expect(await backend()).not.toBe(before);
+        // A write on the next checkout commits: reused, the connection would have kept it uncommitted.
+        const next = claimIdentity({ scopeId: "doc-after", turnId: "t1" });
+        expect((await store.claimMutation(next)).status).toBe("acquired");
+        const { rows } = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".claims WHERE turn_key = $1`, [next.turnKey]);
+        expect(rows).toEqual([{ n: "1" }]);
+      } finally {
+        await close();
+      }
+    });
+
     it("requireResolvedScope: false claims past an unknown claim in the scope", async () => {
       const { store } = await openStore();
       const t0 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t0" });
