@@ -775,7 +775,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
             const client = await target.connect();
             if (armed) {
               armed = false;
-              tamper(client, client.query.bind(client) as pg.PoolClient["query"]);
+              tamper(client, client.query.bind<pg.PoolClient["query"]>(client));
             }
             return client;
           };
