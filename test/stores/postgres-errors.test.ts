@@ -247,6 +247,30 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect((await admin.query(`SELECT * FROM ${s}.audit_cursors`)).rows).toEqual([]);
     });
 
+    it.each([
+      ["undefined", undefined, "undefined", undefined],
+      ["null", null, "null", undefined],
+      ["a string", "socket hang up", "socket hang up", undefined],
+      // Not a SQLSTATE: the error has no code; the cause keeps the number, as it keeps errno.
+      ["an object with a numeric code", { code: 42 }, "[object Object]", 42],
+    ])("a driver that rejects with %s (not an Error): a PostgresStoreError with its text, no code, a plain Error as cause", async (_, rejected, text, causeCode) => {
+      let armed = false;
+      const odd = new Proxy(pool(), {
+        get(target, key, receiver) {
+          if (key !== "query" || !armed) return Reflect.get(target, key, receiver) as unknown;
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the point: a driver that rejects with a non-Error
+          return () => Promise.reject(rejected);
+        },
+      });
+      const { store } = await openStore({ pool: odd });
+      armed = true;
+      const error = await failure(store.getReceipt(KEY));
+      expect(storeError(error).code).toBeUndefined();
+      expect(error.message).toBe(`PostgresGuardrailStore.getReceipt failed against ${WHERE}: ${text}`);
+      expect(error.cause).toBeInstanceOf(Error);
+      expect({ message: (error.cause as Error).message, code: (error.cause as { code?: unknown }).code }).toEqual({ message: text, code: causeCode });
+    });
+
     it("find digs the PostgresStoreError out of an error that wraps it, as LangChain's MiddlewareError does", async () => {
       const error = storeError(await failure(ended.listUnresolved()));
       const wrapped = new Error("middleware failed", { cause: error });
