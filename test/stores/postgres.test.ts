@@ -853,6 +853,89 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
     });
 
+    it("a turn's store calls are the database round trips docs/storage-adapters.md promises (one statement each on the common path)", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      // Every statement sent on any of the pool's connections (pool.query runs on one too; BEGIN and COMMIT count).
+      let trips = 0;
+      pool.on("connect", (client) => {
+        const query = client.query.bind<pg.PoolClient["query"]>(client);
+        client.query = ((...args: Parameters<typeof query>) => {
+          trips++;
+          return query(...args);
+        }) as typeof query;
+      });
+      const store = await PostgresGuardrailStore.open({ pool }, { schema });
+      try {
+        const identity = claimIdentity({ scopeId: "doc-trips", turnId: "t1" });
+        const receipt: AdmissionReceipt = {
+          turnKey: identity.turnKey,
+          scopeId: "doc-trips",
+          turnId: "t1",
+          policyVersion: "v1",
+          moderationDigest: digest({ moderation: "ok" }),
+          allowed: true,
+          decidedAt: "2031-01-01T00:00:00.000Z",
+        };
+        const evidence = { turnKey: identity.turnKey, evidenceDigest: digest({ read: 1 }) };
+        const key = {
+          turnKey: identity.turnKey,
+          toolCallId: identity.toolCallId,
+          toolName: identity.toolName,
+          toolFingerprint: identity.toolFingerprint,
+          guardrail: "pii",
+          argsDigest: identity.argsDigest,
+        };
+        const verdict = { ...key, verdict: { action: "allow" as const, outcome: "complete" as const, detections: [] }, recordedAt: "2031-01-01T00:00:00.000Z" };
+        const event = { at: "2031-01-01T00:00:00.000Z", decision: "executed" as const, turnKey: identity.turnKey, scopeId: "doc-trips" };
+        const counts: Record<string, number> = {};
+        const step = async (name: string, call: () => Promise<unknown>) => {
+          const before = trips;
+          await call();
+          counts[name] = trips - before;
+        };
+        await step("getReceipt", () => store.getReceipt(identity.turnKey));
+        await step("putReceiptIfAbsent", () => store.putReceiptIfAbsent(receipt));
+        await step("putReceiptIfAbsent (stored)", () => store.putReceiptIfAbsent(receipt));
+        await step("recordSuccessfulRead", () => store.recordSuccessfulRead(evidence));
+        await step("recordSuccessfulRead (audited)", () => store.recordSuccessfulRead(evidence, { audit: event }));
+        await step("recordVerdict", () => store.recordVerdict(verdict));
+        let token = "";
+        await step("claimMutation", async () => {
+          const claim = await store.claimMutation(identity, { readEvidence: [evidence.evidenceDigest] });
+          if (claim.status !== "acquired") throw new Error(claim.status);
+          token = claim.token;
+        });
+        await step("settleMutation", () => store.settleMutation({ turnKey: identity.turnKey, token, outcome: "complete", result: RESULT }));
+        await step("claimMutation (replay)", async () => {
+          expect(await store.claimMutation(identity)).toEqual({ status: "replay", result: RESULT });
+        });
+        await step("claimMutation (replay, with read evidence)", async () => {
+          expect(await store.claimMutation(identity, { readEvidence: [evidence.evidenceDigest] })).toEqual({ status: "replay", result: RESULT });
+        });
+        await step("appendAudit", () => store.appendAudit(event));
+        expect(counts).toEqual({
+          getReceipt: 1,
+          putReceiptIfAbsent: 1,
+          // Not inserted: the stored one is read back.
+          "putReceiptIfAbsent (stored)": 2,
+          recordSuccessfulRead: 1,
+          "recordSuccessfulRead (audited)": 1,
+          recordVerdict: 1,
+          claimMutation: 1,
+          settleMutation: 1,
+          // A retried turn: the insert finds the turn claimed, then the claim is read (no transaction).
+          "claimMutation (replay)": 2,
+          "claimMutation (replay, with read evidence)": 2,
+          appendAudit: 1,
+        });
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
     it("requireResolvedScope: false claims past an unknown claim in the scope", async () => {
       const { store } = await openStore();
       const t0 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t0" });
