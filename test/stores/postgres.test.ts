@@ -1163,6 +1163,68 @@ describePostgres("PostgresGuardrailStore", (url) => {
       ]);
     });
 
+    /**
+     * A reconciliation whose claim changes in the window between reading the claim's scope and
+     * locking that scope (only a race reaches it): `between` runs once, right after that read.
+     */
+    async function reconcileAcrossWindow(between: (plain: PostgresGuardrailStore, turnKey: string) => Promise<void>) {
+      const { store: plain, schema } = await openStore();
+      const identity = rawIdentity(7, "doc-window");
+      const claim = await plain.claimMutation(identity);
+      if (claim.status !== "acquired") throw new Error(claim.status);
+      await plain.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "unknown" });
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      let armed = true;
+      pool.on("connect", (client) => {
+        const query = client.query.bind<pg.PoolClient["query"]>(client);
+        client.query = (async (config: string | pg.QueryConfig, values?: unknown[]) => {
+          const result = await query(config, values);
+          if (armed && typeof config === "object" && config.name?.endsWith("_read_scope") === true) {
+            armed = false;
+            await between(plain, identity.turnKey);
+          }
+          return result;
+        }) as typeof query;
+      });
+      const store = await PostgresGuardrailStore.open({ pool }, { schema });
+      try {
+        const result = await store.reconcileMutation({ turnKey: identity.turnKey, resolution: "no-effect", operatorRef: "INC-window" });
+        expect(armed).toBe(false);
+        return { result, plain, identity };
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    }
+
+    it("a claim reconciled by someone else in the window between reading its scope and locking it: not_found, nothing changed twice", async () => {
+      const { result, plain } = await reconcileAcrossWindow(async (other, key) => {
+        expect(await other.reconcileMutation({ turnKey: key, resolution: "no-effect", operatorRef: "INC-first" })).toEqual({ reconciled: true, state: "unknown" });
+      });
+      expect(result).toEqual({ reconciled: false, reason: "not_found" });
+      expect((await plain.readAudit()).map((event) => [event.decision, event.operatorRef])).toEqual([["reconciled", "INC-first"]]);
+      expect((await plain.claimMutation(rawIdentity(8, "doc-window"))).status).toBe("acquired");
+    });
+
+    it("a claim reconciled and claimed again under another scope in that window: the reconciliation follows it and releases that scope", async () => {
+      const { result, plain, identity } = await reconcileAcrossWindow(async (other, key) => {
+        await other.reconcileMutation({ turnKey: key, resolution: "no-effect", operatorRef: "INC-first" });
+        const moved = { ...rawIdentity(7, "doc-elsewhere"), turnKey: key };
+        const again = await other.claimMutation(moved);
+        if (again.status !== "acquired") throw new Error(again.status);
+        await other.settleMutation({ turnKey: key, token: again.token, outcome: "unknown" });
+      });
+      expect(result).toEqual({ reconciled: true, state: "unknown" });
+      expect(await plain.listUnresolved()).toEqual([]);
+      // The scope it moved to is open again, and the one it left was never blocked twice.
+      expect((await plain.claimMutation(rawIdentity(9, "doc-elsewhere"))).status).toBe("acquired");
+      expect((await plain.claimMutation(rawIdentity(8, "doc-window"))).status).toBe("acquired");
+      expect((await plain.readAudit()).filter((event) => event.decision === "reconciled").map((event) => [event.scopeId, event.operatorRef])).toEqual([
+        [identity.scopeId, "INC-first"],
+        ["doc-elsewhere", "INC-window"],
+      ]);
+    });
+
     it("an approval step whose audit event cannot be written changes nothing", async () => {
       const { store, schema } = await openStore();
       const request = approvalRequest(digest({ turn: "atomic" }), "doc-atomic");
