@@ -1165,22 +1165,22 @@ describePostgres("PostgresGuardrailStore", (url) => {
 
     /**
      * A reconciliation whose claim changes in the window between reading the claim's scope and
-     * locking that scope (only a race reaches it): `between` runs once, right after that read.
+     * locking that scope (only a race reaches it): `between` runs right after that read, the first
+     * `times` times it is made.
      */
-    async function reconcileAcrossWindow(between: (plain: PostgresGuardrailStore, turnKey: string) => Promise<void>) {
+    async function reconcileAcrossWindow(between: (plain: PostgresGuardrailStore, turnKey: string) => Promise<void>, times = 1) {
       const { store: plain, schema } = await openStore();
       const identity = rawIdentity(7, "doc-window");
       const claim = await plain.claimMutation(identity);
       if (claim.status !== "acquired") throw new Error(claim.status);
       await plain.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "unknown" });
       const pool = new pg.Pool({ connectionString: url, max: 2 });
-      let armed = true;
+      let windows = 0;
       pool.on("connect", (client) => {
         const query = client.query.bind<pg.PoolClient["query"]>(client);
         client.query = (async (config: string | pg.QueryConfig, values?: unknown[]) => {
           const result = await query(config, values);
-          if (armed && typeof config === "object" && config.name?.endsWith("_read_scope") === true) {
-            armed = false;
+          if (typeof config === "object" && config.name?.endsWith("_read_scope") === true && windows++ < times) {
             await between(plain, identity.turnKey);
           }
           return result;
@@ -1188,9 +1188,10 @@ describePostgres("PostgresGuardrailStore", (url) => {
       });
       const store = await PostgresGuardrailStore.open({ pool }, { schema });
       try {
-        const result = await store.reconcileMutation({ turnKey: identity.turnKey, resolution: "no-effect", operatorRef: "INC-window" });
-        expect(armed).toBe(false);
-        return { result, plain, identity };
+        const result = await store
+          .reconcileMutation({ turnKey: identity.turnKey, resolution: "no-effect", operatorRef: "INC-window" })
+          .catch((error: unknown) => error);
+        return { result, plain, identity, windows };
       } finally {
         await store.close();
         await pool.end();
@@ -1223,6 +1224,23 @@ describePostgres("PostgresGuardrailStore", (url) => {
         [identity.scopeId, "INC-first"],
         ["doc-elsewhere", "INC-window"],
       ]);
+    });
+
+    it("a claim moved to another scope in that window on every attempt: after 16 attempts a PostgresStoreError, the claim still unresolved", async () => {
+      let moves = 0;
+      const { result, plain, identity, windows } = await reconcileAcrossWindow(async (other, key) => {
+        await other.reconcileMutation({ turnKey: key, resolution: "no-effect", operatorRef: "INC-mover" });
+        const moved = { ...rawIdentity(7, `doc-moved-${String(++moves)}`), turnKey: key };
+        const again = await other.claimMutation(moved);
+        if (again.status !== "acquired") throw new Error(again.status);
+        await other.settleMutation({ turnKey: key, token: again.token, outcome: "unknown" });
+      }, Infinity);
+      expect(windows).toBe(16);
+      expect(PostgresStoreError.isInstance(result)).toBe(true);
+      expect((result as Error).message).toContain(
+        "the reconciliation did not settle on an answer after 16 attempts under concurrent changes; the reconciliation and its audit event were applied together or not at all",
+      );
+      expect(await plain.listUnresolved()).toMatchObject([{ turnKey: identity.turnKey, scopeId: "doc-moved-16", state: "unknown" }]);
     });
 
     it("an approval step whose audit event cannot be written changes nothing", async () => {
