@@ -28,7 +28,7 @@ import {
 } from "arkah-agent-guardrails";
 import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
 import { rejection } from "../support/fixtures.js";
-import { adminPool, blockedBackend, claimIdentity, closedPort, describePostgres, dropSchema, freshSchema, requirePostgres } from "../support/postgres.js";
+import { adminPool, blockedBackend, claimIdentity, closedPort, describePostgres, dropSchema, freshSchema, remainingBackends, requirePostgres } from "../support/postgres.js";
 
 requirePostgres();
 
@@ -760,9 +760,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       const error = await failure(PostgresGuardrailStore.open({ connectionString: owned.toString() }, { schema }));
       expect(ConfigurationError.isInstance(error)).toBe(true);
       expect(error.message).toBe(message);
-      const backends = async () =>
-        Number((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application])).rows[0]?.n);
-      expect(await backends()).toBe(0);
+      expect(await remainingBackends(admin, application)).toBe(0);
 
       const passed = pool({ max: 1 });
       const again = await failure(PostgresGuardrailStore.open({ pool: passed }, { schema }));
@@ -982,12 +980,11 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
     it("closing a store that created its pool ends that pool's connections; closing again is harmless", async () => {
       const { store, application } = await openOwned();
       expect(await store.getReceipt(KEY)).toBeUndefined();
-      const backends = async () =>
-        Number((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application])).rows[0]?.n);
-      expect(await backends()).toBe(1);
+      const { rows } = await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application]);
+      expect(rows).toEqual([{ n: "1" }]);
       await store.close();
       await store.close();
-      expect(await backends()).toBe(0);
+      expect(await remainingBackends(admin, application)).toBe(0);
     });
 
     it("a store that created its pool survives its idle connection being terminated, and serves the next call", async () => {

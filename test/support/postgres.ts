@@ -110,6 +110,22 @@ export async function blockedBackend(pool: pg.Pool, applicationName: string, att
   throw new Error(`no backend of ${applicationName} became blocked on a lock`);
 }
 
+/**
+ * How many backends of `applicationName` are left once ended connections have gone: an ended
+ * client has sent Terminate, but its backend leaves pg_stat_activity only when it has exited, a
+ * moment later. Polls until none is left, for at most `attempts` polls, and returns the last count.
+ */
+export async function remainingBackends(pool: pg.Pool, applicationName: string, attempts = 200): Promise<number> {
+  let count = Number.NaN;
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    const { rows } = await pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1", [applicationName]);
+    count = Number(rows[0]?.n);
+    if (count === 0) return count;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return count;
+}
+
 /** A local TCP port nothing listens on (bound, then released). */
 export async function closedPort(): Promise<number> {
   const server = createServer();
