@@ -731,6 +731,54 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
     });
 
+    /**
+     * The same window, later: the fast path found the scope blocked and no claim of the turn; before
+     * the locked path runs, the blocker is reconciled and another worker claims this very turn (a
+     * client's retry racing its first attempt). The locked path finds that claim: `pending`.
+     */
+    it.each([
+      ["without read evidence", undefined],
+      ["with read evidence", [digest({ kind: "test.read", n: 8 })]],
+    ] as const)("the turn claimed by another worker between the fast path and the locked one: pending under the lock (%s)", async (_label, readEvidence) => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const other = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(other);
+      const t0 = claimIdentity({ scopeId: "doc-raced", turnId: "t0" });
+      const t1 = claimIdentity({ scopeId: "doc-raced", turnId: "t1" });
+      const options = readEvidence === undefined ? undefined : { readEvidence: [...readEvidence] };
+      const first = await other.claimMutation(t0);
+      if (first.status !== "acquired") throw new Error(first.status);
+      await other.settleMutation({ turnKey: t0.turnKey, token: first.token, outcome: "unknown" });
+      for (const evidenceDigest of readEvidence ?? []) await other.recordSuccessfulRead({ turnKey: t1.turnKey, evidenceDigest });
+
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      const fastReads: string[] = [];
+      const hooked = new Proxy(pool, {
+        get(target, key, receiver) {
+          if (key !== "query") return Reflect.get(target, key, receiver) as unknown;
+          return async (config: pg.QueryConfig) => {
+            const result = await target.query(config);
+            if (typeof config === "object" && /_read_claim(_with_evidence)?$/.test(config.name ?? "")) {
+              fastReads.push(config.name ?? "");
+              await other.reconcileMutation({ turnKey: t0.turnKey, resolution: "no-effect", operatorRef: "INC-raced" });
+              expect((await other.claimMutation(t1, options)).status).toBe("acquired");
+            }
+            return result;
+          };
+        },
+      });
+      const store = await PostgresGuardrailStore.open({ pool: hooked }, { schema });
+      try {
+        expect(await store.claimMutation(t1, options)).toEqual({ status: "pending" });
+        expect(fastReads).toHaveLength(1);
+        expect(await store.listUnresolved()).toMatchObject([{ turnKey: t1.turnKey, state: "pending" }]);
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
     it("a connection used for many transactions keeps one error listener of the store's, not one per use", async () => {
       const schema = freshSchema("arkah_pgt");
       schemas.push(schema);
