@@ -984,6 +984,28 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
     });
 
+    it("a migrated schema has the indexes its statements walk, and not the one version 2 replaced", async () => {
+      const { schema } = await openStore();
+      const { rows } = await admin.query<{ name: string }>(
+        "SELECT indexname AS name FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY 1",
+        [schema],
+      );
+      // Without one, a statement still answers, by scanning its table: only a test like this sees it.
+      expect(rows.map((row) => row.name)).toEqual(
+        expect.arrayContaining([
+          "approvals_listed",
+          "approvals_pending",
+          "approvals_turn",
+          "audit_approval",
+          "audit_scope_seq",
+          "audit_turn_seq",
+          "claims_complete",
+          "claims_unresolved",
+        ]),
+      );
+      expect(rows.map((row) => row.name)).not.toContain("audit_turn");
+    });
+
     it("requireResolvedScope: false claims past an unknown claim in the scope", async () => {
       const { store } = await openStore();
       const t0 = claimIdentity({ scopeId: "doc-opt-out", turnId: "t0" });
