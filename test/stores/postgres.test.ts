@@ -64,6 +64,30 @@ function rawIdentity(index: number, scopeId: string, toolCallId = "w1", toolName
   };
 }
 
+/**
+ * A pool whose `query` (the statements a store sends outside a transaction) runs `after` right
+ * after each statement named like `name`, before the store sees the answer: a race window forced
+ * open. `hooked` is the pool to open a store on; `hookedNames` the statements it stopped after.
+ */
+function poolHookedAfter(url: string, name: RegExp, after: () => Promise<void>) {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const hookedNames: string[] = [];
+  const hooked = new Proxy(pool, {
+    get(target, key, receiver) {
+      if (key !== "query") return Reflect.get(target, key, receiver) as unknown;
+      return async (config: pg.QueryConfig) => {
+        const result = await target.query(config);
+        if (typeof config === "object" && name.test(config.name ?? "")) {
+          hookedNames.push(config.name ?? "");
+          await after();
+        }
+        return result;
+      };
+    },
+  });
+  return { pool, hooked, hookedNames };
+}
+
 const RESULT = { content: '{"title":"Field notes"}', status: "success" as const };
 const RENAME_FINGERPRINT = toolFingerprint({ name: "rename_document" });
 
@@ -700,20 +724,8 @@ describePostgres("PostgresGuardrailStore", (url) => {
       expect(await plain.settleMutation({ turnKey: t0.turnKey, token: first.token, outcome: "unknown" })).toBe(true);
       for (const evidenceDigest of readEvidence ?? []) await plain.recordSuccessfulRead({ turnKey: t1.turnKey, evidenceDigest });
 
-      const pool = new pg.Pool({ connectionString: url, max: 2 });
-      const fastStatements: string[] = [];
-      const hooked = new Proxy(pool, {
-        get(target, key, receiver) {
-          if (key !== "query") return Reflect.get(target, key, receiver) as unknown;
-          return async (config: pg.QueryConfig) => {
-            const result = await target.query(config);
-            if (typeof config === "object" && /_claim_scoped(_read)?$/.test(config.name ?? "")) {
-              fastStatements.push(config.name ?? "");
-              await plain.reconcileMutation({ turnKey: t0.turnKey, resolution: "no-effect", operatorRef: "INC-window" });
-            }
-            return result;
-          };
-        },
+      const { pool, hooked, hookedNames: fastStatements } = poolHookedAfter(url, /_claim_scoped(_read)?$/, async () => {
+        await plain.reconcileMutation({ turnKey: t0.turnKey, resolution: "no-effect", operatorRef: "INC-window" });
       });
       const store = await PostgresGuardrailStore.open({ pool: hooked }, { schema });
       try {
@@ -752,21 +764,9 @@ describePostgres("PostgresGuardrailStore", (url) => {
       await other.settleMutation({ turnKey: t0.turnKey, token: first.token, outcome: "unknown" });
       for (const evidenceDigest of readEvidence ?? []) await other.recordSuccessfulRead({ turnKey: t1.turnKey, evidenceDigest });
 
-      const pool = new pg.Pool({ connectionString: url, max: 2 });
-      const fastReads: string[] = [];
-      const hooked = new Proxy(pool, {
-        get(target, key, receiver) {
-          if (key !== "query") return Reflect.get(target, key, receiver) as unknown;
-          return async (config: pg.QueryConfig) => {
-            const result = await target.query(config);
-            if (typeof config === "object" && /_read_claim(_with_evidence)?$/.test(config.name ?? "")) {
-              fastReads.push(config.name ?? "");
-              await other.reconcileMutation({ turnKey: t0.turnKey, resolution: "no-effect", operatorRef: "INC-raced" });
-              expect((await other.claimMutation(t1, options)).status).toBe("acquired");
-            }
-            return result;
-          };
-        },
+      const { pool, hooked, hookedNames: fastReads } = poolHookedAfter(url, /_read_claim(_with_evidence)?$/, async () => {
+        await other.reconcileMutation({ turnKey: t0.turnKey, resolution: "no-effect", operatorRef: "INC-raced" });
+        expect((await other.claimMutation(t1, options)).status).toBe("acquired");
       });
       const store = await PostgresGuardrailStore.open({ pool: hooked }, { schema });
       try {
