@@ -14,6 +14,7 @@ import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
+import { guardTool } from "./execution/seal.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { appliesTo, type Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
@@ -120,6 +121,8 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     name: "ToolGuardrails",
     wrapModelCall: (request, handler) => {
       coverage.observe(request.tools);
+      // A listed tool's body is guarded before the model can call anything (src/execution/seal.ts).
+      for (const tool of request.tools) if (registered.has((tool as { name?: unknown }).name as string) && isSealable(tool)) guardTool(tool);
       return handler(request);
     },
     wrapToolCall: async (request, handler) => {
