@@ -125,30 +125,31 @@ export class Seal {
 
   /**
    * A guarded `_call` of `tool` inside this seal's handler chain: admitted only on the permit, once,
-   * and only while nothing broke the seal. Returns what the body receives instead of `token`.
+   * and only while nothing broke the seal. Answers what the body receives instead of `token`, or
+   * the refusal.
    */
-  admit(tool: object, token: unknown): unknown {
+  admit(tool: object, token: unknown): { readonly input: unknown } | SealError {
     const permit = this.#permit;
     if (permit?.tool !== tool || permit.token !== token || this.#violations.length > 0) {
-      throw this.violate(this.#open ? "body_called" : "late_invocation");
+      return this.violate(this.#open ? "body_called" : "late_invocation");
     }
     this.#permit = undefined;
     this.#started = true;
     this.#passing = tool;
-    return permit.input;
+    return permit;
   }
 
   /** The admitted `_call` returned (or threw): its `func` can no longer be entered. */
-  admitted(): void {
+  leave(): void {
     this.#passing = undefined;
   }
 
   /**
    * A guarded `func` (or class `_call`) of `tool`: passes only synchronously inside its admitted
-   * `_call`, where nothing but the body's own code runs.
+   * `_call`, where nothing but the body's own code runs. Otherwise answers the refusal.
    */
-  pass(tool: object): void {
-    if (this.#passing !== tool) throw this.violate(this.#open ? "body_called" : "late_invocation");
+  pass(tool: object): SealError | undefined {
+    return this.#passing === tool ? undefined : this.violate(this.#open ? "body_called" : "late_invocation");
   }
 
   async #run(sealed: SealableTool, input: unknown, config: unknown): Promise<unknown> {
@@ -212,19 +213,21 @@ export function guardTool(tool: SealableTool): Originals {
   define("_call", function guardedCall(this: unknown, token: unknown, ...rest: unknown[]) {
     const seal = current.getStore();
     if (seal === undefined) return call.call(this, token, ...rest);
-    const input = seal.admit(tool, token);
+    const entry = seal.admit(tool, token);
+    // A body answers with a promise: so does its refusal.
+    if (entry instanceof SealError) return Promise.reject(entry);
     try {
-      return call.call(this, input, ...rest);
+      return call.call(this, entry.input, ...rest);
     } finally {
-      seal.admitted();
+      seal.leave();
     }
   });
   if (typeof func === "function") {
     const body = func as Method;
     // `tool()` and `DynamicTool` run their function through `this.func`, synchronously from `_call`.
     define("func", function guardedFunc(this: unknown, ...args: unknown[]) {
-      current.getStore()?.pass(tool);
-      return body.apply(this, args);
+      const refused = current.getStore()?.pass(tool);
+      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
     });
   }
   if (classBody !== undefined) guardClass(classBody);
@@ -246,11 +249,9 @@ function guardClass(proto: object): void {
     ...descriptor,
     value: function guardedClassCall(this: unknown, ...args: unknown[]) {
       const seal = current.getStore();
-      if (seal !== undefined) {
-        const tool = governedTool(this, proto);
-        if (tool !== undefined) seal.pass(tool);
-      }
-      return body.apply(this, args);
+      const tool = seal === undefined ? undefined : governedTool(this, proto);
+      const refused = tool === undefined ? undefined : seal?.pass(tool);
+      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
     },
   });
   guardedClasses.add(proto);
