@@ -24,6 +24,7 @@ import {
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
+import { DEFAULT_SCHEMA } from "../stores/postgres/schema-name.js";
 import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 
 export interface CliIo extends OutputSink {
@@ -88,7 +89,7 @@ const STORE_HELP = `Store (exactly one):
   --sqlite PATH        an existing SQLite store file (the CLI never creates one)
   --postgres URL       postgres://USER@HOST:PORT/DATABASE; put the password in PGPASSWORD or
                        ~/.pgpass rather than in the URL (a password is never printed)
-  --schema NAME        with --postgres: the store's schema (default: the store's default)`;
+  --schema NAME        with --postgres: the store's schema (default: ${DEFAULT_SCHEMA})`;
 
 const EXIT_HELP = `Exit codes:
   0  ok

@@ -91,12 +91,12 @@ import { migrate } from "./migrations.js";
 import {
   checkConnectionString,
   connectionSchema,
-  DEFAULT_SCHEMA,
   describeTarget,
   OptionsSchema,
   type PostgresConnection,
   type PostgresGuardrailStoreOptions,
 } from "./options.js";
+import { DEFAULT_SCHEMA } from "./schema-name.js";
 import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
 
@@ -144,7 +144,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
 
   /**
    * Connects, checks the server answers, and migrates the schema (under a transaction-scoped
-   * advisory lock, so any number of workers may open concurrently). Rejects with an `Error` naming
+   * advisory lock, so any number of workers may open concurrently); with `migrate: false`, only
+   * checks that it is at this package's version, running no DDL. Rejects with an `Error` naming
    * the host and port (never the password) if the server cannot be reached, and with a
    * `ConfigurationError` for invalid arguments or a database migrated by a newer version.
    */
@@ -185,7 +186,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
 
     const store = new PostgresGuardrailStore({ pool, ownsPool, now, schema, where, password });
     try {
-      await migrate(pool, { schema, where, password, timestamp: () => now().toISOString() });
+      await migrate(pool, { schema, where, password, timestamp: () => now().toISOString(), apply: parsedOptions.data.migrate ?? true });
     } catch (error) {
       if (ownsPool) await pool.end().catch(() => undefined);
       throw error;
