@@ -18,6 +18,7 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
+import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -208,10 +209,11 @@ export function createDocumentGuardrails(
 
     // 1: admission before every model call, without adding a graph node.
     wrapModelCall: async (request, handler) => {
+      const governed = markGoverned(request, "createDocumentGuardrails"); // one guardrails middleware per agent
       await gate.admit(request.runtime.context, request.state.messages);
       coverage.observe(request.tools);
       for (const tool of request.tools) checkSealable(tool);
-      return handler(request);
+      return handler(governed);
     },
 
     // The decision table of docs/architecture.md, one stage a line; the first refusal wins.
