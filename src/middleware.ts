@@ -201,6 +201,13 @@ export function createDocumentGuardrails(
         `tools.${name}: not a LangChain StructuredTool (what tool() builds), so the guardrails cannot seal its calls; build it with tool()`,
       );
     }
+    const artifacts = returnsArtifacts(tool);
+    if (artifacts && policies.get(name)?.kind === "mutation") {
+      throw new ConfigurationError(
+        `tools.${name}: a mutation's result is replayed from the store as text, so the artifact of responseFormat "content_and_artifact" would be lost on replay; ` +
+          "return what the model needs in the content and drop responseFormat, or register the tool as another kind",
+      );
+    }
     sealable.add(tool);
   };
 
@@ -275,6 +282,11 @@ function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | und
       cause: error,
     });
   }
+}
+
+/** A tool whose results carry an artifact beside their content (LangChain's `responseFormat`). */
+function returnsArtifacts(tool: object): boolean {
+  return (tool as { responseFormat?: unknown }).responseFormat === "content_and_artifact";
 }
 
 function unreachable(): never {

@@ -24,7 +24,7 @@ import { Seal, sealScope } from "../execution/seal.js";
 import { mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
 import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
-import { refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import { hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
 
@@ -251,7 +251,9 @@ export async function runMutation(
     return refusal(call, "mutation_unknown");
   }
   const text = resultText(outcome.result);
-  if (text === undefined) {
+  // A completed mutation is replayed as text: a result whose artifact a replay would drop is not
+  // settled complete. The body ran, so the claim is settled unknown (closed), never released.
+  if (text === undefined || hasArtifact(outcome.result)) {
     await settleUnknown("unsupported_result");
     return refusal(call, "unsupported_result");
   }
@@ -341,7 +343,8 @@ async function brokenSeal(call: GovernedCall, violation: SealError["violation"])
   throw error;
 }
 
-/** The body's own text result, when it returned one. */
+/** The body's own text result, when it returned one (without an artifact a replay would drop). */
 function bodyText(returned: unknown): MutationResult | undefined {
-  return returned === undefined ? undefined : resultText(returned as ToolResult);
+  if (returned === undefined || hasArtifact(returned as ToolResult)) return undefined;
+  return resultText(returned as ToolResult);
 }
