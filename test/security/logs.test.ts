@@ -12,7 +12,7 @@
  */
 import { inspect } from "node:util";
 import { HumanMessage } from "@langchain/core/messages";
-import { createAgent, tool } from "langchain";
+import { createAgent, createMiddleware, tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -387,5 +387,53 @@ describe("the log sanitizer never throws, whatever a thrown value does", () => {
       expect(warnings.map((warning) => warning.message)).toEqual(["a tool's scope function threw; the call is refused out_of_scope"]);
       expectNoValues(inspect(warnings, { depth: Infinity, showHidden: true }));
     });
+
+    it(`authorize throwing ${label}: refused unauthorized, the run continues, nothing written`, async () => {
+      const service = new NotesService();
+      const { run, warnings } = secureAgent({
+        service,
+        guardrails: {
+          authorize: (call) => {
+            if (call.name === "edit_note") throw thrown;
+            return true;
+          },
+        },
+        script: [
+          { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] },
+          { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body: ARG_VALUE } }] },
+          { content: "done" },
+        ],
+      });
+      const messages = await run();
+      expect(outcomeOf(messages, "w1").code).toBe("unauthorized");
+      expect(messages.at(-1)?.text).toBe("done");
+      expect(service.writes).toEqual([]);
+      expect(warnings.map((warning) => warning.message)).toEqual(["authorize threw; the call is refused"]);
+    });
   }
+
+  it("an inner middleware throwing a revoked Proxy: the read is tool_failed, nothing ran, the run continues", async () => {
+    const service = new NotesService();
+    const hostile = createMiddleware({
+      name: "Hostile",
+      wrapToolCall: () => {
+        const { proxy, revoke } = Proxy.revocable(new Error(ARG_VALUE), {});
+        revoke();
+        throw proxy;
+      },
+    });
+    const { run, store } = secureAgent({
+      service,
+      inner: [hostile],
+      script: [
+        { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] },
+        { content: "done" },
+      ],
+    });
+    const messages = await run();
+    expect(outcomeOf(messages, "r1").code).toBe("tool_failed");
+    expect(messages.at(-1)?.text).toBe("done");
+    expect(service.entries).toEqual([]);
+    expect(await store.listUnresolved()).toEqual([]);
+  });
 });
