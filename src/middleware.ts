@@ -18,6 +18,7 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
+import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -200,6 +201,13 @@ export function createDocumentGuardrails(
         `tools.${name}: not a LangChain StructuredTool (what tool() builds), so the guardrails cannot seal its calls; build it with tool()`,
       );
     }
+    const artifacts = returnsArtifacts(tool);
+    if (artifacts && policies.get(name)?.kind === "mutation") {
+      throw new ConfigurationError(
+        `tools.${name}: a mutation's result is replayed from the store as text, so the artifact of responseFormat "content_and_artifact" would be lost on replay; ` +
+          "return what the model needs in the content and drop responseFormat, or register the tool as another kind",
+      );
+    }
     sealable.add(tool);
   };
 
@@ -208,10 +216,11 @@ export function createDocumentGuardrails(
 
     // 1: admission before every model call, without adding a graph node.
     wrapModelCall: async (request, handler) => {
+      const governed = markGoverned(request, "createDocumentGuardrails"); // one guardrails middleware per agent
       await gate.admit(request.runtime.context, request.state.messages);
       coverage.observe(request.tools);
       for (const tool of request.tools) checkSealable(tool);
-      return handler(request);
+      return handler(governed);
     },
 
     // The decision table of docs/architecture.md, one stage a line; the first refusal wins.
@@ -273,6 +282,11 @@ function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | und
       cause: error,
     });
   }
+}
+
+/** A tool whose results carry an artifact beside their content (LangChain's `responseFormat`). */
+function returnsArtifacts(tool: object): boolean {
+  return (tool as { responseFormat?: unknown }).responseFormat === "content_and_artifact";
 }
 
 function unreachable(): never {

@@ -22,6 +22,7 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
+import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { adoptTool, authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -119,8 +120,9 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   const middleware = createMiddleware({
     name: "ToolGuardrails",
     wrapModelCall: (request, handler) => {
+      const governed = markGoverned(request, "createToolGuardrails"); // one guardrails middleware per agent
       coverage.observe(request.tools);
-      return handler(request);
+      return handler(governed);
     },
     wrapToolCall: async (request, handler) => {
       request.runtime.signal?.throwIfAborted();
