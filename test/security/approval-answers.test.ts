@@ -259,6 +259,20 @@ describe("an approver's edit is a new call: checked by every stage before it is 
     store.close();
   });
 
+  it("a read edited to note-8 through the CLI: refused out_of_scope at resume, never read, never evidence", async () => {
+    const { store, cli, editFile } = sharedSqlite();
+    const turn = approving({ store, approve: ["read_note"] });
+    const asked = only(requests(await turn.start()));
+    expect((await cli("decide", "--approval-id", asked.approvalId, "--edit-file", editFile({ noteId: "note-8" }), "--operator-ref", "OPS-4")).code).toBe(0);
+
+    const done = await turn.resume({ decision: "approve" });
+    expect(outcomeOf(done.messages, "r1")).toMatchObject({ status: "error", code: "out_of_scope" });
+    expect(outcomeOf(done.messages, "e1")).toMatchObject({ code: "read_required" });
+    expect(turn.service.reads).toEqual([]);
+    expect(turn.service.writes).toEqual([]);
+    store.close();
+  });
+
   it("the CLI's help says its edit check is the JSON shape and the full check happens when the run resumes", async () => {
     const { cli, store } = sharedSqlite();
     const help = await cli("decide", "--help");
