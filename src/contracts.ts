@@ -143,7 +143,8 @@ export const AUDIT_DECISIONS = [
   /**
    * A step in an approval request's lifecycle, written by the store: `action` is `requested`, the
    * decision (`approve`, `reject`, `edit`), `decision_refused` (with the reason as `code`),
-   * `applied` or `expired`.
+   * `applied` or `expired`. The middleware adds `answer_refused` (with the reason as `code`) for a
+   * resume value it did not take.
    */
   "approval",
   /** An operator reconciled an unresolved mutation. */

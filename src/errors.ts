@@ -159,7 +159,10 @@ export class SettlementError extends Error {
 
 /** Why an approval could not be applied. */
 export type ApprovalErrorCode =
-  /** Edited arguments failed the tool's parse, the guardrails or `authorize`: the person's edit, not the model's. */
+  /**
+   * Edited arguments failed their checks. No longer thrown: a resumed edit that fails a check is
+   * refused and the request asked again; one recorded out of band refuses its call.
+   */
   "edit_rejected";
 
 /**

@@ -11,6 +11,7 @@ import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
+import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
@@ -220,6 +221,7 @@ export function createDocumentGuardrails(
       await gate.admit(request.runtime.context, request.state.messages);
       coverage.observe(request.tools);
       for (const tool of request.tools) checkSealable(tool);
+      checkApprovalsCanPause(guardrails, request.runtime.configurable);
       return handler(governed);
     },
 
@@ -241,7 +243,7 @@ export function createDocumentGuardrails(
           (await parse(call)) ?? // 4: invalid_arguments
           checkScope(call, policy?.scope) ?? // 5: out_of_scope
           (await authorizeCall(call, asked)) ?? // 6: unauthorized
-          (await guard(call, asked)); // 7: the guardrails' codes, approval_rejected
+          (await guard(call, asked, policy?.scope)); // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again
         if (refused !== undefined) return refused;
         const attempts = policy ?? unreachable();
         if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8

@@ -14,6 +14,7 @@ import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
+import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { appliesTo, type Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
@@ -122,6 +123,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     wrapModelCall: (request, handler) => {
       const governed = markGoverned(request, "createToolGuardrails"); // one guardrails middleware per agent
       coverage.observe(request.tools);
+      checkApprovalsCanPause(guardrails, request.runtime.configurable);
       return handler(governed);
     },
     wrapToolCall: async (request, handler) => {

@@ -202,9 +202,11 @@ when it resumes, whatever the resume value says. A request that is not pending i
   --approve          the call runs with the arguments shown
   --reject           the call does not run; the model gets approval_rejected
   --message TEXT     with --reject: shown to the model as reviewerMessage
-  --edit-file FILE   the call runs with the arguments in FILE instead: a JSON object (UTF-8),
-                     checked again by the tool's schema, every guardrail and authorize when the
-                     run resumes (if they fail, the run fails with ApprovalError edit_rejected)
+  --edit-file FILE   the call runs with the arguments in FILE instead: a JSON object (UTF-8).
+                     Only its JSON shape is checked here; the full check (the tool's schema, its
+                     scope, authorize, every guardrail) happens when the run resumes: if it
+                     fails, the call is refused with that check's code, nothing runs, and the
+                     request is closed (it stays edited and is never carried out)
   --operator-ref REF your ticket or incident reference, recorded with the decision and in the
                      audit trail
 

@@ -527,7 +527,8 @@ describe("decide", () => {
     const args = { title: "Field notes", expectedRevision: 0 };
     await decide(store, { approvalId: submission(3).approvalId, decision: { decision: "edit", args }, operatorRef: "OPS-3" }, edited);
     expect(edited.lines.out).toContain('now:          edited: when its run resumes, the call runs with {"title":"Field notes","expectedRevision":0}');
-    expect(edited.lines.out).toContain("if they fail, the run fails with ApprovalError edit_rejected");
+    expect(edited.lines.out).toContain("only the JSON shape was checked here: the full check (the tool's schema, its");
+    expect(edited.lines.out).toContain("the call is refused with that check's code, nothing runs, and the request is");
     expect(await store.getApproval(submission(3).approvalId)).toMatchObject({ status: "edited", decision: { decision: "edit", args } });
 
     const trail = (await store.readAudit()).filter((event) => event.decision === "approval");
