@@ -656,6 +656,141 @@ export const PruneResultSchema = z.strictObject({
 export type PruneResult = z.infer<typeof PruneResultSchema>;
 
 // ---------------------------------------------------------------------------------------------
+// Turn records (the turn service's lifecycle)
+
+/**
+ * Where a turn is in the turn service's lifecycle:
+ * - `running`: a worker holds its lease and runs it;
+ * - `awaiting_approval`: paused on approval requests (a decision resumes it);
+ * - `completed`, `refused`, `failed`: finished; a retry answers the stored outcome.
+ */
+export const TURN_STATES = ["running", "awaiting_approval", "completed", "refused", "failed"] as const;
+/** Parses a {@link TurnState}. */
+export const TurnStateSchema = z.enum(TURN_STATES);
+/** One of {@link TURN_STATES}. */
+export type TurnState = z.infer<typeof TurnStateSchema>;
+
+/** How long a lease may be asked for: 1 ms to 24 hours. */
+const LeaseMsSchema = z.int().min(1).max(86_400_000);
+
+/** What a turn is: everything `beginTurn` stores when it first sees the turn key. */
+export const TurnStartSchema = z
+  .strictObject({
+    turnKey: DigestSchema,
+    scopeId: IdSchema,
+    principal: IdSchema.optional(),
+    /** The trusted turn as admitted: a resume rebuilds the run's `context` from it. */
+    input: TurnInputSchema,
+    /** Digest of the canonical turn input: the same key with another digest is `input_mismatch`. */
+    inputDigest: DigestSchema,
+    /** The LangGraph thread the turn runs on. */
+    threadId: IdSchema,
+  })
+  .superRefine((start, ctx) => {
+    if (start.scopeId !== start.input.scopeId) ctx.addIssue({ code: "custom", path: ["scopeId"], message: "scopeId must be the input's scopeId" });
+    if (start.principal !== start.input.principal) {
+      ctx.addIssue({ code: "custom", path: ["principal"], message: "principal must be the input's principal" });
+    }
+  });
+/** A {@link TurnStartSchema} value. */
+export type TurnStart = z.infer<typeof TurnStartSchema>;
+
+/** Who runs a `running` turn, until when. Another worker may take the turn over once it expired. */
+export const TurnLeaseSchema = z.strictObject({ token: IdSchema, expiresAt: TimestampSchema });
+/** A {@link TurnLeaseSchema} value. */
+export type TurnLease = z.infer<typeof TurnLeaseSchema>;
+
+/**
+ * A stored turn. A `running` turn has a lease and no outcome; every other state has an outcome
+ * (the turn service's JSON answer, opaque to the store) and no lease.
+ */
+export const TurnRecordSchema = z
+  .strictObject({
+    turnKey: DigestSchema,
+    scopeId: IdSchema,
+    principal: IdSchema.optional(),
+    input: TurnInputSchema,
+    inputDigest: DigestSchema,
+    threadId: IdSchema,
+    state: TurnStateSchema,
+    outcome: JsonValueSchema.optional(),
+    lease: TurnLeaseSchema.optional(),
+    createdAt: TimestampSchema,
+    updatedAt: TimestampSchema,
+  })
+  .superRefine((record, ctx) => {
+    const running = record.state === "running";
+    if (running !== (record.lease !== undefined)) {
+      ctx.addIssue({ code: "custom", path: ["lease"], message: "a turn has a lease exactly when it is running" });
+    }
+    if (running === (record.outcome !== undefined)) {
+      ctx.addIssue({ code: "custom", path: ["outcome"], message: "a turn has an outcome exactly when it is not running" });
+    }
+  });
+/** A {@link TurnRecordSchema} value. */
+export type TurnRecord = z.infer<typeof TurnRecordSchema>;
+
+/** `beginTurn`'s input: the turn, and how long the lease it may grant lasts. */
+export const BeginTurnInputSchema = z.strictObject({ turn: TurnStartSchema, leaseMs: LeaseMsSchema });
+/** A {@link BeginTurnInputSchema} value. */
+export type BeginTurnInput = z.infer<typeof BeginTurnInputSchema>;
+
+/** `beginTurn`'s answer: only `started` and `taken_over` let the caller run the turn. */
+export const BeginTurnResultSchema = z.discriminatedUnion("status", [
+  /** The turn was new: it is stored `running` and the caller holds its lease (`token`). */
+  z.strictObject({ status: z.literal("started"), token: IdSchema, record: TurnRecordSchema }),
+  /** The turn was `running` under an expired lease: the caller now holds a new one and resumes from the checkpoint. */
+  z.strictObject({ status: z.literal("taken_over"), token: IdSchema, record: TurnRecordSchema }),
+  /** Another worker holds an unexpired lease: nothing changed. */
+  z.strictObject({ status: z.literal("running"), record: TurnRecordSchema }),
+  /** The turn is `awaiting_approval`, `completed`, `refused` or `failed`: nothing changed, nothing runs. */
+  z.strictObject({ status: z.literal("finished"), record: TurnRecordSchema }),
+  /** A turn with this key was begun with another input digest: nothing changed. */
+  z.strictObject({ status: z.literal("input_mismatch") }),
+]);
+/** A {@link BeginTurnResultSchema} value. */
+export type BeginTurnResult = z.infer<typeof BeginTurnResultSchema>;
+
+/** `finishTurn`'s input: compare-and-set from `running` by the lease token. */
+export const FinishTurnInputSchema = z.strictObject({
+  turnKey: DigestSchema,
+  token: IdSchema,
+  state: z.enum(["awaiting_approval", "completed", "refused", "failed"]),
+  outcome: JsonValueSchema,
+});
+/** A {@link FinishTurnInputSchema} value. */
+export type FinishTurnInput = z.infer<typeof FinishTurnInputSchema>;
+
+/** `resumeTurn`'s input: take an `awaiting_approval` turn back to `running` under a new lease. */
+export const ResumeTurnInputSchema = z.strictObject({ turnKey: DigestSchema, leaseMs: LeaseMsSchema });
+/** A {@link ResumeTurnInputSchema} value. */
+export type ResumeTurnInput = z.infer<typeof ResumeTurnInputSchema>;
+
+/** `resumeTurn`'s answer: whether the caller now holds the lease, and the turn as it stands. */
+export const ResumeTurnResultSchema = z.discriminatedUnion("resumed", [
+  z.strictObject({ resumed: z.literal(true), token: IdSchema, record: TurnRecordSchema }),
+  /** Nothing changed: no such turn (no record), or it is not `awaiting_approval`. */
+  z.strictObject({ resumed: z.literal(false), record: TurnRecordSchema.optional() }),
+]);
+/** A {@link ResumeTurnResultSchema} value. */
+export type ResumeTurnResult = z.infer<typeof ResumeTurnResultSchema>;
+
+/** A turn's mutation claim as `getMutation` reads it: its state, the call, and the result once complete. */
+export const MutationStatusSchema = z
+  .strictObject({
+    state: z.enum(["pending", "complete", "unknown", "pruned"]),
+    toolName: IdSchema,
+    toolCallId: IdSchema,
+    result: MutationResultSchema.optional(),
+  })
+  .refine((status) => (status.state === "complete") === (status.result !== undefined), {
+    error: "a complete mutation has a result, and no other does",
+    path: ["result"],
+  });
+/** A {@link MutationStatusSchema} value. */
+export type MutationStatus = z.infer<typeof MutationStatusSchema>;
+
+// ---------------------------------------------------------------------------------------------
 // The store
 
 /**
@@ -749,9 +884,31 @@ export interface GuardrailStore {
   /**
    * Removes completed mutations settled before `olderThan`, with their turns' read evidence,
    * verdicts and approval requests, keeping a tombstone per turn so a replay is refused, not reopened.
-   * Unresolved claims, receipts and the audit trail are kept.
+   * Unresolved claims, receipts and the audit trail are kept. Finished turn records
+   * (`completed`, `refused`, `failed`) last updated before `olderThan` are removed too.
    */
   prune(options: PruneOptions): Promise<PruneResult>;
+  /** The state of the turn's mutation claim, if it has one; read only. */
+  getMutation(turnKey: string): Promise<MutationStatus | undefined>;
+  /**
+   * Begins or joins a turn, atomically: stores it `running` under a new lease if it is new
+   * (`started`), takes over a `running` turn whose lease expired at the store's clock
+   * (`taken_over`, the old token no longer finishes it), else changes nothing and answers
+   * `running`, `finished` (with the record) or `input_mismatch` (another input digest).
+   */
+  beginTurn(input: BeginTurnInput): Promise<BeginTurnResult>;
+  /**
+   * Compare-and-set from `running` by the lease token (expired or not, as long as nobody took the
+   * turn over): stores the state and outcome and drops the lease. False, changing nothing, otherwise.
+   */
+  finishTurn(input: FinishTurnInput): Promise<boolean>;
+  /**
+   * Compare-and-set from `awaiting_approval` to `running` under a new lease: of concurrent callers,
+   * one resumes. Anything else changes nothing.
+   */
+  resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult>;
+  /** The stored turn, whatever its state; `undefined` when there is none. */
+  getTurn(turnKey: string): Promise<TurnRecord | undefined>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -108,6 +108,16 @@ export {
   type ToolPolicy,
   type TurnInput,
   type TurnRef,
+  type BeginTurnInput,
+  type BeginTurnResult,
+  type FinishTurnInput,
+  type MutationStatus,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
+  type TurnLease,
+  type TurnRecord,
+  type TurnStart,
+  type TurnState,
 } from "./contracts.js";
 export { canonicalJson, digest, DigestError } from "./digest.js";
 export {
