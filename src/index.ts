@@ -184,3 +184,23 @@ export {
   type TelemetryStep,
 } from "./telemetry.js";
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";
+export {
+  createTurnService,
+  TURN_FAILURES,
+  turnThreadId,
+  TurnServiceError,
+  type DecideAnswer,
+  type DecideTurnInput,
+  type MayDecide,
+  type PendingApproval,
+  type RunningAnswer,
+  type SubmitTurnInput,
+  type TurnAgent,
+  type TurnAnswer,
+  type TurnCallOutcome,
+  type TurnOutcome,
+  type TurnService,
+  type TurnServiceErrorCode,
+  type TurnServiceOptions,
+  type TurnView,
+} from "./turns/index.js";
