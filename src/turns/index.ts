@@ -7,6 +7,7 @@ export {
   type RunningAnswer,
   type TurnAnswer,
   type TurnCallOutcome,
+  type TurnFailure,
   type TurnOutcome,
   type TurnView,
 } from "./outcome.js";
@@ -16,6 +17,7 @@ export {
   type DecideTurnInput,
   type MayDecide,
   type SubmitTurnInput,
+  type ThreadConfig,
   type TurnAgent,
   type TurnService,
   type TurnServiceOptions,

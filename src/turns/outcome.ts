@@ -5,108 +5,142 @@
  */
 import { ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { z } from "zod";
-import { ApprovalStatusSchema, DigestSchema, JsonValueSchema, MutationStatusSchema } from "../contracts.js";
+import {
+  DigestSchema,
+  JsonValueSchema,
+  MutationStatusSchema,
+  type ApprovalStatus,
+  type JsonValue,
+  type MutationStatus,
+  type TurnState,
+} from "../contracts.js";
 import { latestUserTextIndex, textContent } from "../decision/transcript.js";
 
 /** One tool call of the turn, as the client sees it. */
-export const TurnCallOutcomeSchema = z.strictObject({
+export interface TurnCallOutcome {
+  /** The tool's name. */
+  readonly tool: string;
+  /** The call id the model gave it. */
+  readonly callId: string;
+  /** `error` for a refused or failed call. */
+  readonly status: "success" | "error";
+  /** The refusal code (`REFUSAL_CODES`) when the guardrails refused the call. */
+  readonly refusal?: string;
+  /** The tool's result text: only with the service's `includeToolResults`. */
+  readonly content?: string;
+}
+
+const TurnCallOutcomeSchema: z.ZodType<TurnCallOutcome> = z.strictObject({
   tool: z.string(),
   callId: z.string(),
   status: z.enum(["success", "error"]),
-  /** The refusal code (`REFUSAL_CODES`) when the guardrails refused the call. */
   refusal: z.string().optional(),
-  /** The tool's result text: only with the service's `includeToolResults`. */
   content: z.string().optional(),
 });
-/** A {@link TurnCallOutcomeSchema} value. */
-export type TurnCallOutcome = z.infer<typeof TurnCallOutcomeSchema>;
 
 /** One approval request a paused turn waits on: what the person is asked. */
-export const PendingApprovalSchema = z.strictObject({
+export interface PendingApproval {
+  /** Answer it with `decide({ approvalId, ... })`. */
+  readonly approvalId: string;
+  /** The tool the call is to. */
+  readonly tool: string;
+  /** The call the person is asked about. */
+  readonly toolCallId: string;
+  /** The arguments the person is asked to approve. */
+  readonly args: Record<string, JsonValue>;
+  /** The guardrails that asked. */
+  readonly guardrails: string[];
+  /** Their reasons, shown to the person. */
+  readonly reason?: string;
+}
+
+const PendingApprovalSchema: z.ZodType<PendingApproval> = z.strictObject({
   approvalId: DigestSchema,
   tool: z.string(),
   toolCallId: z.string(),
-  /** The arguments the person is asked to approve. */
   args: z.record(z.string(), JsonValueSchema),
   guardrails: z.array(z.string()),
   reason: z.string().optional(),
 });
-/** A {@link PendingApprovalSchema} value. */
-export type PendingApproval = z.infer<typeof PendingApprovalSchema>;
 
-/** Why a turn failed: nothing of the error's text, only what kind of failure and what it left. */
+/**
+ * Why a turn failed: nothing of the error's text, only what kind of failure.
+ * - `moderation_failed`: the moderation provider failed or answered a non-boolean; nothing ran;
+ * - `admission_failed`: admission refused the run (`detail`: the `AdmissionError` code); no model call ran;
+ * - `approval_failed`: a person's decision could not be applied (`detail`: the `ApprovalError` code);
+ * - `unsupported_interrupt`: the run paused on an interrupt that is not this library's approval request;
+ * - `run_failed`: the run threw: a model, tool or store failure (`error`: its class name).
+ */
+export type TurnFailure = "moderation_failed" | "admission_failed" | "approval_failed" | "unsupported_interrupt" | "run_failed";
+/** Every {@link TurnFailure}. */
 export const TURN_FAILURES = [
-  /** The moderation provider failed or answered a non-boolean: nothing ran. */
   "moderation_failed",
-  /** The run was refused by admission (`admission` names the `AdmissionError` code): no model call ran. */
   "admission_failed",
-  /** A person's decision could not be applied (`ApprovalError`). */
   "approval_failed",
-  /** The run paused on an interrupt that is not this library's approval request: the service cannot answer it. */
   "unsupported_interrupt",
-  /** The run threw: a model, tool or store failure (`error` names its class). */
   "run_failed",
-] as const;
+] as const satisfies readonly TurnFailure[];
 
-/** A turn's outcome: what a finished (or paused) turn answers, stored and replayed. */
-export const TurnOutcomeSchema = z.discriminatedUnion("status", [
-  z.strictObject({
-    status: z.literal("completed"),
-    /** The last model message's text. */
-    answer: z.string(),
-    calls: z.array(TurnCallOutcomeSchema),
-  }),
+/**
+ * A turn's outcome: what a finished (or paused) turn answers, stored and replayed.
+ * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn;
+ * - `awaiting_approval`: the requests the run waits on;
+ * - `refused`: `denied` by moderation, or `input_mismatch` (the turn key was used with other input);
+ * - `failed`: a {@link TurnFailure}, with the turn's mutation claim as the failure left it (its
+ *   result only with `includeToolResults`).
+ */
+export type TurnOutcome =
+  | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[] }
+  | { readonly status: "awaiting_approval"; readonly approvals: PendingApproval[] }
+  | { readonly status: "refused"; readonly code: "denied" | "input_mismatch" }
+  | {
+      readonly status: "failed";
+      readonly code: TurnFailure;
+      readonly detail?: string;
+      readonly error?: string;
+      readonly mutation?: MutationStatus;
+    };
+
+/** Parses a stored {@link TurnOutcome}. */
+export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("status", [
+  z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema) }),
   z.strictObject({ status: z.literal("awaiting_approval"), approvals: z.array(PendingApprovalSchema).min(1) }),
-  z.strictObject({
-    status: z.literal("refused"),
-    /** `denied`: moderation denied the turn; `input_mismatch`: the turn key was used with other input. */
-    code: z.enum(["denied", "input_mismatch"]),
-  }),
+  z.strictObject({ status: z.literal("refused"), code: z.enum(["denied", "input_mismatch"]) }),
   z.strictObject({
     status: z.literal("failed"),
     code: z.enum(TURN_FAILURES),
-    /** The `AdmissionError` or `ApprovalError` code, for those failures. */
     detail: z.string().optional(),
-    /** The class of the error a `run_failed` run threw (never its message). */
     error: z.string().optional(),
-    /** The turn's mutation claim as the failure left it (its result only with `includeToolResults`). */
     mutation: MutationStatusSchema.optional(),
   }),
 ]);
-/** A {@link TurnOutcomeSchema} value. */
-export type TurnOutcome = z.infer<typeof TurnOutcomeSchema>;
 
-/** `submit`'s and `decide`'s answer about a turn: its outcome, or that a worker runs it now. */
-export const TurnAnswerSchema = z.union([
-  z.intersection(
-    TurnOutcomeSchema,
-    z.object({
-      turnKey: DigestSchema,
-      /** True when the stored outcome was answered and nothing ran. */
-      replayed: z.boolean(),
-    }),
-  ),
-  z.strictObject({ status: z.literal("running"), turnKey: DigestSchema }),
-]);
-/** A {@link TurnAnswerSchema} value. */
-export type TurnAnswer = (TurnOutcome & { readonly turnKey: string; readonly replayed: boolean }) | RunningAnswer;
 /** Another worker runs the turn now: ask again later. */
 export interface RunningAnswer {
+  /** Always `running`. */
   readonly status: "running";
+  /** The turn. */
   readonly turnKey: string;
 }
 
-/** `decide`'s answer: the turn's new answer, or why nothing was decided. */
+/** `submit`'s and `decide`'s answer about a turn: its outcome (`replayed` when nothing ran), or that a worker runs it now. */
+export type TurnAnswer = (TurnOutcome & { readonly turnKey: string; readonly replayed: boolean }) | RunningAnswer;
+
+/**
+ * `decide`'s answer: the turn's new answer, or why nothing was decided (nothing recorded):
+ * `not_found` (no such request, or not one of a turn this service runs), `forbidden` (`mayDecide`
+ * said no), `not_pending` (decided, applied or expired before: `approvalStatus`).
+ */
 export type DecideAnswer =
   | TurnAnswer
-  /** No such approval request, or it is not one of a turn this service runs. */
   | { readonly status: "not_found" }
-  /** The principal may not decide this request (`mayDecide`). Nothing was recorded. */
   | { readonly status: "forbidden" }
-  /** The request was decided (or expired) before: `approvalStatus` is where it stands. Nothing was recorded. */
-  | { readonly status: "not_pending"; readonly approvalStatus: z.infer<typeof ApprovalStatusSchema> };
+  | { readonly status: "not_pending"; readonly approvalStatus: ApprovalStatus };
 
-/** `get`'s answer: the turn's state and outcome, read only, with its mutation claim. */
+/**
+ * `get`'s answer: `not_found`, or the turn's state and outcome (absent while running), read only,
+ * with its mutation claim (its result only with `includeToolResults`).
+ */
 export type TurnView =
   | { readonly status: "not_found" }
   | {
@@ -114,11 +148,9 @@ export type TurnView =
       readonly turnKey: string;
       readonly scopeId: string;
       readonly principal: string | undefined;
-      readonly state: "running" | "awaiting_approval" | "completed" | "refused" | "failed";
-      /** Absent while running. */
+      readonly state: TurnState;
       readonly outcome: TurnOutcome | undefined;
-      /** The turn's mutation claim; its result only with `includeToolResults`. */
-      readonly mutation: z.infer<typeof MutationStatusSchema> | undefined;
+      readonly mutation: MutationStatus | undefined;
       readonly createdAt: string;
       readonly updatedAt: string;
     };

@@ -15,6 +15,7 @@ import {
   ApprovalRecordSchema,
   BeginTurnResultSchema,
   DigestSchema,
+  JsonValueSchema,
   MutationStatusSchema,
   ResumeTurnResultSchema,
   TurnRecordSchema,
@@ -43,17 +44,21 @@ import {
 } from "./outcome.js";
 
 /** The thread config a run and `getState` are given. */
-interface ThreadConfig {
+export interface ThreadConfig {
+  /** LangGraph's configurable: the turn's thread. */
   readonly configurable: { readonly thread_id: string };
 }
 
 /** What the service needs of a compiled agent (`createAgent(...)` with a checkpointer and the guardrails reading the turn from `context`). */
 export interface TurnAgent {
+  /** Runs, or resumes (`null`: from the checkpoint; a `Command`: with resume values), the turn's thread. */
   invoke(
     input: { messages: BaseMessage[] } | Command | null,
     config: ThreadConfig & { readonly context: ReturnType<typeof turnContext>; readonly signal?: AbortSignal },
   ): Promise<{ messages: BaseMessage[] }>;
+  /** The compiled graph: the service reads a thread's checkpoint (pending interrupts, next steps). */
   readonly graph: {
+    /** The thread's latest checkpoint. */
     getState(config: ThreadConfig): Promise<{
       readonly values: unknown;
       readonly next: readonly string[];
@@ -101,9 +106,11 @@ export interface SubmitTurnInput {
 
 /** `decide`'s input. */
 export interface DecideTurnInput {
+  /** The approval request to decide (a `PendingApproval`'s `approvalId`). */
   readonly approvalId: string;
   /** Who decides, as your server authenticated them: checked by `mayDecide`, recorded as `operatorRef`. */
   readonly principal: string;
+  /** The person's decision: approve, reject (with an optional message) or edit (with the arguments to run). */
   readonly decision: ApprovalDecision;
 }
 
@@ -204,7 +211,9 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
 
   /** Stores the outcome under our lease. Lost the lease to a takeover: the turn is the other worker's. */
   async function finish(record: TurnRecord, token: string, outcome: TurnOutcome): Promise<TurnAnswer> {
-    const applied = await store.finishTurn({ turnKey: record.turnKey, token, state: outcome.status, outcome });
+    // Stored as plain JSON (the outcome's interfaces are not index-signature records to the compiler).
+    const json = parseStoreValue(JsonValueSchema, outcome, "turn outcome");
+    const applied = await store.finishTurn({ turnKey: record.turnKey, token, state: outcome.status, outcome: json });
     if (parseStoreValue(z.boolean(), applied, "finishTurn answer")) return answerOf(outcome, record.turnKey, false);
     return current(record.turnKey);
   }
