@@ -248,6 +248,23 @@ for (const kind of KINDS) {
       expect(notes.writes).toHaveLength(0);
     });
 
+    it("a decision recorded by a decider that died before resuming: the next submit resumes the turn to its one write", async () => {
+      const store = await open();
+      const { service, notes } = serviceHarness({ store, approvals: true });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      // What decide records before it resumes; the decider goes away here.
+      await store.decideApproval({ approvalId, decision: { decision: "approve" }, operatorRef: "alice", decidedAt: clock.now().toISOString() });
+      expect((await store.getTurn(turnKey(turnOf())))?.state).toBe("awaiting_approval");
+      const answer = completed(await service.submit({ turn: turnOf() }));
+      expect(answer.replayed).toBe(false);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({
+        status: "not_pending",
+        approvalStatus: "applied",
+      });
+    });
+
     it("mayDecide lets an approver role decide someone else's turn", async () => {
       const store = await open();
       const { service, notes } = serviceHarness({
