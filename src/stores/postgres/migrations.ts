@@ -158,6 +158,21 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    description: "turn records for the turn service",
+    statements: (s) => [
+      // One row per turn key. record is the whole TurnRecord as JSON text (text, not jsonb: jsonb
+      // refuses \u0000); state and updated_ms are copies of two of its fields, for prune.
+      `CREATE TABLE ${s}.turns (
+        turn_key text PRIMARY KEY,
+        state text NOT NULL CHECK (state IN ('running', 'awaiting_approval', 'completed', 'refused', 'failed')),
+        updated_ms bigint NOT NULL,
+        record text NOT NULL
+      )`,
+      `CREATE INDEX turns_finished_by_updated ON ${s}.turns (updated_ms) WHERE state IN ('completed', 'refused', 'failed')`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads. */
