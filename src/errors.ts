@@ -6,14 +6,21 @@
 
 const BRAND = Symbol.for("arkah-agent-guardrails.error");
 
-type Branded = Record<typeof BRAND, string>;
+/**
+ * A thrown value's property, read without throwing: a getter or a Proxy trap that throws (a
+ * revoked Proxy throws on every read) reads as absent, so recognising an error never fails.
+ */
+function readSafely(value: unknown, key: PropertyKey): unknown {
+  if ((typeof value !== "object" && typeof value !== "function") || value === null) return undefined;
+  try {
+    return Reflect.get(value, key) as unknown;
+  } catch {
+    return undefined;
+  }
+}
 
 function hasBrand(error: unknown, name: string): boolean {
-  return (
-    typeof error === "object" &&
-    error !== null &&
-    (error as Partial<Branded>)[BRAND] === name
-  );
+  return readSafely(error, BRAND) === name;
 }
 
 /** Walks an error's `cause` chain (LangChain wraps middleware errors in `MiddlewareError`). */
@@ -21,7 +28,7 @@ function findBranded(error: unknown, name: string): unknown {
   let current: unknown = error;
   for (let depth = 0; depth < 16 && current !== undefined && current !== null; depth++) {
     if (hasBrand(current, name)) return current;
-    current = (current as { cause?: unknown }).cause;
+    current = readSafely(current, "cause");
   }
   return undefined;
 }
@@ -152,7 +159,10 @@ export class SettlementError extends Error {
 
 /** Why an approval could not be applied. */
 export type ApprovalErrorCode =
-  /** Edited arguments failed the tool's parse, the guardrails or `authorize`: the person's edit, not the model's. */
+  /**
+   * Edited arguments failed their checks. No longer thrown: a resumed edit that fails a check is
+   * refused and the request asked again; one recorded out of band refuses its call.
+   */
   "edit_rejected";
 
 /**
@@ -258,10 +268,9 @@ export class RetryableToolError extends Error {
 
 /** The brand an error carries (its class name), or undefined for anything not branded. */
 function brandOf(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined;
-  const value = (error as Partial<Branded>)[BRAND];
+  const value = readSafely(error, BRAND);
   return typeof value === "string" ? value : undefined;
 }
 
 /** @internal Used by modules that define their own branded errors, and by the logger. */
-export const errorBrand = { brand, hasBrand, findBranded, brandOf } as const;
+export const errorBrand = { brand, hasBrand, findBranded, brandOf, readSafely } as const;

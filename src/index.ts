@@ -108,6 +108,16 @@ export {
   type ToolPolicy,
   type TurnInput,
   type TurnRef,
+  type BeginTurnInput,
+  type BeginTurnResult,
+  type FinishTurnInput,
+  type MutationStatus,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
+  type TurnLease,
+  type TurnRecord,
+  type TurnStart,
+  type TurnState,
 } from "./contracts.js";
 export { canonicalJson, digest, DigestError } from "./digest.js";
 export {
@@ -174,3 +184,25 @@ export {
   type TelemetryStep,
 } from "./telemetry.js";
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";
+export {
+  createTurnService,
+  TURN_FAILURES,
+  turnThreadId,
+  TurnServiceError,
+  type DecideAnswer,
+  type DecideTurnInput,
+  type MayDecide,
+  type PendingApproval,
+  type RunningAnswer,
+  type SubmitTurnInput,
+  type ThreadConfig,
+  type TurnAgent,
+  type TurnAnswer,
+  type TurnCallOutcome,
+  type TurnFailure,
+  type TurnOutcome,
+  type TurnService,
+  type TurnServiceErrorCode,
+  type TurnServiceOptions,
+  type TurnView,
+} from "./turns/index.js";

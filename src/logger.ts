@@ -56,24 +56,30 @@ const TOKEN = /^[A-Za-z0-9_$][\w$.-]{0,63}$/;
 
 const MAX_CAUSES = 4;
 
+/** One property of a thrown value, read once; a read that throws reads as absent. */
+const read = (target: object, key: PropertyKey): unknown => errorBrand.readSafely(target, key);
+
 /**
  * What a logger may see of a thrown value: its class name, its code when that is a short token,
  * the message only for this library's own errors, and the same for its `cause` chain (a few
- * levels). Never the message of anything else, nor any other property.
+ * levels, so a cause that is itself ends). Never the message of anything else, nor any other
+ * property. Never throws: each field is read once and a read that throws reads as absent.
  */
 export function sanitizeError(error: unknown, depth = 0): LoggedError {
-  if (typeof error !== "object" || error === null) return { name: `thrown ${error === null ? "null" : typeof error}` };
-  const fields = error as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown };
+  if (error === null) return { name: "thrown null" };
+  if (typeof error !== "object") return { name: `thrown ${typeof error}` };
   const name = errorName(error);
   const brand = errorBrand.brandOf(error);
   const own = brand !== undefined && OWN_MESSAGES.has(brand);
-  const code = typeof fields.code === "string" || typeof fields.code === "number" ? String(fields.code) : undefined;
-  const cause = fields.cause;
+  const rawCode = read(error, "code");
+  const code = typeof rawCode === "string" || typeof rawCode === "number" ? String(rawCode) : undefined;
+  const message = own ? read(error, "message") : undefined;
+  const cause = depth < MAX_CAUSES ? read(error, "cause") : undefined;
   return {
     name,
     ...(code !== undefined && TOKEN.test(code) ? { code } : {}),
-    ...(own && typeof fields.message === "string" ? { message: fields.message } : {}),
-    ...(cause !== undefined && depth < MAX_CAUSES ? { cause: sanitizeError(cause, depth + 1) } : {}),
+    ...(typeof message === "string" ? { message } : {}),
+    ...(cause !== undefined ? { cause: sanitizeError(cause, depth + 1) } : {}),
   };
 }
 
@@ -85,16 +91,26 @@ const token = (value: unknown): string | undefined =>
  * (LangChain's `ToolInvocationError` does not set `name`).
  */
 function errorName(error: object): string {
-  const named = token((error as { name?: unknown }).name);
+  const named = token(read(error, "name"));
   if (named !== undefined && named !== "Error") return named;
-  const byClass = token((error as { constructor?: { name?: unknown } }).constructor?.name);
+  const constructor = read(error, "constructor");
+  const byClass = typeof constructor === "function" ? token(read(constructor, "name")) : undefined;
   if (byClass !== undefined && byClass !== "Object") return byClass;
   return named ?? "Error";
 }
 
+/** Whether `value` is an `Error`; a Proxy whose prototype cannot be read is not one. */
+function isError(value: unknown): boolean {
+  try {
+    return value instanceof Error;
+  } catch {
+    return false;
+  }
+}
+
 /** A field value a logger may see: primitives as they are, errors sanitized, anything else omitted. */
 function sanitizeField(key: string, value: unknown): unknown {
-  if (key === "error" || value instanceof Error) return sanitizeError(value);
+  if (key === "error" || isError(value)) return sanitizeError(value);
   if (value === null || value === undefined) return value;
   const type = typeof value;
   if (type === "string" || type === "number" || type === "boolean") return value;
@@ -103,7 +119,9 @@ function sanitizeField(key: string, value: unknown): unknown {
 
 /**
  * The logger the middleware uses: the host's (default `console.warn`) behind the sanitizing
- * wrapper, so no call site can hand it a raw error.
+ * wrapper, so no call site can hand it a raw error. Its `warn` never throws: warnings are written
+ * from catch blocks that are deciding a refusal, and a logger that throws (the host's own) must
+ * not turn that refusal into a failed run, so its error is dropped.
  */
 export function resolveLogger(logger: GuardrailLogger | undefined): GuardrailLogger {
   const target = logger ?? consoleLogger;
@@ -111,7 +129,11 @@ export function resolveLogger(logger: GuardrailLogger | undefined): GuardrailLog
     warn: (message, fields) => {
       const safe: Record<string, unknown> = {};
       for (const [key, value] of Object.entries(fields)) safe[key] = sanitizeField(key, value);
-      target.warn(message, safe);
+      try {
+        target.warn(message, safe);
+      } catch {
+        // Dropped: the host's logger failed, and there is no other channel it asked for.
+      }
     },
   };
 }

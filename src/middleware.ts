@@ -12,6 +12,7 @@ import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, typ
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
+import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
@@ -19,6 +20,7 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
+import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -205,6 +207,13 @@ export function createDocumentGuardrails(
           "non-extensible tool cannot be), so they cannot seal its calls; build it with tool() and do not freeze it",
       );
     }
+    const artifacts = returnsArtifacts(tool);
+    if (artifacts && policies.get(name)?.kind === "mutation") {
+      throw new ConfigurationError(
+        `tools.${name}: a mutation's result is replayed from the store as text, so the artifact of responseFormat "content_and_artifact" would be lost on replay; ` +
+          "return what the model needs in the content and drop responseFormat, or register the tool as another kind",
+      );
+    }
     guardTool(tool);
     sealable.add(tool);
   };
@@ -214,10 +223,12 @@ export function createDocumentGuardrails(
 
     // 1: admission before every model call, without adding a graph node.
     wrapModelCall: async (request, handler) => {
+      const governed = markGoverned(request, "createDocumentGuardrails"); // one guardrails middleware per agent
       await gate.admit(request.runtime.context, request.state.messages);
       coverage.observe(request.tools);
       for (const tool of request.tools) checkSealable(tool);
-      return handler(request);
+      checkApprovalsCanPause(guardrails, request.runtime.configurable);
+      return handler(governed);
     },
 
     // The decision table of docs/architecture.md, one stage a line; the first refusal wins.
@@ -238,7 +249,7 @@ export function createDocumentGuardrails(
           (await parse(call)) ?? // 4: invalid_arguments
           checkScope(call, policy?.scope) ?? // 5: out_of_scope
           (await authorizeCall(call, asked)) ?? // 6: unauthorized
-          (await guard(call, asked)); // 7: the guardrails' codes, approval_rejected
+          (await guard(call, asked, policy?.scope)); // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again
         if (refused !== undefined) return refused;
         const attempts = policy ?? unreachable();
         if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8
@@ -279,6 +290,11 @@ function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | und
       cause: error,
     });
   }
+}
+
+/** A tool whose results carry an artifact beside their content (LangChain's `responseFormat`). */
+function returnsArtifacts(tool: object): boolean {
+  return (tool as { responseFormat?: unknown }).responseFormat === "content_and_artifact";
 }
 
 function unreachable(): never {

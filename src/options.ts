@@ -2,10 +2,10 @@
  * Option schemas both middleware share (`createDocumentGuardrails`, `createToolGuardrails`), and
  * the one way they ask `authorize`.
  */
-import { isGraphBubbleUp } from "@langchain/langgraph";
 import { z } from "zod";
 import type { GuardrailStore } from "./contracts.js";
 import type { Guardrail } from "./guardrails/port.js";
+import { bubblesUp } from "./interrupts.js";
 import { isLogger, type GuardrailLogger } from "./logger.js";
 
 export const isFunction = (value: unknown): boolean => typeof value === "function";
@@ -64,7 +64,7 @@ export async function isAuthorized(
     const answer: unknown = await ask(structuredClone(call.args));
     return answer === true;
   } catch (error) {
-    if (isGraphBubbleUp(error)) throw error;
+    if (bubblesUp(error)) throw error;
     logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
     return false;
   }

@@ -15,6 +15,7 @@ import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
+import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { appliesTo, type Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
@@ -23,6 +24,7 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
+import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { adoptTool, authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -120,10 +122,12 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   const middleware = createMiddleware({
     name: "ToolGuardrails",
     wrapModelCall: (request, handler) => {
+      const governed = markGoverned(request, "createToolGuardrails"); // one guardrails middleware per agent
       coverage.observe(request.tools);
+      checkApprovalsCanPause(guardrails, request.runtime.configurable);
       // A listed tool's body is guarded before the model can call anything (src/execution/seal.ts).
       for (const tool of request.tools) if (registered.has((tool as { name?: unknown }).name as string) && isSealable(tool)) guardTool(tool);
-      return handler(request);
+      return handler(governed);
     },
     wrapToolCall: async (request, handler) => {
       request.runtime.signal?.throwIfAborted();

@@ -52,6 +52,11 @@ export function replayMessage(call: { readonly id: string; readonly name: string
   return new ToolMessage({ content: result.content, status: result.status, tool_call_id: call.id, name: call.name });
 }
 
+/** Whether a tool result carries an artifact beside its content, which a text replay would drop. */
+export function hasArtifact(result: ToolResult): boolean {
+  return ToolMessage.isInstance(result) && result.artifact !== undefined;
+}
+
 /** The text and status of a tool result, or undefined when it is not a text `ToolMessage`. */
 export function resultText(result: ToolResult): MutationResult | undefined {
   if (!ToolMessage.isInstance(result)) return undefined;

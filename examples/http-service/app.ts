@@ -3,10 +3,13 @@
  *
  * - `POST /turns` (headers `X-User`, `Idempotency-Key`; body `{ noteId, message }`) admits the
  *   user's message as a turn and runs it: 200 with the answer, or 202 with the approval requests
- *   the run waits on. The idempotency key is the turn id: send the same request again after a
- *   lost answer and the turn runs again with no second write.
- * - `POST /approvals/:id` (body `{ decision: "approve" }`, `{ decision: "reject", message? }` or
- *   `{ decision: "edit", args }`) resumes the paused run: 200, or 202 if it pauses again.
+ *   the run waits on. The idempotency key is the user's: the turn id is `user/key`, so the same
+ *   key from two users is two turns. Send the same request again after a lost answer and the turn
+ *   runs again with no second write.
+ * - `POST /approvals/:id` (header `X-User`; body `{ decision: "approve" }`,
+ *   `{ decision: "reject", message? }` or `{ decision: "edit", args }`) resumes the paused run: 200,
+ *   or 202 if it pauses again. Only the turn's own user, or an approver (`approvers`), may answer:
+ *   anyone else gets 403 and nothing is decided.
  *
  * `X-User` stands for whatever authentication the service has; it becomes the turn's `principal`.
  */
@@ -27,11 +30,27 @@ import {
 } from "arkah-agent-guardrails";
 import type { Service } from "./agent.js";
 
+/** A user name: no `/`, so `user/key` names one user's key. */
+const UserSchema = z.string().regex(/^[\w.-]{1,64}$/, "a user name");
 const TurnRequestSchema = z.strictObject({ noteId: z.string().min(1).max(200), message: z.string().min(1).max(4000) });
 const HeaderSchema = z.strictObject({
-  user: z.string().regex(/^[\w.-]{1,64}$/, "a user name"),
+  user: UserSchema,
   idempotencyKey: z.string().regex(/^[\w.:-]{8,128}$/, "8 to 128 letters, digits, '.', ':', '_' or '-'"),
 });
+const ApprovalHeaderSchema = z.strictObject({ user: UserSchema });
+const ApprovalIdSchema = z.string().regex(/^[0-9a-f]{64}$/, "an approval id");
+
+/** Who may answer approvals besides a turn's own user. */
+export interface AppOptions {
+  /** The approver role: these users may decide any turn's approvals. Default: nobody. */
+  readonly approvers?: readonly string[];
+}
+const AppOptionsSchema = z.strictObject({ approvers: z.array(UserSchema).optional() });
+
+/** Only the turn's principal, or an approver, may decide its approvals. */
+export function mayDecide(user: string, turn: TurnInput, approvers: ReadonlySet<string>): boolean {
+  return turn.principal === user || approvers.has(user);
+}
 
 /** A tool call's outcome as the client sees it: never the tool's result text. */
 interface CallOutcome {
@@ -70,6 +89,10 @@ function answer(c: Context, turnId: string, result: RunResult) {
   return c.json({ status: "completed", turnId, answer: result.messages.at(-1)?.text ?? "", calls: outcomes(result.messages) }, 200);
 }
 
+function invalid(c: Context, issues: readonly z.core.$ZodIssue[]) {
+  return c.json({ error: "invalid_request", issues: issues.map(({ path, message }) => ({ path: path.join("."), message })) }, 400);
+}
+
 /** A failed run as a typed error: admission and approval errors by code, anything else opaque. */
 function failure(c: Context, error: unknown) {
   const admission = AdmissionError.find(error);
@@ -81,20 +104,19 @@ function failure(c: Context, error: unknown) {
   return c.json({ error: "internal" }, 500);
 }
 
-export function createApp(service: Service): Hono {
+export function createApp(service: Service, options: AppOptions = {}): Hono {
   const { agent, notes, store } = service;
+  const approvers = new Set(AppOptionsSchema.parse(options).approvers ?? []);
   const app = new Hono();
 
   app.post("/turns", async (c) => {
     const headers = HeaderSchema.safeParse({ user: c.req.header("x-user"), idempotencyKey: c.req.header("idempotency-key") });
     const body = TurnRequestSchema.safeParse(await c.req.json().catch(() => undefined));
-    if (!headers.success || !body.success) {
-      const issues = [...(headers.error?.issues ?? []), ...(body.error?.issues ?? [])];
-      return c.json({ error: "invalid_request", issues: issues.map(({ path, message }) => ({ path: path.join("."), message })) }, 400);
-    }
+    if (!headers.success || !body.success) return invalid(c, [...(headers.error?.issues ?? []), ...(body.error?.issues ?? [])]);
     const turn: TurnInput = {
       scopeId: body.data.noteId,
-      turnId: headers.data.idempotencyKey,
+      // The key is the user's own: another user's same key is another turn, never this one.
+      turnId: `${headers.data.user}/${headers.data.idempotencyKey}`,
       policyVersion: "2026-12",
       principal: headers.data.user,
       segments: [{ label: "user", content: body.data.message }],
@@ -124,12 +146,15 @@ export function createApp(service: Service): Hono {
   });
 
   app.post("/approvals/:id", async (c) => {
+    const headers = ApprovalHeaderSchema.safeParse({ user: c.req.header("x-user") });
     const decision = ApprovalDecisionSchema.safeParse(await c.req.json().catch(() => undefined));
-    if (!decision.success) return c.json({ error: "invalid_request", issues: decision.error.issues.map(({ path, message }) => ({ path: path.join("."), message })) }, 400);
-    const approvalId = c.req.param("id");
-    const record = /^[0-9a-f]{64}$/.test(approvalId) ? await store.getApproval(approvalId) : undefined;
+    if (!headers.success || !decision.success) return invalid(c, [...(headers.error?.issues ?? []), ...(decision.error?.issues ?? [])]);
+    const approvalId = ApprovalIdSchema.safeParse(c.req.param("id")).data;
+    const record = approvalId === undefined ? undefined : await store.getApproval(approvalId);
     const turn = record === undefined ? undefined : notes.turn(record.turnKey);
-    if (record === undefined || turn === undefined) return c.json({ error: "unknown_approval" }, 404);
+    if (approvalId === undefined || record === undefined || turn === undefined) return c.json({ error: "unknown_approval" }, 404);
+    // Before anything about the request is told or resumed: another user's answer decides nothing.
+    if (!mayDecide(headers.data.user, turn.input, approvers)) return c.json({ error: "forbidden" }, 403);
     const waiting = (await pendingOn(service, turn.threadId)).find((pending) => pending.request.approvalId === approvalId);
     if (waiting?.id === undefined) return c.json({ error: "not_waiting", approvalStatus: record.status }, 409);
     try {

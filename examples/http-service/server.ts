@@ -5,6 +5,8 @@
  *             started on the same directory carries on where the last one stopped
  *   PORT      default 3000; 0 takes a free port
  *   HOST      default 127.0.0.1
+ *   APPROVERS comma-separated users who may decide any turn's approvals (default: none; a turn's
+ *             own user always may)
  *   OPENAI_API_KEY / ANTHROPIC_API_KEY  use that provider instead of the offline model
  *
  * Prints `listening on http://HOST:PORT` once it accepts requests.
@@ -18,10 +20,11 @@ import { createApp } from "./app.js";
 const dataDir = resolve(process.env.DATA_DIR ?? ".http-service-data");
 const port = Number(process.env.PORT ?? "3000");
 const hostname = process.env.HOST ?? "127.0.0.1";
+const approvers = (process.env.APPROVERS ?? "").split(",").filter((user) => user !== "");
 mkdirSync(dataDir, { recursive: true });
 
 const service = await buildService(dataDir, process.env);
-const server = serve({ fetch: createApp(service).fetch, port, hostname }, (info) => {
+const server = serve({ fetch: createApp(service, { approvers }).fetch, port, hostname }, (info) => {
   console.log(`listening on http://${hostname}:${String(info.port)}`);
 });
 

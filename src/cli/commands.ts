@@ -533,8 +533,10 @@ export async function decide(store: GuardrailStore, options: DecideOptions, sink
   } else {
     lines.push(
       `  now:          edited: when its run resumes, the call runs with ${argsText(decision.args)}`,
-      "                those arguments are checked again first (the tool's schema, every guardrail,",
-      "                authorize); if they fail, the run fails with ApprovalError edit_rejected",
+      "                only the JSON shape was checked here: the full check (the tool's schema, its",
+      "                scope, authorize, every guardrail) happens when the run resumes; if it fails,",
+      "                the call is refused with that check's code, nothing runs, and the request is",
+      "                closed (it stays edited and is never carried out)",
     );
   }
   lines.push(

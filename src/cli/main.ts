@@ -24,6 +24,7 @@ import {
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
+import { DEFAULT_SCHEMA } from "../stores/postgres/schema-name.js";
 import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 
 export interface CliIo extends OutputSink {
@@ -88,7 +89,7 @@ const STORE_HELP = `Store (exactly one):
   --sqlite PATH        an existing SQLite store file (the CLI never creates one)
   --postgres URL       postgres://USER@HOST:PORT/DATABASE; put the password in PGPASSWORD or
                        ~/.pgpass rather than in the URL (a password is never printed)
-  --schema NAME        with --postgres: the store's schema (default: the store's default)`;
+  --schema NAME        with --postgres: the store's schema (default: ${DEFAULT_SCHEMA})`;
 
 const EXIT_HELP = `Exit codes:
   0  ok
@@ -201,9 +202,11 @@ when it resumes, whatever the resume value says. A request that is not pending i
   --approve          the call runs with the arguments shown
   --reject           the call does not run; the model gets approval_rejected
   --message TEXT     with --reject: shown to the model as reviewerMessage
-  --edit-file FILE   the call runs with the arguments in FILE instead: a JSON object (UTF-8),
-                     checked again by the tool's schema, every guardrail and authorize when the
-                     run resumes (if they fail, the run fails with ApprovalError edit_rejected)
+  --edit-file FILE   the call runs with the arguments in FILE instead: a JSON object (UTF-8).
+                     Only its JSON shape is checked here; the full check (the tool's schema, its
+                     scope, authorize, every guardrail) happens when the run resumes: if it
+                     fails, the call is refused with that check's code, nothing runs, and the
+                     request is closed (it stays edited and is never carried out)
   --operator-ref REF your ticket or incident reference, recorded with the decision and in the
                      audit trail
 

@@ -8,6 +8,8 @@ import { dirname, resolve } from "node:path";
 import type { GuardrailStore } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
 import type { PostgresGuardrailStore } from "../stores/postgres/index.js";
+// Not the adapter: this module loads no driver, so `--schema` is checked before `pg` is loaded.
+import { DEFAULT_SCHEMA, isReservedSchemaName, SCHEMA_NAME } from "../stores/postgres/schema-name.js";
 import type { SqliteGuardrailStore } from "../stores/sqlite/index.js";
 import { CliError, EXIT, shellWord, type SuggestedStore } from "./commands.js";
 
@@ -232,19 +234,14 @@ function postgresFailure(error: unknown, url: URL): string {
   }
 }
 
-/** The adapter's default schema, when `--schema` is not given. */
-const DEFAULT_SCHEMA = "arkah_guardrails";
-
-/** The names the adapter accepts (it quotes them anyway); checked here so a typo is a usage error. */
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-
 async function openPostgres(
   target: Extract<StoreTarget, { kind: "postgres" }>,
   options: OpenStoreOptions,
 ): Promise<OpenedStore> {
   const url = parsePostgresUrl(target.url);
   const schema = target.schema ?? DEFAULT_SCHEMA;
-  if (!SCHEMA_NAME.test(schema) || schema.toLowerCase().startsWith("pg_")) {
+  // The names the adapter accepts, checked here so a typo is a usage error.
+  if (!SCHEMA_NAME.test(schema) || isReservedSchemaName(schema)) {
     throw new CliError(EXIT.usage, `--schema: "${schema}" is not a schema name the store accepts (letters, digits and _, not starting with pg_)`);
   }
   const where = describeUrl(url);
@@ -274,9 +271,11 @@ async function openPostgres(
   }
   let store: PostgresGuardrailStore;
   try {
+    // migrate: false: the CLI never changes the schema (an operator's newer CLI does not upgrade
+    // the workers' schema); one at another version is refused with both versions named.
     store = await adapter.PostgresGuardrailStore.open(
       { pool },
-      { schema, ...(options.now === undefined ? {} : { now: options.now }) },
+      { schema, migrate: false, ...(options.now === undefined ? {} : { now: options.now }) },
     );
   } catch (error) {
     return fail(error instanceof Error ? error.message : String(error), error);

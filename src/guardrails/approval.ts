@@ -8,6 +8,10 @@ import { z } from "zod";
 import type { JsonValue } from "../contracts.js";
 import { ConfigurationError } from "../errors.js";
 import type { Guardrail } from "./port.js";
+import { hasCheckpointer, missingCheckpointer } from "./resume.js";
+
+/** Marks the guardrails `requireApproval` builds: an agent they check must be able to pause. */
+const APPROVAL_GUARDRAIL = Symbol.for("arkah-agent-guardrails.approval-guardrail");
 
 /** `requireApproval`'s options. */
 export interface RequireApprovalOptions {
@@ -32,7 +36,8 @@ export function requireApproval(options: RequireApprovalOptions): Guardrail {
     throw new ConfigurationError(`invalid requireApproval options: ${z.prettifyError(parsed.error)}`);
   }
   const { tools, describe, name = "approval" } = parsed.data;
-  return {
+  const guardrail: Guardrail & { readonly [APPROVAL_GUARDRAIL]: true } = {
+    [APPROVAL_GUARDRAIL]: true,
     name,
     placements: ["tool-args"],
     tools,
@@ -43,4 +48,19 @@ export function requireApproval(options: RequireApprovalOptions): Guardrail {
       reason: describe?.({ name: toolCall.name, args: toolCall.args }) ?? `Approve ${toolCall.name}?`,
     }),
   };
+  return guardrail;
+}
+
+/**
+ * At a model call: a `requireApproval` guardrail in an agent without a checkpointer fails the run
+ * with a `ConfigurationError` naming the fix, before any call could ask. (Any other guardrail
+ * that answers `approve` is stopped the same way before its request is stored.)
+ */
+export function checkApprovalsCanPause(
+  guardrails: readonly Guardrail[],
+  configurable: Readonly<Record<string, unknown>> | undefined,
+): void {
+  if (hasCheckpointer(configurable)) return;
+  const asking = guardrails.find((guardrail) => APPROVAL_GUARDRAIL in guardrail);
+  if (asking !== undefined) throw missingCheckpointer(`requireApproval (guardrail "${asking.name}")`);
 }

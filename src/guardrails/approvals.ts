@@ -5,12 +5,14 @@
  * the call id, the argument digest and the execution's ordinal, and running the call again asks
  * again. A mutation's replay is not an execution: the claim replays it without a new approval.
  *
- * Resume values: the person answers by resuming the run. A malformed answer is reported in a new
- * interrupt for the same request, which stays answerable. When other calls of the same model step
- * also asked, an answer must name its `approvalId`: an unkeyed one, which LangGraph would hand to
- * every pending request, approves none.
+ * Resume values: the person answers by resuming the run. Each value is judged once, the first
+ * time the call meets it (src/guardrails/resume.ts): a value LangGraph replays to a re-run task is
+ * never judged again, so a refused one cannot come back as a decision. A value that is not a
+ * decision, names another request, or is unkeyed while another request of the call or its step
+ * exists, is refused; so is an edit whose arguments fail the checks a model's call passes. A
+ * refused answer is audited (`answer_refused`) and reported in a new interrupt for the same
+ * request, which stays answerable: nothing is decided before the answer is accepted.
  */
-import { interrupt } from "@langchain/langgraph";
 import { z } from "zod";
 import {
   ApprovalDecisionResultSchema,
@@ -19,11 +21,13 @@ import {
   JsonValueSchema,
   type ApprovalDecision,
   type ApprovalRecord,
+  type JsonValue,
 } from "../contracts.js";
 import { digest } from "../digest.js";
 import { parseStoreValue } from "../stores/validate.js";
 import type { ApprovalRequest } from "./port.js";
-import type { CheckedCall, GuardrailEnvironment } from "./evaluate.js";
+import type { CheckedCall, EditCheck, GuardrailEnvironment } from "./evaluate.js";
+import { askOnce, missingCheckpointer } from "./resume.js";
 
 const ApprovalRecordListSchema = z.array(ApprovalRecordSchema);
 
@@ -56,9 +60,19 @@ export interface ApprovalHandle {
   apply(): Promise<boolean>;
 }
 
-/** The person's decision for this execution: approve/edit with its handle, reject, or expired. */
+/** Checks an approver's edited arguments as a new call, before the edit is recorded. */
+export type EditChecker = (args: Readonly<Record<string, JsonValue>>) => Promise<EditCheck>;
+
+/**
+ * The person's decision for this execution: approve/edit with its handle, reject, or expired.
+ * `checked`: an edit this execution checked before recording it (the recorded decision is it).
+ */
 export type ApprovalOutcome =
-  | { readonly decision: Extract<ApprovalDecision, { decision: "approve" | "edit" }>; readonly handle: ApprovalHandle }
+  | {
+      readonly decision: Extract<ApprovalDecision, { decision: "approve" | "edit" }>;
+      readonly handle: ApprovalHandle;
+      readonly checked?: CheckedCall;
+    }
   | { readonly decision: Extract<ApprovalDecision, { decision: "reject" }> }
   | { readonly expired: true };
 
@@ -89,14 +103,16 @@ export async function approvalFor(
   env: GuardrailEnvironment,
   ask: ApprovalAsk,
   call: CheckedCall,
-  options: { readonly from: number; readonly reuseApplied: boolean },
+  options: { readonly from: number; readonly reuseApplied: boolean; readonly checkEdit: EditChecker },
 ): Promise<ApprovalOutcome> {
+  // Checked before a request is stored: LangGraph cannot pause a run without a checkpointer.
+  if (!env.checkpointed) throw missingCheckpointer(`guardrail "${ask.guardrails.join('", "')}"`);
   const { store } = env;
   if (store === undefined) {
     // Without a store there is nothing to consume: one decision per task execution.
     const id = approvalId(env.turn.turnKey, call, options.from);
-    const decision = await answer(env, request(ask, call, id), false);
-    return withHandle(decision, { approvalId: id, execution: options.from, used: false, apply: () => Promise.resolve(true) });
+    const { decision, checked } = await answer(env, call, request(ask, call, id), false, options.checkEdit);
+    return withHandle(decision, { approvalId: id, execution: options.from, used: false, apply: () => Promise.resolve(true) }, checked);
   }
   for (let execution = options.from; ; execution++) {
     const id = approvalId(env.turn.turnKey, call, execution);
@@ -126,19 +142,21 @@ export async function approvalFor(
       const nextAnswer = await store.getApproval(nextId);
       const next = nextAnswer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, nextAnswer, "getApproval answer");
       if (next === undefined && options.reuseApplied) {
-        return withHandle(record.decision ?? { decision: "approve" }, { approvalId: id, execution, used: true, apply });
+        return withHandle(record.decision ?? { decision: "approve" }, { approvalId: id, execution, used: true, apply }, undefined);
       }
       continue;
     }
     if (record.status === "expired") return { expired: true };
-    const decided = record.status === "pending" ? await decide(env, record, request(ask, call, id)) : record;
+    const { record: decided, checked } =
+      record.status === "pending" ? await decide(env, call, record, request(ask, call, id), options.checkEdit) : { record, checked: undefined };
     if (decided.status === "expired") return { expired: true };
-    return withHandle(decided.decision ?? { decision: "reject" }, { approvalId: id, execution, used: false, apply });
+    return withHandle(decided.decision ?? { decision: "reject" }, { approvalId: id, execution, used: false, apply }, checked);
   }
 }
 
-function withHandle(decision: ApprovalDecision, handle: ApprovalHandle): ApprovalOutcome {
-  return decision.decision === "reject" ? { decision } : { decision, handle };
+function withHandle(decision: ApprovalDecision, handle: ApprovalHandle, checked: CheckedCall | undefined): ApprovalOutcome {
+  if (decision.decision === "reject") return { decision };
+  return checked === undefined || decision.decision !== "edit" ? { decision, handle } : { decision, handle, checked };
 }
 
 function request(ask: ApprovalAsk, call: CheckedCall, id: string): ApprovalRequest {
@@ -154,11 +172,20 @@ function request(ask: ApprovalAsk, call: CheckedCall, id: string): ApprovalReque
   };
 }
 
-/** Pauses for the person's answer and records it; the first recorded decision wins. */
-async function decide(env: GuardrailEnvironment, pending: ApprovalRecord, asked: ApprovalRequest): Promise<ApprovalRecord> {
+/**
+ * Pauses for the person's answer and records it once accepted; the first recorded decision wins.
+ * `checked` is the accepted edit, when the recorded decision is it.
+ */
+async function decide(
+  env: GuardrailEnvironment,
+  call: CheckedCall,
+  pending: ApprovalRecord,
+  asked: ApprovalRequest,
+  checkEdit: EditChecker,
+): Promise<{ readonly record: ApprovalRecord; readonly checked: CheckedCall | undefined }> {
   const store = env.store;
   if (store === undefined) throw new Error("unreachable: decide needs a store");
-  const decision = await answer(env, asked, true);
+  const { decision, checked } = await answer(env, call, asked, true, checkEdit);
   const result = parseStoreValue(
     ApprovalDecisionResultSchema,
     await store.decideApproval({ approvalId: asked.approvalId, decision, decidedAt: new Date().toISOString() }),
@@ -174,43 +201,123 @@ async function decide(env: GuardrailEnvironment, pending: ApprovalRecord, asked:
       answered: decision.decision,
     });
   }
-  return record;
+  return { record, checked: result.decided ? checked : undefined };
+}
+
+/** An accepted answer: the decision, and for an edit the call its arguments make. */
+interface Accepted {
+  readonly decision: ApprovalDecision;
+  readonly checked: CheckedCall | undefined;
 }
 
 /**
- * The person's answer to `asked`, from the resume value. A value that is not a decision, names
- * another request, or is unkeyed while other calls of the step are waiting too, is reported in a
- * new interrupt for the same request: nothing is decided and the request stays answerable.
+ * The person's answer to `asked`, from the resume values the call has not met before (a value an
+ * earlier execution was handed was judged then: it is skipped, never judged again). A refused
+ * answer is audited and reported in a new interrupt for the same request: nothing is decided and
+ * the request stays answerable.
  */
-async function answer(env: GuardrailEnvironment, asked: ApprovalRequest, keyed: boolean): Promise<ApprovalDecision> {
+async function answer(
+  env: GuardrailEnvironment,
+  call: CheckedCall,
+  asked: ApprovalRequest,
+  keyed: boolean,
+  checkEdit: EditChecker,
+): Promise<Accepted> {
   let problem: string | undefined;
   for (;;) {
-    const value: unknown = interrupt(problem === undefined ? asked : { ...asked, problem });
-    const parsed = ApprovalAnswerSchema.safeParse(value);
-    if (!parsed.success) {
-      problem =
-        'the answer was not a decision: resume with { decision: "approve" }, { decision: "reject", message? } ' +
-        'or { decision: "edit", args }, optionally with this request\'s approvalId';
-    } else if (parsed.data.approvalId !== undefined && parsed.data.approvalId !== asked.approvalId) {
-      problem = "the answer named another approval request: resume this one with its own approvalId";
-    } else if (parsed.data.approvalId === undefined && keyed && (await othersAsked(env, asked))) {
-      // LangGraph hands a task its resume values by position, and an unkeyed scalar to every
-      // pending request: with another request for this call or its step, the value may be meant
-      // for that one (asked before the call ran again, or its tool or arguments changed).
-      problem =
-        "another approval request exists for this call or another call of its step, so an answer without approvalId " +
-        "decides none: answer each request with its approvalId, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })";
-    } else {
-      const { approvalId: _named, ...decision } = parsed.data;
-      return decision;
-    }
+    const resumed = askOnce(problem === undefined ? asked : { ...asked, problem });
+    if (!resumed.fresh && !resumed.repeated) continue;
+    const judged = resumed.fresh ? await judge(env, asked, keyed, resumed.value, checkEdit) : REPEATED;
+    if ("decision" in judged) return judged;
+    problem = judged.problem;
     env.logger.warn("an approval answer was not accepted; the request stays pending", {
       approvalId: asked.approvalId,
       toolName: asked.tool,
       toolCallId: asked.toolCallId,
-      problem,
+      // An edit's problem may quote what its checks said about argument values: only its code is logged.
+      ...(judged.edit ? { code: judged.code } : { problem }),
+    });
+    await env.audit.record({
+      decision: "approval",
+      action: "answer_refused",
+      code: judged.code,
+      approvalId: asked.approvalId,
+      turnKey: env.turn.turnKey,
+      scopeId: env.scopeId,
+      toolCallId: asked.toolCallId,
+      toolName: asked.tool,
+      toolFingerprint: call.toolFingerprint,
+      argsDigest: asked.argsDigest,
     });
   }
+}
+
+/** A run resumed without a new answer: LangGraph handed the task its last unkeyed value again. */
+const REPEATED: Refused = {
+  code: "repeated_answer",
+  edit: false,
+  problem:
+    "the run was resumed without a new answer (the last one was handed in again, and it was judged already): " +
+    "answer this request, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })",
+};
+
+/** Why an answer was not accepted: a code for the audit trail, a problem for the person. */
+interface Refused {
+  readonly code: string;
+  readonly problem: string;
+  /** An edit that failed a check of its arguments. */
+  readonly edit: boolean;
+}
+
+/**
+ * Judges one new resume value: a decision, for this request (named, or the only one that could
+ * be meant), and for an edit, arguments that pass every check a model's call passes.
+ */
+async function judge(
+  env: GuardrailEnvironment,
+  asked: ApprovalRequest,
+  keyed: boolean,
+  value: unknown,
+  checkEdit: EditChecker,
+): Promise<Accepted | Refused> {
+  const parsed = ApprovalAnswerSchema.safeParse(value);
+  if (!parsed.success) {
+    return {
+      code: "not_a_decision",
+      edit: false,
+      problem:
+        'the answer was not a decision: resume with { decision: "approve" }, { decision: "reject", message? } ' +
+        'or { decision: "edit", args }, optionally with this request\'s approvalId',
+    };
+  }
+  if (parsed.data.approvalId !== undefined && parsed.data.approvalId !== asked.approvalId) {
+    return { code: "other_request", edit: false, problem: "the answer named another approval request: resume this one with its own approvalId" };
+  }
+  if (parsed.data.approvalId === undefined && keyed && (await othersAsked(env, asked))) {
+    // LangGraph hands an unkeyed scalar to every pending request: with another request for this
+    // call or its step, the value may be meant for that one (asked before the call ran again, or
+    // its tool or arguments changed).
+    return {
+      code: "unkeyed_answer",
+      edit: false,
+      problem:
+        "another approval request exists for this call or another call of its step, so an answer without approvalId " +
+        "decides none: answer each request with its approvalId, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })",
+    };
+  }
+  const { approvalId: _named, ...decision } = parsed.data;
+  if (decision.decision !== "edit") return { decision, checked: undefined };
+  // An edit is a new call: checked like a model's call before anything is recorded.
+  const check = await checkEdit(decision.args);
+  if ("refused" in check) {
+    const { code, reason } = check.refused;
+    return {
+      code,
+      edit: true,
+      problem: `the edited arguments were refused (${code}): ${reason}; nothing ran. Answer again: approve the call as asked, reject it, or edit it with other arguments`,
+    };
+  }
+  return { decision, checked: check.pass };
 }
 
 /** Whether this turn holds another approval request for this call id or another call of its step. */

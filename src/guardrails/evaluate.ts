@@ -17,11 +17,11 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { ApprovalError, StoreContractError } from "../errors.js";
+import { StoreContractError } from "../errors.js";
 import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
-import { denialMessage, refusal } from "../tool-messages.js";
+import { denialMessage, refusal, refusalMessage } from "../tool-messages.js";
 import { approvalFor, type ApprovalAsk, type ApprovalHandle } from "./approvals.js";
 import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
 import { declaredSchema, SCHEMA_GUARDRAIL, zodSchemaOf } from "./schema.js";
@@ -60,6 +60,8 @@ export interface GuardrailEnvironment {
   readonly siblings: readonly string[];
   /** A mutation may go on with an approval an earlier execution applied: its claim replays it. */
   readonly reuseApplied: boolean;
+  /** The graph has a checkpointer, so a call can pause for a person. */
+  readonly checkpointed: boolean;
 }
 
 /** An approval that let the call through, and how to ask again for a new execution. */
@@ -73,8 +75,11 @@ export interface Approved {
 export type Evaluation =
   /** Run the call, with these arguments (a person may have edited them). */
   | { readonly pass: CheckedCall; readonly approval?: Approved }
-  /** Refused: the model gets `refusal`; the audit records `code` and the deciding `guardrail`. */
-  | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string };
+  /**
+   * Refused: the model gets `refusal`; the audit records `code`, the deciding `guardrail`, and the
+   * approval request whose recorded edit failed its checks, if that is why.
+   */
+  | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string; readonly approvalId?: string };
 
 /** Stands in for a missing tool (the pipeline checks the tool is there before the guardrails run). */
 const NO_TOOL = Object.freeze({});
@@ -99,11 +104,26 @@ export function checkedCall(
   };
 }
 
-/** How the pipeline re-checks arguments a person edited: the tool's parse, then `authorize`. */
+/**
+ * How the pipeline checks arguments a person edited, as it checks a model's call, in the same
+ * order: the tool's parse, the tool's scope, `authorize` (the guardrails follow, here).
+ */
 export interface EditChecks {
   readonly parse: (raw: Readonly<Record<string, JsonValue>>) => Promise<ParsedArguments>;
+  /** Whether the parsed arguments touch the turn's document (true when the tool declares no scope). */
+  readonly inScope: (args: Readonly<Record<string, JsonValue>>) => boolean;
   readonly authorize: (call: CheckedCall) => Promise<boolean>;
 }
+
+/** Edited arguments that failed a check: the stage's refusal code, the guardrail that denied them, and why, for the person. */
+export interface EditRefusal {
+  readonly code: string;
+  readonly guardrail: string | undefined;
+  readonly reason: string;
+}
+
+/** What the checks said about edited arguments: the call they make, or why they were refused. */
+export type EditCheck = { readonly pass: CheckedCall } | { readonly refused: EditRefusal };
 
 /** Runs the guardrails that apply to `call`, in order, with approvals. */
 export async function evaluateGuardrails(env: GuardrailEnvironment, call: CheckedCall, edits: EditChecks): Promise<Evaluation> {
@@ -134,7 +154,11 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
 
 /** The person's decision for execution `from` of the call (or a later one), as an evaluation. */
 async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: CheckedCall, edits: EditChecks, from: number): Promise<Evaluation> {
-  const outcome = await approvalFor(env, ask, call, { from, reuseApplied: env.reuseApplied });
+  const outcome = await approvalFor(env, ask, call, {
+    from,
+    reuseApplied: env.reuseApplied,
+    checkEdit: (args) => checkEdit(env, call, args, edits),
+  });
   const guardrail = ask.guardrails.join(",");
   if ("expired" in outcome) return { refusal: refusal(call, "approval_expired"), code: "approval_expired", guardrail };
   if (!("handle" in outcome)) {
@@ -143,27 +167,45 @@ async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: Checke
     return { refusal: refusal(call, "approval_rejected", details), code: "approval_rejected", guardrail };
   }
   const { decision, handle } = outcome;
-  const pass = decision.decision === "edit" ? await checkEdit(env, call, decision.args, edits) : call;
-  return { pass, approval: { handle, renew: () => approve(env, ask, call, edits, handle.execution + 1) } };
+  const approval = { handle, renew: () => approve(env, ask, call, edits, handle.execution + 1) };
+  if (decision.decision !== "edit") return { pass: call, approval };
+  // An edit recorded without these checks (out of band, e.g. the CLI's `decide --edit-file`) is
+  // checked now; one that fails them closes the request: the call is refused with the stage's code.
+  const check = outcome.checked === undefined ? await checkEdit(env, call, decision.args, edits) : { pass: outcome.checked };
+  if ("pass" in check) return { pass: check.pass, approval };
+  const { code } = check.refused;
+  const { approvalId } = handle;
+  return { refusal: editRefused(call, approvalId, code), code, guardrail: check.refused.guardrail ?? guardrail, approvalId };
+}
+
+/** The model's answer for a call whose approver's edit failed its checks: it did not run, and it was not the model's arguments. */
+function editRefused(call: CheckedCall, approvalId: string, code: string): ToolMessage {
+  return refusalMessage(
+    call,
+    code,
+    "A reviewer approved this call with edited arguments that failed their checks, so it did not run. " +
+      "Do not retry it with those arguments; tell the user.",
+    { approvalId, editedByReviewer: true },
+  );
 }
 
 /**
- * Arguments a person typed go through every guardrail (approvals aside: the person just gave
- * one) and `authorize` again. A failure throws `ApprovalError`: telling the model its own
- * arguments were wrong would be false.
+ * Arguments a person typed make a new call, checked as a model's call is, in the same order: the
+ * tool's parse, its scope, `authorize`, then every guardrail (approvals aside: the person just gave
+ * one). The first check that fails refuses the edit with its stage's code.
  */
 async function checkEdit(
   env: GuardrailEnvironment,
   call: CheckedCall,
   args: Readonly<Record<string, JsonValue>>,
   edits: EditChecks,
-): Promise<CheckedCall> {
+): Promise<EditCheck> {
+  const refused = (code: string, reason: string, guardrail?: string): EditCheck => ({ refused: { code, reason, guardrail } });
   const parsed = await edits.parse(args);
   if (!parsed.ok) {
-    throw new ApprovalError(
-      "edit_rejected",
-      `the edited arguments for ${call.name} call ${call.id} do not match the tool's schema: ` +
-        parsed.issues.map((issue) => `#${issue.path}: ${issue.message}`).join("; "),
+    return refused(
+      "invalid_arguments",
+      "they do not match the tool's schema: " + parsed.issues.map((issue) => `#${issue.path}: ${issue.message}`).join("; "),
     );
   }
   const edited: CheckedCall = {
@@ -173,6 +215,8 @@ async function checkEdit(
     rawDigest: parsed.rawDigest,
     argsDigest: parsed.argsDigest,
   };
+  if (!edits.inScope(edited.args)) return refused("out_of_scope", "they touch a document outside this turn's scope");
+  if (!(await edits.authorize(edited))) return refused("unauthorized", "authorize does not allow them");
   for (const guardrail of env.guardrails) {
     if (!appliesTo(guardrail, call.name)) continue;
     if (edited.parsedByZod && SCHEMA_GUARDRAIL in guardrail) continue;
@@ -180,17 +224,11 @@ async function checkEdit(
     if (verdict.action === "allow" || verdict.action === "approve") continue;
     if (fresh) await auditVerdict(env, guardrail.name, edited, verdict);
     if (verdict.action === "deny") {
-      throw new ApprovalError(
-        "edit_rejected",
-        `the edited arguments for ${call.name} call ${call.id} were denied by guardrail "${guardrail.name}"` +
-          (verdict.reason === undefined ? "" : `: ${verdict.reason}`),
-      );
+      const reason = `guardrail "${guardrail.name}" denied them` + (verdict.reason === undefined ? "" : `: ${verdict.reason}`);
+      return refused(verdict.code ?? "guardrail_denied", reason, guardrail.name);
     }
   }
-  if (!(await edits.authorize(edited))) {
-    throw new ApprovalError("edit_rejected", `the edited arguments for ${call.name} call ${call.id} are not authorized`);
-  }
-  return edited;
+  return { pass: edited };
 }
 
 async function auditVerdict(env: GuardrailEnvironment, guardrail: string, call: CheckedCall, verdict: GuardrailVerdict) {

@@ -4,7 +4,6 @@
  * mutation is claimed first and its claim settled with what the seal saw really happened.
  */
 import type { ToolMessage } from "@langchain/core/messages";
-import { isGraphBubbleUp } from "@langchain/langgraph";
 import type { ToolCallHandler } from "langchain";
 import {
   MAX_READ_EVIDENCE,
@@ -21,10 +20,11 @@ import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError } from "../errors.js";
 import { Seal } from "../execution/seal.js";
+import { bubblesUp } from "../interrupts.js";
 import { mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
 import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
-import { refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import { hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
 
@@ -239,7 +239,7 @@ export async function runMutation(
   if ("error" in outcome) {
     await settleUnknown("mutation_unknown");
     const { error } = outcome;
-    if (isGraphBubbleUp(error) || call.signal?.aborted === true) throw error;
+    if (bubblesUp(error) || call.signal?.aborted === true) throw error;
     call.governance.logger.warn("mutation failed; its outcome is unknown", {
       code: "mutation_unknown",
       toolName: call.name,
@@ -250,7 +250,9 @@ export async function runMutation(
     return refusal(call, "mutation_unknown");
   }
   const text = resultText(outcome.result);
-  if (text === undefined) {
+  // A completed mutation is replayed as text: a result whose artifact a replay would drop is not
+  // settled complete. The body ran, so the claim is settled unknown (closed), never released.
+  if (text === undefined || hasArtifact(outcome.result)) {
     await settleUnknown("unsupported_result");
     return refusal(call, "unsupported_result");
   }
@@ -326,7 +328,7 @@ async function coversThisExecution(approval: Approved): Promise<boolean> {
 
 /** A tool that threw: interrupts and cancellations propagate, anything else is `tool_failed`. */
 async function toolFailed(call: GovernedCall, error: unknown): Promise<ToolMessage> {
-  if (isGraphBubbleUp(error) || call.signal?.aborted === true) throw error;
+  if (bubblesUp(error) || call.signal?.aborted === true) throw error;
   call.governance.logger.warn("tool failed", { code: "tool_failed", toolName: call.name, toolCallId: call.id, error });
   await call.record({ decision: "failed", code: "tool_failed" });
   return refusal(call.request.toolCall, "tool_failed");
@@ -340,7 +342,8 @@ async function brokenSeal(call: GovernedCall, violation: SealError["violation"])
   throw error;
 }
 
-/** The body's own text result, when it returned one. */
+/** The body's own text result, when it returned one (without an artifact a replay would drop). */
 function bodyText(returned: unknown): MutationResult | undefined {
-  return returned === undefined ? undefined : resultText(returned as ToolResult);
+  if (returned === undefined || hasArtifact(returned as ToolResult)) return undefined;
+  return resultText(returned as ToolResult);
 }

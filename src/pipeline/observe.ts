@@ -3,7 +3,8 @@
  * `observeCall`, and ends with what the pipeline recorded for it. Without a backend the call just
  * runs. A backend that throws is logged and ignored: telemetry never changes a decision.
  */
-import { isGraphBubbleUp, isGraphInterrupt } from "@langchain/langgraph";
+import { isGraphInterrupt } from "@langchain/langgraph";
+import { bubblesUp } from "../interrupts.js";
 import { sanitizeError } from "../logger.js";
 import type { TelemetryCallEnd, TelemetryCallObserver } from "../telemetry.js";
 import { resultText, type ToolResult } from "../tool-messages.js";
@@ -71,7 +72,7 @@ function ending(call: GovernedCall, settled: Settled, includeValues: boolean): T
     "error" in settled
       ? isApprovalWait(thrown)
         ? "approval_wait"
-        : (last?.decision ?? (isGraphBubbleUp(thrown) ? "interrupted" : "error"))
+        : (last?.decision ?? (bubblesUp(thrown) ? "interrupted" : "error"))
       : (last?.decision ?? "executed");
   const end: TelemetryCallEnd = {
     decision,
@@ -79,7 +80,7 @@ function ending(call: GovernedCall, settled: Settled, includeValues: boolean): T
     refusal: answered?.status === "error" && last?.code !== undefined ? last.code : undefined,
     guardrail: last?.guardrail,
     mutationKey: last?.mutationKey,
-    errorType: "error" in settled && !isGraphBubbleUp(thrown) ? sanitizeError(thrown).name : undefined,
+    errorType: "error" in settled && !bubblesUp(thrown) ? sanitizeError(thrown).name : undefined,
   };
   if (!includeValues) return end;
   const args = call.arguments?.args ?? call.request.toolCall.args;
@@ -88,11 +89,15 @@ function ending(call: GovernedCall, settled: Settled, includeValues: boolean): T
 
 /** A pause for a person: an interrupt carrying one of the guardrails' approval requests. */
 function isApprovalWait(error: unknown): boolean {
-  return (
-    isGraphInterrupt(error) &&
-    error.interrupts.some((pending) => {
-      const value: unknown = pending.value;
-      return typeof value === "object" && value !== null && (value as { type?: unknown }).type === "arkah.approval";
-    })
-  );
+  try {
+    return (
+      isGraphInterrupt(error) &&
+      error.interrupts.some((pending) => {
+        const value: unknown = pending.value;
+        return typeof value === "object" && value !== null && (value as { type?: unknown }).type === "arkah.approval";
+      })
+    );
+  } catch {
+    return false; // a thrown value whose getters throw is no interrupt
+  }
 }

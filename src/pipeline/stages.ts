@@ -3,10 +3,11 @@
  * Each answers `undefined` to go on, or the refusal the model gets (already recorded).
  */
 import type { ToolMessage } from "@langchain/core/messages";
-import type { ScopeOf, ToolKind } from "../contracts.js";
+import type { JsonValue, ScopeOf, ToolKind } from "../contracts.js";
 import { checkCall } from "../decision/plan.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
 import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
+import { hasCheckpointer } from "../guardrails/resume.js";
 import { argumentIssueDetails } from "../guardrails/schema.js";
 import { toolFingerprint } from "../keys.js";
 import { isAuthorized } from "../options.js";
@@ -76,10 +77,15 @@ export async function parseSafely(call: GovernedCall, raw: unknown): Promise<Par
 
 /** The document the call touches is the turn's, when the tool declares one. */
 export function checkScope(call: GovernedCall, scopeOf: ScopeOf | undefined): Promise<ToolMessage> | undefined {
-  if (scopeOf === undefined) return undefined;
+  return inScope(call, scopeOf, call.checked.args) ? undefined : call.refuse("out_of_scope");
+}
+
+/** Whether `args` (the call's, or an approver's edit of them) touch the turn's document; a scope function that throws says no. */
+function inScope(call: GovernedCall, scopeOf: ScopeOf | undefined, args: Readonly<Record<string, JsonValue>>): boolean {
+  if (scopeOf === undefined) return true;
   let declared: unknown;
   try {
-    declared = scopeOf(structuredClone(call.checked.args));
+    declared = scopeOf(structuredClone(args));
   } catch (error) {
     call.governance.logger.warn("a tool's scope function threw; the call is refused out_of_scope", {
       toolName: call.name,
@@ -87,7 +93,7 @@ export function checkScope(call: GovernedCall, scopeOf: ScopeOf | undefined): Pr
       error,
     });
   }
-  return declared === call.turn.scopeId ? undefined : call.refuse("out_of_scope");
+  return declared === call.turn.scopeId;
 }
 
 /** The host's authorization, asked about the parsed arguments; only literally `true` allows. */
@@ -105,12 +111,14 @@ export async function authorizeCall(
 }
 
 /**
- * The guardrails, in order; approvals pause here. An approver's edit replaces the call's
- * arguments, after the tool's parse, every guardrail and `authorize` accepted it.
+ * The guardrails, in order; approvals pause here. An approver's edit is a new call: it replaces
+ * the call's arguments after the stages before this one (the tool's parse, `scopeOf`, `authorize`)
+ * and every guardrail accepted it.
  */
 export async function guard(
   call: GovernedCall,
   ask: ((call: AskedCall) => unknown) | undefined,
+  scopeOf?: ScopeOf,
 ): Promise<ToolMessage | undefined> {
   const { governance } = call;
   const env: GuardrailEnvironment = {
@@ -123,16 +131,18 @@ export async function guard(
     signal: call.signal,
     siblings: (call.step ?? []).flatMap((sibling) => (sibling.id === undefined || sibling.id === call.id ? [] : [sibling.id])),
     reuseApplied: call.kind === "mutation",
+    checkpointed: hasCheckpointer(call.request.runtime.configurable),
   };
   const evaluation = await evaluateGuardrails(env, checkedCall(call.request.tool, call, call.checked), {
     parse: (raw) => parseSafely(call, raw),
+    inScope: (args) => inScope(call, scopeOf, args),
     authorize: async (edited) =>
       ask === undefined ||
       isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), edited, governance.logger),
   });
   if ("refusal" in evaluation) {
-    const { code, guardrail } = evaluation;
-    await call.record({ decision: "refused", code, guardrail });
+    const { code, guardrail, approvalId } = evaluation;
+    await call.record({ decision: "refused", code, guardrail, ...(approvalId === undefined ? {} : { approvalId }) });
     return evaluation.refusal;
   }
   call.adopt(evaluation.pass, evaluation.approval);

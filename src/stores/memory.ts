@@ -28,23 +28,30 @@ import {
   type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
+  type BeginTurnInput,
+  type BeginTurnResult,
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type FinishTurnInput,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
   type MutationResult,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
   type StoredAuditEvent,
+  type TurnRecord,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -57,6 +64,15 @@ import {
   reconciledEvent,
   releasedEvent,
 } from "./events.js";
+import {
+  beginTransition,
+  finishTransition,
+  parseBeginTurn,
+  parseFinishTurn,
+  parseResumeTurn,
+  PRUNABLE_TURN_STATES,
+  resumeTransition,
+} from "./turns.js";
 import {
   brandTrustedStore,
   parseAuditEvent,
@@ -107,6 +123,8 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #audit: StoredAuditEvent[] = [];
   /** sink name -> the seq delivered up to. */
   readonly #cursors = new Map<string, number>();
+  /** turn key -> the turn service's record. */
+  readonly #turns = new Map<string, TurnRecord>();
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
     const now = options.now;
@@ -393,6 +411,46 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     for (const records of [this.#verdicts, this.#approvals]) {
       for (const [key, record] of records) if (pruned.has(record.turnKey)) records.delete(key);
     }
+    for (const [turnKey, record] of this.#turns) {
+      if (PRUNABLE_TURN_STATES.includes(record.state) && Date.parse(record.updatedAt) < cutoff) this.#turns.delete(turnKey);
+    }
     return { turns: pruned.size };
+  }
+
+  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    const claim = this.#claims.get(parseDigest(turnKey, "turn key"));
+    if (claim === undefined) return undefined;
+    const { toolName, toolCallId } = claim.identity;
+    return claim.result === undefined || claim.state !== "complete"
+      ? { state: claim.state, toolName, toolCallId }
+      : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
+  }
+
+  // -- turn records ---------------------------------------------------------------------------
+
+  async beginTurn(input: BeginTurnInput): Promise<BeginTurnResult> {
+    const parsed = parseBeginTurn(input);
+    const { answer, write } = beginTransition(this.#turns.get(parsed.turn.turnKey), parsed, this.#timestamp(), randomUUID());
+    if (write !== undefined) this.#turns.set(write.turnKey, write);
+    return structuredClone(answer);
+  }
+
+  async finishTurn(input: FinishTurnInput): Promise<boolean> {
+    const parsed = parseFinishTurn(input);
+    const { answer, write } = finishTransition(this.#turns.get(parsed.turnKey), parsed, this.#timestamp());
+    if (write !== undefined) this.#turns.set(write.turnKey, write);
+    return answer;
+  }
+
+  async resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
+    const parsed = parseResumeTurn(input);
+    const { answer, write } = resumeTransition(this.#turns.get(parsed.turnKey), parsed, this.#timestamp(), randomUUID());
+    if (write !== undefined) this.#turns.set(write.turnKey, write);
+    return structuredClone(answer);
+  }
+
+  async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
+    const record = this.#turns.get(parseDigest(turnKey, "turn key"));
+    return record === undefined ? undefined : structuredClone(record);
   }
 }

@@ -5,7 +5,8 @@
  * validated and submitted as the decision, where the first decision wins; on resume the whole
  * wrap chain re-runs and the stored decision is used, so the person is never asked twice and an
  * approval is never reused for other arguments or another call. `reject`
- * consumes no slot; `edit` goes through the guardrails and `authorize` again; it composes with
+ * consumes no slot; `edit` is a new call, checked again before it is recorded (a refused edit
+ * leaves the request answerable); it composes with
  * LangChain's `humanInTheLoopMiddleware` in either order without its reject bug.
  *
  * Side effects are counted by the tools (`service.writes`); detectors count their own runs.
@@ -15,7 +16,6 @@ import { Command, MemorySaver } from "@langchain/langgraph";
 import { createAgent, humanInTheLoopMiddleware, type AgentMiddleware } from "langchain";
 import { describe, expect, it } from "vitest";
 import {
-  ApprovalError,
   ConfigurationError,
   createDocumentGuardrails,
   digest,
@@ -189,15 +189,6 @@ async function answerEach(
   }
   expect(result.__interrupt__ ?? []).toEqual([]);
   return { result, asked };
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the run to fail");
 }
 
 const RENAME_ARGS = rename("w1").args;
@@ -590,21 +581,35 @@ describe("edit", () => {
     expect(executed?.argsDigest).toBe(digest(edited));
   });
 
-  it("edited arguments that fail the tool's schema fail the run with ApprovalError edit_rejected", async () => {
+  /** The request asked again after a refused edit: the same request, pending, with the stage's code in its problem. */
+  async function refusedEdit(run: ReturnType<typeof approvalAgent>, turn: Turn, args: Record<string, unknown>, code: string) {
+    const again = await run.resume({ decision: "edit", args });
+    const [reported] = approvalRequests(again);
+    expect(reported).toMatchObject({ toolCallId: "w1", approvalId: approvalIdOf(turn.input, rename("w1")) });
+    expect((reported as { problem?: string } | undefined)?.problem).toContain(`the edited arguments were refused (${code})`);
+    expect(turn.service.writes).toBe(0);
+    expect(await renameApproval(turn)).toMatchObject({ status: "pending" });
+    expect(await turn.store.listUnresolved()).toEqual([]);
+    const trail = (await turn.store.readAudit()).filter((event) => event.decision === "approval").map((event) => [event.action, event.code]);
+    expect(trail).toEqual([["requested", undefined], ["answer_refused", code]]);
+    // The request stays answerable: an approval of the call as asked runs it.
+    const done = await run.resume({ decision: "approve" });
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success" });
+    expect(turn.service.writes).toBe(1);
+    expect(turn.service.title).toBe("Field notes");
+  }
+
+  it("edited arguments that fail the tool's schema are refused invalid_arguments; the request stays answerable", async () => {
     const turn = await admittedTurn();
     const run = approvalAgent(turn, {
       script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
       guardrails: [requireApproval({ tools: ["rename_document"] })],
     });
     await run.start();
-    const error = await failureOf(run.resume({ decision: "edit", args: { title: "" } }));
-
-    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
-    expect(turn.service.writes).toBe(0);
-    expect(await turn.store.listUnresolved()).toEqual([]);
+    await refusedEdit(run, turn, { title: "" }, "invalid_arguments");
   });
 
-  it("edited arguments that a policy guardrail denies fail the run with edit_rejected", async () => {
+  it("edited arguments that a policy guardrail denies are refused with its code; the request stays answerable", async () => {
     const turn = await admittedTurn();
     const secrets = policy(
       "no-secrets",
@@ -621,17 +626,14 @@ describe("edit", () => {
     await run.start();
     // Every guardrail runs before a person is asked: a call a later one denies is never put to them.
     expect(secrets.runs()).toBe(1);
-    const error = await failureOf(run.resume({ decision: "edit", args: { title: "the secret plan", expectedRevision: 0 } }));
-
-    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
+    await refusedEdit(run, turn, { title: "the secret plan", expectedRevision: 0 }, "secret_title");
     expect(secrets.contexts.map((context) => (context.toolCall.args as { title: string }).title)).toEqual([
       "Field notes",
       "the secret plan",
     ]);
-    expect(turn.service.writes).toBe(0);
   });
 
-  it("edited arguments that authorize refuses fail the run with edit_rejected", async () => {
+  it("edited arguments that authorize refuses are refused unauthorized; the request stays answerable", async () => {
     const turn = await admittedTurn();
     const run = approvalAgent(turn, {
       script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
@@ -639,11 +641,7 @@ describe("edit", () => {
       authorize: (call) => (call.args as { title?: unknown }).title !== "Forbidden",
     });
     await run.start();
-    const error = await failureOf(run.resume({ decision: "edit", args: { title: "Forbidden", expectedRevision: 0 } }));
-
-    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
-    expect(turn.service.writes).toBe(0);
-    expect(turn.service.title).toBe("Untitled");
+    await refusedEdit(run, turn, { title: "Forbidden", expectedRevision: 0 }, "unauthorized");
   });
 });
 
@@ -677,6 +675,7 @@ describe("an invalid resume value", () => {
     expect(turn.service.writes).toBe(1);
     expect((await turn.store.readAudit()).filter((event) => event.decision === "approval").map((event) => event.action)).toEqual([
       "requested",
+      "answer_refused",
       "approve",
       "applied",
     ]);

@@ -30,7 +30,10 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   AdmissionError,
+  allowAllCalls,
+  ConfigurationError,
   createDocumentGuardrails,
+  createToolGuardrails,
   InMemoryGuardrailStore,
   turnContext,
   type TurnInput,
@@ -321,5 +324,77 @@ describe("LangChain's middleware together (summarization, tool call limit, model
       ),
     ).toBe("not_admitted");
     expect(inside.model.calls).toBe(0);
+  });
+});
+
+describe("one guardrails middleware per agent", () => {
+  /** The ConfigurationError a run failed with (LangChain wraps it in a MiddlewareError). */
+  async function configurationError(promise: Promise<unknown>): Promise<ConfigurationError> {
+    let caught: unknown;
+    try {
+      await promise;
+    } catch (error) {
+      caught = error;
+    }
+    for (let current = caught; current !== undefined && current !== null; current = (current as { cause?: unknown }).cause) {
+      if (ConfigurationError.isInstance(current)) return current;
+    }
+    throw new Error(`expected a ConfigurationError, got ${String(caught)}`);
+  }
+
+  const toolGuardrails = () =>
+    createToolGuardrails({
+      guardrails: [],
+      tools: ["read_document", "search_sources", "rename_document", "remember"],
+      authorize: allowAllCalls,
+      logger: { warn: () => undefined },
+    });
+  const script: ScriptStep[] = [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }];
+
+  it.each<[string, () => Pick<ComposedOptions, "before" | "after">, RegExp]>([
+    ["createToolGuardrails outside createDocumentGuardrails", () => ({ before: [toolGuardrails()] }), /createDocumentGuardrails inside createToolGuardrails/],
+    ["createToolGuardrails inside createDocumentGuardrails", () => ({ after: [toolGuardrails()] }), /createToolGuardrails inside createDocumentGuardrails/],
+    ["two createToolGuardrails (one renamed) inside the document guardrails", () => ({ after: [toolGuardrails(), { ...toolGuardrails(), name: "MoreToolGuardrails" }] }), /createToolGuardrails inside createDocumentGuardrails/],
+  ])("%s: a ConfigurationError at the first model call naming the fix; the model is never called, nothing is read or written", async (_name, place, message) => {
+    const { start, model, service, searched } = composedAgent({ script, ...place() });
+    const error = await configurationError(start(FIRST));
+    expect(error.message).toMatch(message);
+    expect(error.message).toContain("use createDocumentGuardrails alone and pass the tool guardrails' checks to its guardrails option");
+    expect(model.calls).toBe(0);
+    expect([service.reads, service.writes, searched.count]).toEqual([0, 0, 0]);
+  });
+
+  it("two createDocumentGuardrails: LangChain refuses the agent at build by name; a renamed copy is a ConfigurationError at the first model call", async () => {
+    const guardrails = () =>
+      createDocumentGuardrails({ store: new InMemoryGuardrailStore(), userMessageLabel: "user", authorize: () => true, tools: TOOL_POLICIES });
+    const tools = documentTools(new DocumentService());
+    expect(() => createAgent({ model: new ScriptedModel(script), tools: tools.all, middleware: [guardrails(), guardrails()] })).toThrow(
+      "Middleware DocumentGuardrails is defined multiple times",
+    );
+
+    const { start, model, service } = composedAgent({ script, after: [{ ...guardrails(), name: "MoreDocumentGuardrails" }] });
+    const error = await configurationError(start(FIRST));
+    expect(error.message).toBe(
+      "two createDocumentGuardrails middlewares in one agent: each would check, claim and audit every call again; build one createDocumentGuardrails and list every tool in its tools",
+    );
+    expect(model.calls).toBe(0);
+    expect([service.reads, service.writes]).toEqual([0, 0]);
+  });
+
+  it("two createToolGuardrails, one renamed: a ConfigurationError at the first model call", async () => {
+    const effects = { lookups: 0 };
+    const lookup = tool(
+      () => {
+        effects.lookups += 1;
+        return "ok";
+      },
+      { name: "lookup", description: "Look up.", schema: z.object({}) },
+    );
+    const guardrails = () => createToolGuardrails({ guardrails: [], tools: ["lookup"], authorize: allowAllCalls });
+    const model = new ScriptedModel([{ toolCalls: [{ id: "l1", name: "lookup", args: {} }] }, { content: "done" }]);
+    const agent = createAgent({ model, tools: [lookup], middleware: [guardrails(), { ...guardrails(), name: "MoreToolGuardrails" }] });
+    const error = await configurationError(agent.invoke({ messages: [new HumanMessage("Look it up.")] }));
+    expect(error.message).toMatch(/^two createToolGuardrails middlewares in one agent/);
+    expect([model.calls, effects.lookups]).toEqual([0, 0]);
   });
 });

@@ -2,7 +2,7 @@
  * Edges of step 5 (src/guardrails/evaluate.ts) through the real `createAgent` loop: what an
  * approval request says when some approving guardrails give no reason, what the audit records
  * for refusals made by approvals, the execution a renewed approval asks about, every check an
- * approver's edit goes through again (and the error texts that say why one was rejected), the
+ * approver's edit goes through again (and the problems that say why one was refused), the
  * texts and log lines of a check that failed, timed out or answered nonsense, how the run's
  * cancellation reaches a check (and no longer reaches a finished one), a store that records a
  * verdict but answers nothing, and the verdict event an audit sink gets without a store.
@@ -16,7 +16,6 @@ import { createAgent } from "langchain";
 import { describe, expect, it } from "vitest";
 import {
   allowAllCalls,
-  ApprovalError,
   createToolGuardrails,
   digest,
   InMemoryGuardrailStore,
@@ -265,10 +264,20 @@ describe("an approver's edit goes through the guardrails again", () => {
     expect(editVerdicts.map((event) => [event.guardrail, event.action])).toEqual([["watch", "observe"]]);
   });
 
+  /** The problem the person is shown for a refused edit; the request stays pending and nothing ran. */
+  async function refusedEdit(run: Awaited<ReturnType<typeof pausable>>, args: Record<string, unknown>): Promise<string> {
+    const again = await run.resume({ decision: "edit", args });
+    const [request] = requestsOf(again) as (ApprovalRequest & { problem?: string })[];
+    expect(request?.toolCallId).toBe("w1");
+    expect(run.service.writes).toBe(0);
+    expect((await run.store.listApprovals()).map((record) => record.status)).toEqual(["pending"]);
+    return request?.problem ?? "";
+  }
+
   it.each([
     ["with its reason", "Titles must not name secrets.", ': Titles must not name secrets.'],
     ["without a reason", undefined, ""],
-  ])("a denied edit (%s) fails the run with edit_rejected naming the guardrail; the denial is audited", async (_name, reason, suffix) => {
+  ])("a denied edit (%s) is refused with the guardrail's code, naming it; the denial is audited", async (_name, reason, suffix) => {
     const secrets = detector(
       "no-secrets",
       (context) =>
@@ -280,38 +289,37 @@ describe("an approver's edit goes through the guardrails again", () => {
     const run = await pausable({ guardrails: [requireApproval({ tools: ["rename_document"] }), secrets.guardrail] });
     await run.start();
     const edited = { title: "the secret plan", expectedRevision: 0 };
-    const error = ApprovalError.find(await rejection(run.resume({ decision: "edit", args: edited })));
+    const problem = await refusedEdit(run, edited);
 
-    expect(error?.code).toBe("edit_rejected");
-    expect(error?.message).toBe(`the edited arguments for rename_document call w1 were denied by guardrail "no-secrets"${suffix}`);
-    expect(run.service.writes).toBe(0);
+    expect(problem).toBe(
+      `the edited arguments were refused (secret_title): guardrail "no-secrets" denied them${suffix}; nothing ran. ` +
+        "Answer again: approve the call as asked, reject it, or edit it with other arguments",
+    );
     const denials = (await auditOf(run.store, "verdict")).filter((event) => event.action === "deny");
     expect(denials).toMatchObject([{ toolCallId: "w1", guardrail: "no-secrets", code: "secret_title", argsDigest: digest(edited) }]);
+    expect((await auditOf(run.store, "approval")).map((event) => [event.action, event.code])).toEqual([
+      ["requested", undefined],
+      ["answer_refused", "secret_title"],
+    ]);
   });
 
-  it("an edit authorize refuses fails the run with edit_rejected saying it is not authorized", async () => {
+  it("an edit authorize refuses is refused unauthorized, saying so", async () => {
     const run = await pausable({
       guardrails: [requireApproval({ tools: ["rename_document"] })],
       authorize: (call) => (call.args as { title?: unknown }).title !== "Forbidden",
     });
     await run.start();
-    const error = ApprovalError.find(await rejection(run.resume({ decision: "edit", args: { title: "Forbidden", expectedRevision: 0 } })));
-
-    expect(error?.code).toBe("edit_rejected");
-    expect(error?.message).toBe("the edited arguments for rename_document call w1 are not authorized");
-    expect(run.service.writes).toBe(0);
+    const problem = await refusedEdit(run, { title: "Forbidden", expectedRevision: 0 });
+    expect(problem).toMatch(/^the edited arguments were refused \(unauthorized\): authorize does not allow them; nothing ran/);
   });
 
-  it("an edit the tool's schema rejects fails the run with edit_rejected listing every issue by JSON Pointer", async () => {
+  it("an edit the tool's schema rejects is refused invalid_arguments, listing every issue by JSON Pointer", async () => {
     const run = await pausable({ guardrails: [requireApproval({ tools: ["rename_document"] })] });
     await run.start();
-    const error = ApprovalError.find(await rejection(run.resume({ decision: "edit", args: { title: "" } })));
-
-    expect(error?.code).toBe("edit_rejected");
-    expect(error?.message).toMatch(
-      /^the edited arguments for rename_document call w1 do not match the tool's schema: #\/title: [^;#]*>=1 characters; #\/expectedRevision: [^;#]*expected number/,
+    const problem = await refusedEdit(run, { title: "" });
+    expect(problem).toMatch(
+      /^the edited arguments were refused \(invalid_arguments\): they do not match the tool's schema: #\/title: [^;#]*>=1 characters; #\/expectedRevision: [^;#]*expected number/,
     );
-    expect(run.service.writes).toBe(0);
   });
 });
 

@@ -15,7 +15,6 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   allowAllCalls,
-  ApprovalError,
   ConfigurationError,
   createToolGuardrails,
   digest,
@@ -144,15 +143,6 @@ function verdictKey(call: ScriptedToolCall, guardrail: string, key = turnKey(TUR
 
 function approvalRequests(result: { __interrupt__?: { value?: unknown }[] }): ApprovalRequest[] {
   return (result.__interrupt__ ?? []).map((entry) => entry.value as ApprovalRequest);
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the run to fail");
 }
 
 function unansweredCalls(messages: readonly BaseMessage[]): string[] {
@@ -424,18 +414,20 @@ describe("approvals", () => {
     ]);
   });
 
-  it.each<[string, Record<string, unknown>, ToolGuardrailsOptions["authorize"]]>([
-    ["fail the schema", { account: "DE123456", cents: -1 }, undefined],
-    ["are not authorized", { account: "FR000000", cents: 50 }, (call) => !JSON.stringify(call.args).includes("FR")],
-  ])("edited arguments that %s fail the run with ApprovalError edit_rejected", async (_name, args, authorize) => {
+  it.each<[string, Record<string, unknown>, ToolGuardrailsOptions["authorize"], string]>([
+    ["fail the schema", { account: "DE123456", cents: -1 }, undefined, "invalid_arguments"],
+    ["are not authorized", { account: "FR000000", cents: 50 }, (call) => !JSON.stringify(call.args).includes("FR"), "unauthorized"],
+  ])("edited arguments that %s are refused with that check's code; the request stays answerable", async (_name, args, authorize, code) => {
     const run = approvalRun({
       guardrails: [requireApproval({ tools: ["transfer"] })],
       ...(authorize === undefined ? {} : { authorize }),
       script: [{ toolCalls: [TRANSFER("t1")] }, { content: "done" }],
     });
     await run.start();
-    const error = await failureOf(run.resume({ decision: "edit", args }));
-    expect(ApprovalError.find(error)?.code).toBe("edit_rejected");
+    const again = await run.resume({ decision: "edit", args });
+    expect(approvalRequests(again)).toMatchObject([{ toolCallId: "t1", problem: expect.stringContaining(`refused (${code})`) as string }]);
+    expect(run.effects.transfers).toEqual([]);
+    await run.resume({ decision: "reject" });
     expect(run.effects.transfers).toEqual([]);
   });
 

@@ -32,7 +32,7 @@ import {
   type MutationSettlement,
   type TurnRef,
 } from "arkah-agent-guardrails";
-import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
+import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import {
   approvals,
@@ -527,7 +527,8 @@ describe("decide", () => {
     const args = { title: "Field notes", expectedRevision: 0 };
     await decide(store, { approvalId: submission(3).approvalId, decision: { decision: "edit", args }, operatorRef: "OPS-3" }, edited);
     expect(edited.lines.out).toContain('now:          edited: when its run resumes, the call runs with {"title":"Field notes","expectedRevision":0}');
-    expect(edited.lines.out).toContain("if they fail, the run fails with ApprovalError edit_rejected");
+    expect(edited.lines.out).toContain("only the JSON shape was checked here: the full check (the tool's schema, its");
+    expect(edited.lines.out).toContain("the call is refused with that check's code, nothing runs, and the request is");
     expect(await store.getApproval(submission(3).approvalId)).toMatchObject({ status: "edited", decision: { decision: "edit", args } });
 
     const trail = (await store.readAudit()).filter((event) => event.decision === "approval");
@@ -848,6 +849,7 @@ describe("main", () => {
     const global = await cli(["--help"]);
     expect(global.code).toBe(0);
     expect(global.stdout).toContain("Commands:");
+    expect(global.stdout).toContain("--schema NAME        with --postgres: the store's schema (default: arkah_guardrails)");
     expect(global.stdout).toMatch(/Exit codes:\n {2}0 {2}ok\n {2}1 {2}operational failure.*\n {2}2 {2}usage error.*\n {2}3 {2}not found.*\n {2}4 {2}wrong state/);
     expect(global.stdout).toMatch(/\n {2}approvals {3}list approval requests/);
     expect(global.stdout).toMatch(/\n {2}decide {6}approve, reject or edit one pending approval request/);
@@ -1280,6 +1282,27 @@ describe.each(PG_URL === undefined ? [] : [PG_URL])("main against PostgreSQL", (
     const missing = await cli(["--postgres", database.href, "inspect"]);
     expect(missing.code).toBe(EXIT.failure);
     expect(missing.stderr).toMatch(/the database "no_such_db_[0-9a-f]+" does not exist/);
+  });
+
+  it("never migrates: a schema at an older version is refused naming both versions, and stays at its version", async () => {
+    const schema = freshSchema("arkah_cli_old");
+    schemas.push(schema);
+    const admin = adminPool();
+    try {
+      const s = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${s}`);
+      for (const statement of MIGRATIONS.filter((m) => m.version <= 2).flatMap((m) => m.statements(s))) await admin.query(statement);
+      await admin.query(`CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`);
+      await admin.query(`INSERT INTO ${s}.schema_migrations VALUES (1, 'v1', '2031-01-01T00:00:00.000Z'), (2, 'v2', '2031-01-02T00:00:00.000Z')`);
+      const run = await cli(["--postgres", url, "--schema", schema, "inspect"]);
+      expect(run.code).toBe(EXIT.failure);
+      expect(run.stderr).toContain(`schema "${schema}"`);
+      expect(run.stderr).toContain(`is at version 2; this version of arkah-agent-guardrails needs version ${String(POSTGRES_SCHEMA_VERSION)}`);
+      const { rows } = await admin.query<{ v: number }>(`SELECT max(version) AS v FROM ${s}.schema_migrations`);
+      expect(rows[0]?.v).toBe(2);
+    } finally {
+      await admin.end();
+    }
   });
 });
 

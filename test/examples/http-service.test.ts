@@ -130,7 +130,7 @@ describe("examples/http-service over HTTP", () => {
           status: 200,
           body: {
             status: "completed",
-            turnId: "turn-write-0001",
+            turnId: "alice/turn-write-0001",
             answer: 'Done: {"noteId":"note-7","body":"Buy oat milk","revision":4}',
             calls: [
               { tool: "read_note", callId: "call-1", status: "success" },
@@ -142,7 +142,7 @@ describe("examples/http-service over HTTP", () => {
         expect(notes["note-7"]).toEqual({ body: "Buy oat milk", revision: 4 });
         expect(writes).toHaveLength(1);
         // The key the tool passed to its write service is the one the guardrails claimed under.
-        const executed = (await auditOf(dir.path, "note-7", "turn-write-0001")).filter((event) => event.decision === "executed" && event.toolName === "edit_note");
+        const executed = (await auditOf(dir.path, "note-7", "alice/turn-write-0001")).filter((event) => event.decision === "executed" && event.toolName === "edit_note");
         expect(executed).toHaveLength(1);
         expect(writes[0]).toEqual({ mutationKey: executed[0]?.mutationKey, noteId: "note-7", body: "Buy oat milk" });
       },
@@ -158,7 +158,7 @@ describe("examples/http-service over HTTP", () => {
           status: 200,
           body: {
             status: "completed",
-            turnId: "turn-bob-00001",
+            turnId: "bob/turn-bob-00001",
             answer: "note-8 was not changed: unauthorized.",
             calls: [
               { tool: "read_note", callId: "call-1", status: "success" },
@@ -166,7 +166,7 @@ describe("examples/http-service over HTTP", () => {
             ],
           },
         });
-        expect(mutationDecisions(await auditOf(dir.path, "note-8", "turn-bob-00001"))).toEqual([["refused", "unauthorized"]]);
+        expect(mutationDecisions(await auditOf(dir.path, "note-8", "bob/turn-bob-00001"))).toEqual([["refused", "unauthorized"]]);
 
         const denied = await turn(server, "alice", "turn-denied-01", "note-8", "Set note-8 to: my password is hunter2");
         expect(denied).toEqual({ status: 403, body: { error: "turn_denied" } });
@@ -176,7 +176,7 @@ describe("examples/http-service over HTTP", () => {
         expect(bad.body.error).toBe("invalid_request");
         expect((bad.body.issues as { path: string }[]).map((issue) => issue.path)).toEqual(["idempotencyKey", "message"]);
 
-        const unknown = await post(`${server.url}/approvals/${"0".repeat(64)}`, {}, { decision: "approve" });
+        const unknown = await post(`${server.url}/approvals/${"0".repeat(64)}`, { "x-user": "alice" }, { decision: "approve" });
         expect(unknown).toEqual({ status: 404, body: { error: "unknown_approval" } });
 
         expect(database(dir.path)).toEqual(before);
@@ -197,7 +197,7 @@ describe("examples/http-service over HTTP", () => {
         const { writes, notes } = database(dir.path);
         expect(writes.filter((write) => write.noteId === "note-8")).toHaveLength(1);
         expect(notes["note-8"]).toEqual({ body: "Call the plumber at 9", revision: 2 });
-        expect(mutationDecisions(await auditOf(dir.path, "note-8", "turn-retry-0001"))).toEqual([
+        expect(mutationDecisions(await auditOf(dir.path, "note-8", "alice/turn-retry-0001"))).toEqual([
           ["executed", null],
           ["replayed", null],
         ]);
@@ -217,12 +217,12 @@ describe("examples/http-service over HTTP", () => {
         const paused = await turn(server, "alice", "turn-reject-001", "note-7", "Clear note-7");
         expect(paused.status).toBe(202);
         const [pending] = paused.body.approvals as ApprovalRequest[];
-        const rejected = await post(`${server.url}/approvals/${pending?.approvalId ?? ""}`, {}, { decision: "reject", message: "Keep it" });
+        const rejected = await post(`${server.url}/approvals/${pending?.approvalId ?? ""}`, { "x-user": "alice" }, { decision: "reject", message: "Keep it" });
         expect(rejected).toEqual({
           status: 200,
           body: {
             status: "completed",
-            turnId: "turn-reject-001",
+            turnId: "alice/turn-reject-001",
             answer: "note-7 was not changed: approval_rejected.",
             calls: [
               { tool: "read_note", callId: "call-1", status: "success" },
@@ -271,7 +271,7 @@ describe("examples/http-service over HTTP", () => {
         const request = ["alice", "turn-clear-0001", "note-7", "Clear note-7"] as const;
         const paused = await turn(first, ...request);
         expect(paused.status).toBe(202);
-        expect(paused.body).toMatchObject({ status: "pending_approval", turnId: "turn-clear-0001" });
+        expect(paused.body).toMatchObject({ status: "pending_approval", turnId: "alice/turn-clear-0001" });
         const [pending, ...others] = paused.body.approvals as ApprovalRequest[];
         expect(others).toEqual([]);
         expect(pending).toMatchObject({ tool: "edit_note", toolCallId: "call-2", args: { noteId: "note-7", body: "" }, reason: "Clear \"note-7\"?" });
@@ -287,12 +287,17 @@ describe("examples/http-service over HTTP", () => {
         // A retry of the paused turn answers what it waits on, and runs nothing.
         expect(await turn(second, ...request)).toEqual(paused);
 
-        const resumed = await post(`${second.url}/approvals/${approvalId}`, {}, { decision: "approve" });
+        // Another user's answer decides nothing (test/security/http-example.test.ts has each attack).
+        const forbidden = await post(`${second.url}/approvals/${approvalId}`, { "x-user": "bob" }, { decision: "approve" });
+        expect(forbidden).toEqual({ status: 403, body: { error: "forbidden" } });
+        expect(database(dir.path).writes).toEqual([]);
+
+        const resumed = await post(`${second.url}/approvals/${approvalId}`, { "x-user": "alice" }, { decision: "approve" });
         expect(resumed).toEqual({
           status: 200,
           body: {
             status: "completed",
-            turnId: "turn-clear-0001",
+            turnId: "alice/turn-clear-0001",
             answer: 'Done: {"noteId":"note-7","body":"","revision":4}',
             calls: [
               { tool: "read_note", callId: "call-1", status: "success" },
@@ -305,10 +310,10 @@ describe("examples/http-service over HTTP", () => {
         expect(notes["note-7"]).toEqual({ body: "", revision: 4 });
 
         // Answering again resumes nothing.
-        const again = await post(`${second.url}/approvals/${approvalId}`, {}, { decision: "approve" });
+        const again = await post(`${second.url}/approvals/${approvalId}`, { "x-user": "alice" }, { decision: "approve" });
         expect(again).toEqual({ status: 409, body: { error: "not_waiting", approvalStatus: "applied" } });
         expect(database(dir.path).writes).toHaveLength(1);
-        expect(mutationDecisions(await auditOf(dir.path, "note-7", "turn-clear-0001"))).toContainEqual(["executed", null]);
+        expect(mutationDecisions(await auditOf(dir.path, "note-7", "alice/turn-clear-0001"))).toContainEqual(["executed", null]);
       },
       SLOW,
     );

@@ -12,7 +12,7 @@
  */
 import { inspect } from "node:util";
 import { HumanMessage } from "@langchain/core/messages";
-import { createAgent, tool } from "langchain";
+import { createAgent, createMiddleware, tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -32,6 +32,7 @@ import {
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import { ForwardingStore, outcomeOf, turnInput, USER_MESSAGE } from "../support/fixtures.js";
+import { NotesService, secureAgent } from "./support.js";
 
 // ---------------------------------------------------------------------------------------------
 // Local helpers
@@ -334,5 +335,105 @@ describe("createToolGuardrails: no argument value or result reaches the logger",
     expect(tools.runs.writes).toBe(0);
     expect(recorder.entries.map((entry) => entry.fields.error)).toEqual([{ name: "Error" }, { name: "Error" }]);
     expectNoValues(recorder.text());
+  });
+});
+
+describe("the log sanitizer never throws, whatever a thrown value does", () => {
+  /** Thrown values whose every read of a logged field throws. */
+  function hostileValues(): Record<string, unknown> {
+    const boom = () => {
+      throw new Error(`getter read ${RESULT_TEXT}`);
+    };
+    const getters = (keys: readonly string[]) => Object.defineProperties({}, Object.fromEntries(keys.map((key) => [key, { get: boom }])));
+    const { proxy: revoked, revoke } = Proxy.revocable(new Error(ARG_VALUE), {});
+    revoke();
+    const cyclic = new Error(ARG_VALUE);
+    (cyclic as { cause?: unknown }).cause = cyclic;
+    return {
+      "a name getter that throws": getters(["name"]),
+      "name, message, code, cause and stack getters that throw": getters(["stack", "name", "message", "code", "cause"]),
+      "a Proxy whose every trap throws": new Proxy(new Error(ARG_VALUE), { get: boom, getPrototypeOf: boom, has: boom, ownKeys: boom, getOwnPropertyDescriptor: boom }),
+      "a revoked Proxy": revoked,
+      "a cause that is itself": cyclic,
+      "a code whose Symbol.toPrimitive throws": Object.assign(new Error(ARG_VALUE), { code: { [Symbol.toPrimitive]: boom } }),
+    };
+  }
+
+  for (const [label, thrown] of Object.entries(hostileValues())) {
+    it(`a scope function throwing ${label}: refused out_of_scope, the run continues, no values logged`, async () => {
+      const service = new NotesService();
+      const { run, warnings } = secureAgent({
+        service,
+        policies: {
+          read_note: { kind: "document-read", scope: () => "note-7" },
+          edit_note: {
+            kind: "mutation",
+            scope: () => {
+              throw thrown;
+            },
+          },
+        },
+        script: [
+          { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] },
+          { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body: ARG_VALUE } }] },
+          { content: "done" },
+        ],
+      });
+      const messages = await run();
+      expect(outcomeOf(messages, "w1").code).toBe("out_of_scope");
+      expect(messages.at(-1)?.text).toBe("done");
+      expect(service.writes).toEqual([]);
+      expect(service.entries).toEqual(["read_note"]);
+      expect(warnings.map((warning) => warning.message)).toEqual(["a tool's scope function threw; the call is refused out_of_scope"]);
+      expectNoValues(inspect(warnings, { depth: Infinity, showHidden: true }));
+    });
+
+    it(`authorize throwing ${label}: refused unauthorized, the run continues, nothing written`, async () => {
+      const service = new NotesService();
+      const { run, warnings } = secureAgent({
+        service,
+        guardrails: {
+          authorize: (call) => {
+            if (call.name === "edit_note") throw thrown;
+            return true;
+          },
+        },
+        script: [
+          { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] },
+          { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body: ARG_VALUE } }] },
+          { content: "done" },
+        ],
+      });
+      const messages = await run();
+      expect(outcomeOf(messages, "w1").code).toBe("unauthorized");
+      expect(messages.at(-1)?.text).toBe("done");
+      expect(service.writes).toEqual([]);
+      expect(warnings.map((warning) => warning.message)).toEqual(["authorize threw; the call is refused"]);
+    });
+  }
+
+  it("an inner middleware throwing a revoked Proxy: the read is tool_failed, nothing ran, the run continues", async () => {
+    const service = new NotesService();
+    const hostile = createMiddleware({
+      name: "Hostile",
+      wrapToolCall: () => {
+        const { proxy, revoke } = Proxy.revocable(new Error(ARG_VALUE), {});
+        revoke();
+        throw proxy;
+      },
+    });
+    const { run, store } = secureAgent({
+      service,
+      inner: [hostile],
+      script: [
+        { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] },
+        { content: "done" },
+      ],
+    });
+    const messages = await run();
+    expect(outcomeOf(messages, "r1").code).toBe("tool_failed");
+    expect(messages.at(-1)?.text).toBe("done");
+    expect(service.entries).toEqual([]);
+    expect(await store.listUnresolved()).toEqual([]);
   });
 });

@@ -162,8 +162,8 @@ describePostgres("PostgresGuardrailStore", (url) => {
       );
       stores.push(...opened);
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
-      expect(POSTGRES_SCHEMA_VERSION).toBe(3);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
+      expect(POSTGRES_SCHEMA_VERSION).toBe(4);
       // Every store works against the one schema.
       const turn = { scopeId: "doc-open", turnId: "t-open" };
       const answers = await Promise.all(opened.map((store) => store.claimMutation(claimIdentity(turn))));
@@ -179,7 +179,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       stores.push(again);
       expect(await again.claimMutation(claimIdentity(turn))).toEqual({ status: "pending" });
       const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_migrations`);
-      expect(rows).toHaveLength(3);
+      expect(rows).toHaveLength(4);
     });
 
     it("upgrades a version 1 schema once when 8 workers open it at the same time; claims and the trail stay", async () => {
@@ -214,7 +214,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
       expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
       expect(await store.releaseMutation({ turnKey: identity.turnKey, token: "old-token" })).toBe(true);
       expect((await admin.query(`SELECT 1 FROM ${s}.verdicts`)).rowCount).toBe(0);
@@ -291,7 +291,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
       // Receipts: an older one names no principal; a new one keeps its principal.
       expect(await store.getReceipt(receiptV2.turnKey)).toEqual(receiptV2);
       expect(await store.getReceipt(receiptV2.turnKey)).not.toHaveProperty("principal");

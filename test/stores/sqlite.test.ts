@@ -275,17 +275,17 @@ describe("SqliteGuardrailStore.open: options and paths", () => {
 });
 
 describe("SqliteGuardrailStore: pragmas and migrations", () => {
-  it("puts the file in WAL mode and records schema versions 1, 2 and 3 once", () => {
+  it("puts the file in WAL mode and records schema versions 1 to 4 once", () => {
     const path = tempPath();
     open(path).close();
     open(path).close();
     const db = raw(path);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
-    expect(SQLITE_SCHEMA_VERSION).toBe(3);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4]);
+    expect(SQLITE_SCHEMA_VERSION).toBe(4);
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     expect(tables).toEqual(
-      expect.arrayContaining(["approvals", "audit_events", "claims", "read_evidence", "receipts", "schema_migrations", "verdicts"]),
+      expect.arrayContaining(["approvals", "audit_events", "claims", "read_evidence", "receipts", "schema_migrations", "turns", "verdicts"]),
     );
   });
 
@@ -294,12 +294,12 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     const store = open(path);
     await store.putReceiptIfAbsent(receipt());
     store.close();
-    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (4, '2040-01-01T00:00:00Z')").run();
+    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (5, '2040-01-01T00:00:00Z')").run();
 
     const error = openError(path);
     expect(error.message).toContain(JSON.stringify(path));
-    expect(error.message).toMatch(/schema version 4/);
-    expect(error.message).toMatch(/supports up to 3/);
+    expect(error.message).toMatch(/schema version 5/);
+    expect(error.message).toMatch(/supports up to 4/);
     expect(raw(path).prepare("SELECT count(*) FROM receipts").pluck().get()).toBe(1);
   });
 
@@ -327,7 +327,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     );
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4]);
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
     expect(await store.releaseMutation({ turnKey: TURN_KEY, token: "old-token" })).toBe(true);
@@ -394,7 +394,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     }
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4]);
     // Receipts: an older one names no principal; a new one keeps its principal.
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.getReceipt(TURN_KEY)).not.toHaveProperty("principal");

@@ -20,12 +20,15 @@ import {
   type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
+  type BeginTurnInput,
+  type BeginTurnResult,
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
   type DocumentGuardrailsOptions,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type FinishTurnInput,
   type Guardrail,
   type GuardrailContext,
   type GuardrailLogger,
@@ -34,15 +37,19 @@ import {
   type MutationIdentity,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
   type StoredAuditEvent,
   type ToolPolicy,
   type TurnInput,
+  type TurnRecord,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -324,6 +331,21 @@ export class ForwardingStore implements GuardrailStore {
   }
   prune(options: PruneOptions): Promise<PruneResult> {
     return this.inner.prune(options);
+  }
+  getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    return this.inner.getMutation(turnKey);
+  }
+  beginTurn(input: BeginTurnInput): Promise<BeginTurnResult> {
+    return this.inner.beginTurn(input);
+  }
+  finishTurn(input: FinishTurnInput): Promise<boolean> {
+    return this.inner.finishTurn(input);
+  }
+  resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
+    return this.inner.resumeTurn(input);
+  }
+  getTurn(turnKey: string): Promise<TurnRecord | undefined> {
+    return this.inner.getTurn(turnKey);
   }
 }
 

@@ -11,6 +11,7 @@ const ENTRY_POINTS: Readonly<Record<string, { readonly load: () => Promise<Recor
     load: () => import("arkah-agent-guardrails"),
     functions: [
       "createDocumentGuardrails",
+      "createTurnService",
       "createToolGuardrails",
       "createSchemaGuardrail",
       "requireApproval",

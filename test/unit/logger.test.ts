@@ -72,6 +72,78 @@ describe("sanitizeError", () => {
   });
 });
 
+describe("sanitizeError never throws, whatever a thrown value's getters do", () => {
+  const boom = () => {
+    throw new Error(SECRET);
+  };
+  const throwing = (keys: readonly string[], base: object = {}) =>
+    Object.defineProperties(base, Object.fromEntries(keys.map((key) => [key, { get: boom, configurable: true }])));
+
+  it("a getter that throws on name, message, code, cause or stack reads as absent", () => {
+    expect(sanitizeError(throwing(["name"]))).toEqual({ name: "Error" });
+    expect(sanitizeError(throwing(["stack", "name", "message", "code", "cause"], new TypeError(SECRET)))).toEqual({ name: "TypeError" });
+    expect(sanitizeError(throwing(["name", "constructor"]))).toEqual({ name: "Error" });
+    // This library's own error with a message getter that throws keeps its name and code.
+    expect(sanitizeError(throwing(["message"], new AdmissionError("denied", "turn denied")))).toEqual({ name: "AdmissionError", code: "denied" });
+    expect(sanitizeError(throwing(["cause"], new ConfigurationError("fix it")))).toEqual({ name: "ConfigurationError", message: "fix it" });
+  });
+
+  it("each field is read once: a getter that answers a token first and throws next is not asked twice", () => {
+    let reads = 0;
+    const flaky = Object.defineProperty(new Error(SECRET), "code", {
+      get: () => {
+        reads += 1;
+        if (reads > 1) throw new Error(SECRET);
+        return "E_ONCE";
+      },
+    });
+    expect(sanitizeError(flaky)).toEqual({ name: "Error", code: "E_ONCE" });
+    expect(reads).toBe(1);
+  });
+
+  it("a Proxy whose every trap throws, and a revoked Proxy, are unnamed errors", () => {
+    const traps = { get: boom, getPrototypeOf: boom, has: boom, ownKeys: boom, getOwnPropertyDescriptor: boom };
+    expect(sanitizeError(new Proxy(new Error(SECRET), traps))).toEqual({ name: "Error" });
+    const { proxy, revoke } = Proxy.revocable(new Error(SECRET), {});
+    revoke();
+    expect(sanitizeError(proxy)).toEqual({ name: "Error" });
+    expect(sanitizeError(Object.assign(new Error(SECRET), { cause: proxy }))).toEqual({ name: "Error", cause: { name: "Error" } });
+  });
+
+  it("a cause that is itself, or a cycle of two, ends after a few levels", () => {
+    const self = new Error(SECRET);
+    (self as { cause?: unknown }).cause = self;
+    const one = { name: "One" } as { name: string; cause?: unknown };
+    const two = { name: "Two", cause: one };
+    one.cause = two;
+    const depth = (logged: unknown) => {
+      let count = 0;
+      for (let current = logged; current !== undefined; current = (current as { cause?: unknown }).cause) count++;
+      return count;
+    };
+    expect(depth(sanitizeError(self))).toBe(5);
+    expect(sanitizeError(one)).toMatchObject({ name: "One", cause: { name: "Two", cause: { name: "One" } } });
+  });
+
+  it("Symbol.toPrimitive that throws is never called: on the value, on its code or on its name", () => {
+    const hostile = { [Symbol.toPrimitive]: boom };
+    expect(sanitizeError(hostile)).toEqual({ name: "Error" });
+    expect(sanitizeError(Object.assign(new Error(SECRET), { code: hostile, name: hostile }))).toEqual({ name: "Error" });
+  });
+
+  it("a thrown function is named by its type", () => {
+    expect(sanitizeError(throwing(["name"], () => undefined))).toEqual({ name: "thrown function" });
+  });
+
+  it("the error helpers' lookups (isInstance, find) answer no for such values instead of throwing", () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    expect(AdmissionError.isInstance(proxy)).toBe(false);
+    expect(AdmissionError.find(throwing(["cause"], new Error(SECRET)))).toBeUndefined();
+    expect(ApprovalError.find(Object.assign(new Error(SECRET), { cause: proxy }))).toBeUndefined();
+  });
+});
+
 describe("resolveLogger", () => {
   function recording() {
     const entries: { message: string; fields: Readonly<Record<string, unknown>> }[] = [];
@@ -120,5 +192,21 @@ describe("resolveLogger", () => {
       console.warn = original;
     }
     expect(printed).toEqual([["[arkah-agent-guardrails] tool failed", { error: { name: "Error" } }]]);
+  });
+
+  it("never throws: not for a hostile field, nor when the host's logger throws", () => {
+    const { proxy, revoke } = Proxy.revocable(new Error(SECRET), {});
+    revoke();
+    const { logger, entries } = recording();
+    resolveLogger(logger).warn("scope threw", { error: proxy, cause: proxy });
+    expect(entries).toEqual([{ message: "scope threw", fields: { error: { name: "Error" }, cause: "[omitted]" } }]);
+    const failing: GuardrailLogger = {
+      warn: () => {
+        throw new Error(SECRET);
+      },
+    };
+    expect(() => {
+      resolveLogger(failing).warn("tool failed", { error: new Error(SECRET) });
+    }).not.toThrow();
   });
 });

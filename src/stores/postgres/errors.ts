@@ -57,6 +57,9 @@ export const FAILURE_STATE: Readonly<Record<string, string>> = {
   applyApproval: "the change to applied and its audit event were made together or not at all; check getApproval",
   expireApprovals: "the expiry was applied whole, with its audit events, or not at all",
   appendAudit: "the audit event was appended or not (one statement); check readAudit",
+  beginTurn: "the turn was begun (or taken over) or not, in one transaction; check getTurn",
+  finishTurn: "the turn's outcome was stored or not, in one transaction; check getTurn",
+  resumeTurn: "the turn was resumed or not, in one transaction; check getTurn",
   advanceAuditCursor: "the cursor moved or did not (one statement); check getAuditCursor",
   prune: "the prune was applied whole or not at all",
 };

@@ -158,6 +158,21 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    description: "turn records for the turn service",
+    statements: (s) => [
+      // One row per turn key. record is the whole TurnRecord as JSON text (text, not jsonb: jsonb
+      // refuses \u0000); state and updated_ms are copies of two of its fields, for prune.
+      `CREATE TABLE ${s}.turns (
+        turn_key text PRIMARY KEY,
+        state text NOT NULL CHECK (state IN ('running', 'awaiting_approval', 'completed', 'refused', 'failed')),
+        updated_ms bigint NOT NULL,
+        record text NOT NULL
+      )`,
+      `CREATE INDEX turns_finished_by_updated ON ${s}.turns (updated_ms) WHERE state IN ('completed', 'refused', 'failed')`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads. */
@@ -166,11 +181,19 @@ export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
 /**
  * Connects, checks the server answers, and migrates `target.schema` under a transaction-scoped
  * advisory lock. Rejects naming the host and port (never the password) if the server cannot be
- * reached, and with a `ConfigurationError` for a schema migrated by a newer version.
+ * reached, and with a `ConfigurationError` for a schema migrated by a newer version. With
+ * `apply: false` it runs no DDL (a read-only transaction): a schema that is absent or older is a
+ * `ConfigurationError` saying to run the migration step.
  */
 export async function migrate(
   pool: pg.Pool,
-  target: { readonly schema: string; readonly where: string; readonly password: string | undefined; readonly timestamp: () => string },
+  target: {
+    readonly schema: string;
+    readonly where: string;
+    readonly password: string | undefined;
+    readonly timestamp: () => string;
+    readonly apply: boolean;
+  },
 ): Promise<void> {
   const s = quoteIdentifier(target.schema);
   let client: pg.PoolClient;
@@ -186,29 +209,45 @@ export async function migrate(
   }
   const connection = watch(client);
   try {
-    await client.query("BEGIN");
-    // Serializes concurrent opens of the same schema until this transaction ends.
+    // Read only when not applying: the server itself refuses any DDL or write, whatever the role may do.
+    await client.query(target.apply ? "BEGIN" : "BEGIN READ ONLY");
+    // Serializes concurrent opens of the same schema until this transaction ends (a check waits
+    // for a migration under way, then sees its result).
     await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [lockKey(`arkah-agent-guardrails:migrate:${target.schema}`)]);
     const exists = await client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [target.schema]);
-    // CREATE SCHEMA IF NOT EXISTS would demand CREATE on the database even when the schema exists.
-    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${s}`);
-    const table = await client.query<{ exists: boolean }>("SELECT to_regclass($1) IS NOT NULL AS exists", [
-      `${s}.schema_migrations`,
-    ]);
-    if (table.rows[0]?.exists !== true) {
-      await client.query(
-        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
-      );
+    const table =
+      exists.rowCount === 0
+        ? undefined
+        : await client.query<{ exists: boolean }>("SELECT to_regclass($1) IS NOT NULL AS exists", [`${s}.schema_migrations`]);
+    let version = 0;
+    if (table?.rows[0]?.exists === true) {
+      const current = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${s}.schema_migrations`);
+      version = current.rows[0]?.version ?? 0;
     }
-    const current = await client.query<{ version: number | null }>(
-      `SELECT max(version) AS version FROM ${s}.schema_migrations`,
-    );
-    const version = current.rows[0]?.version ?? 0;
     if (version > POSTGRES_SCHEMA_VERSION) {
       throw new ConfigurationError(
         `PostgresGuardrailStore: schema "${target.schema}" at ${target.where} is at version ${String(version)}, ` +
           `newer than this version of arkah-agent-guardrails supports (${String(POSTGRES_SCHEMA_VERSION)}): ` +
           `upgrade the package on this worker, or use another schema`,
+      );
+    }
+    if (!target.apply) {
+      if (version < POSTGRES_SCHEMA_VERSION) {
+        const found = exists.rowCount === 0 ? "does not exist" : version === 0 ? "holds no migrated store" : `is at version ${String(version)}`;
+        throw new ConfigurationError(
+          `PostgresGuardrailStore: schema "${target.schema}" at ${target.where} ${found}; this version of ` +
+            `arkah-agent-guardrails needs version ${String(POSTGRES_SCHEMA_VERSION)}, and open was given migrate: false: ` +
+            `run the migration step first (PostgresGuardrailStore.open as the schema's owner, without migrate: false)`,
+        );
+      }
+      await client.query("COMMIT");
+      return;
+    }
+    // CREATE SCHEMA IF NOT EXISTS would demand CREATE on the database even when the schema exists.
+    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${s}`);
+    if (table?.rows[0]?.exists !== true) {
+      await client.query(
+        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
       );
     }
     for (const migration of MIGRATIONS) {
@@ -225,7 +264,7 @@ export async function migrate(
     await rollback(client, connection);
     if (ConfigurationError.isInstance(error)) throw error;
     throw new Error(
-      `PostgresGuardrailStore: could not migrate schema "${target.schema}" at ${target.where}: ${redact(errorText(error), target.password)}`,
+      `PostgresGuardrailStore: could not ${target.apply ? "migrate" : "check"} schema "${target.schema}" at ${target.where}: ${redact(errorText(error), target.password)}`,
       // The cause is a copy with the password redacted from everything a logger would print.
       // eslint-disable-next-line preserve-caught-error
       { cause: sanitizedCause(error, target.password) },

@@ -3,6 +3,7 @@ import pg, { type ClientConfig, type Pool } from "pg";
 import { z } from "zod";
 import { ConfigurationError } from "../../errors.js";
 import { redact } from "./errors.js";
+import { isReservedSchemaName, SCHEMA_NAME } from "./schema-name.js";
 
 /** How to reach the database: a connection string (the store owns its pool), or your own pool. */
 export type PostgresConnection = { readonly connectionString: string } | { readonly pool: Pool };
@@ -11,17 +12,24 @@ export type PostgresConnection = { readonly connectionString: string } | { reado
 export interface PostgresGuardrailStoreOptions {
   /** The schema holding the store's tables, created if absent. Default `arkah_guardrails`. */
   readonly schema?: string;
+  /**
+   * Whether `open` runs the missing migrations (DDL: it needs CREATE on the database for a new
+   * schema, and ownership of the tables for an upgrade). Default `true`. With `false`, `open` never
+   * runs DDL: it only checks that the schema is at the version this package writes, and rejects
+   * with a `ConfigurationError` if it is absent or older. Use `false` for a runtime role granted
+   * DML only, with the migrations run by a separate step as the schema's owner
+   * (docs/production-postgres.md).
+   */
+  readonly migrate?: boolean;
   /** Clock for claim, settlement, reconciliation and migration times. Default: the system clock. */
   readonly now?: () => Date;
 }
 
-export const DEFAULT_SCHEMA = "arkah_guardrails";
-
 /** An unquoted-safe identifier (it is quoted anyway); `pg_` names are reserved by PostgreSQL. */
 const SchemaNameSchema = z
   .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, "must be an identifier: a letter or _, then letters, digits or _, at most 63")
-  .refine((name) => !name.toLowerCase().startsWith("pg_"), "names starting with pg_ are reserved by PostgreSQL");
+  .regex(SCHEMA_NAME, "must be an identifier: a letter or _, then letters, digits or _, at most 63")
+  .refine((name) => !isReservedSchemaName(name), "names starting with pg_ are reserved by PostgreSQL");
 
 const ConnectionStringSchema = z.strictObject({ connectionString: z.string().min(1, "must not be empty") });
 const PoolConnectionSchema = z.strictObject({
@@ -52,6 +60,7 @@ function isPool(value: unknown): boolean {
 
 export const OptionsSchema = z.strictObject({
   schema: SchemaNameSchema.optional(),
+  migrate: z.boolean().optional(),
   now: z.custom<() => Date>((value) => typeof value === "function", "must be a function returning a Date").optional(),
 });
 

@@ -175,6 +175,21 @@ export function statements(schema: string) {
       "release_scope",
       `UPDATE ${s}.scopes SET unknown_count = unknown_count - 1 WHERE scope_id = $1`,
     ),
+    getTurn: statement("get_turn", `SELECT record FROM ${s}.turns WHERE turn_key = $1`),
+    lockTurn: statement("lock_turn", `SELECT record FROM ${s}.turns WHERE turn_key = $1 FOR UPDATE`),
+    insertTurn: statement(
+      "insert_turn",
+      `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record) VALUES ($1, $2, $3::bigint, $4) ON CONFLICT (turn_key) DO NOTHING`,
+    ),
+    updateTurn: statement("update_turn", `UPDATE ${s}.turns SET state = $2, updated_ms = $3::bigint, record = $4 WHERE turn_key = $1`),
+    pruneTurns: statement(
+      "prune_turns",
+      `DELETE FROM ${s}.turns WHERE state IN ('completed', 'refused', 'failed') AND updated_ms < $1::bigint`,
+    ),
+    getMutation: statement(
+      "get_mutation",
+      `SELECT tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+    ),
     putVerdict: statement(
       "put_verdict",
       `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record)

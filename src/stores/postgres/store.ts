@@ -39,22 +39,29 @@ import {
   type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
+  type BeginTurnInput,
+  type BeginTurnResult,
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type FinishTurnInput,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
   type StoredAuditEvent,
+  type TurnRecord,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -91,14 +98,16 @@ import { migrate } from "./migrations.js";
 import {
   checkConnectionString,
   connectionSchema,
-  DEFAULT_SCHEMA,
   describeTarget,
   OptionsSchema,
   type PostgresConnection,
   type PostgresGuardrailStoreOptions,
 } from "./options.js";
+import { DEFAULT_SCHEMA } from "./schema-name.js";
 import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
+import { parseBeginTurn, parseFinishTurn, parseResumeTurn } from "../turns.js";
+import * as turns from "./turns.js";
 
 /**
  * A `GuardrailStore` in PostgreSQL. Create it with `PostgresGuardrailStore.open(...)`, which
@@ -144,7 +153,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
 
   /**
    * Connects, checks the server answers, and migrates the schema (under a transaction-scoped
-   * advisory lock, so any number of workers may open concurrently). Rejects with an `Error` naming
+   * advisory lock, so any number of workers may open concurrently); with `migrate: false`, only
+   * checks that it is at this package's version, running no DDL. Rejects with an `Error` naming
    * the host and port (never the password) if the server cannot be reached, and with a
    * `ConfigurationError` for invalid arguments or a database migrated by a newer version.
    */
@@ -185,7 +195,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
 
     const store = new PostgresGuardrailStore({ pool, ownsPool, now, schema, where, password });
     try {
-      await migrate(pool, { schema, where, password, timestamp: () => now().toISOString() });
+      await migrate(pool, { schema, where, password, timestamp: () => now().toISOString(), apply: parsedOptions.data.migrate ?? true });
     } catch (error) {
       if (ownsPool) await pool.end().catch(() => undefined);
       throw error;
@@ -553,8 +563,36 @@ export class PostgresGuardrailStore implements GuardrailStore {
       this.#transaction(async (client) => {
         await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [this.#pruneLock]);
         const { rows } = await this.#query(this.#sql.prune, [epochMs(olderThan)], client);
+        await this.#query(this.#sql.pruneTurns, [epochMs(olderThan)], client);
         return { turns: Number(rows[0]?.turns ?? 0) };
       }),
     );
+  }
+
+  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    const key = parseDigest(turnKey, "turn key");
+    return this.#run("getMutation", () => turns.getMutation(this.#session, key));
+  }
+
+  // -- turn records ---------------------------------------------------------------------------
+
+  async beginTurn(input: BeginTurnInput): Promise<BeginTurnResult> {
+    const parsed = parseBeginTurn(input);
+    return this.#run("beginTurn", () => turns.beginTurn(this.#session, parsed));
+  }
+
+  async finishTurn(input: FinishTurnInput): Promise<boolean> {
+    const parsed = parseFinishTurn(input);
+    return this.#run("finishTurn", () => turns.finishTurn(this.#session, parsed));
+  }
+
+  async resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
+    const parsed = parseResumeTurn(input);
+    return this.#run("resumeTurn", () => turns.resumeTurn(this.#session, parsed));
+  }
+
+  async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
+    const key = parseDigest(turnKey, "turn key");
+    return this.#run("getTurn", () => turns.getTurn(this.#session, key));
   }
 }

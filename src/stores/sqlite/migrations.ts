@@ -8,7 +8,7 @@ import { encodeText, type Row } from "./encoding.js";
 import { ownError } from "./errors.js";
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 3;
+export const SQLITE_SCHEMA_VERSION = 4;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -195,6 +195,21 @@ export const MIGRATIONS: readonly SqliteMigration[] = [
         if (typeof scopeId === "string") update.run(encodeText(scopeId), row.seq);
       }
     },
+  },
+  {
+    version: 4,
+    sql: `
+      -- The turn service's records: one per turn key. record is the whole TurnRecord as JSON;
+      -- state and updated_at_ms are copies of two of its fields, for prune.
+      CREATE TABLE turns (
+        turn_key      TEXT PRIMARY KEY,
+        state         TEXT NOT NULL CHECK (state IN ('running', 'awaiting_approval', 'completed', 'refused', 'failed')),
+        updated_at_ms INTEGER NOT NULL,
+        record        TEXT NOT NULL
+      );
+      -- prune: finished turns by age.
+      CREATE INDEX turns_finished_by_updated ON turns (updated_at_ms) WHERE state IN ('completed', 'refused', 'failed');
+    `,
   },
 ];
 

@@ -80,6 +80,11 @@ const SQL = {
   pruneReads: pruneTurns("read_evidence"),
   pruneVerdicts: pruneTurns("verdicts"),
   pruneApprovals: pruneTurns("approvals"),
+  getTurn: "SELECT record FROM turns WHERE turn_key = ?",
+  putTurn:
+    "INSERT INTO turns (turn_key, state, updated_at_ms, record) VALUES (?, ?, ?, ?) " +
+      "ON CONFLICT (turn_key) DO UPDATE SET state = excluded.state, updated_at_ms = excluded.updated_at_ms, record = excluded.record",
+  pruneTurns: "DELETE FROM turns WHERE state IN ('completed', 'refused', 'failed') AND updated_at_ms < ?",
   pruneClaims:
     "UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL " +
       "WHERE state = 'complete' AND settled_at_ms < ?",

@@ -51,22 +51,29 @@ import {
   type ApprovalSubmission,
   type AuditEvent,
   type AuditQuery,
+  type BeginTurnInput,
+  type BeginTurnResult,
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type FinishTurnInput,
   type GuardrailStore,
   type MutationIdentity,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
   type StoredAuditEvent,
+  type TurnRecord,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -90,6 +97,8 @@ import { migrate } from "./migrations.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import { prepareSteps, type Steps } from "./steps.js";
 import { appendEvent, prepareTransactions, type Transactions } from "./transactions.js";
+import { parseBeginTurn, parseFinishTurn, parseResumeTurn } from "../turns.js";
+import { prepareTurnSteps, readTurn, type TurnSteps } from "./turns.js";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -125,6 +134,7 @@ export class SqliteGuardrailStore implements GuardrailStore {
   readonly #sql: Statements;
   readonly #steps: Steps;
   readonly #tx: Transactions;
+  readonly #turns: TurnSteps;
 
   /** Where the file is and how long a write waits for a lock, for error messages. */
   readonly #path: string;
@@ -140,6 +150,7 @@ export class SqliteGuardrailStore implements GuardrailStore {
     this.#sql = prepareStatements(db);
     this.#steps = prepareSteps(db, this.#sql, () => this.#timestamp());
     this.#tx = prepareTransactions(db, this.#sql, () => this.#timestamp());
+    this.#turns = prepareTurnSteps(db, this.#sql, () => this.#timestamp());
   }
 
   /**
@@ -396,6 +407,36 @@ export class SqliteGuardrailStore implements GuardrailStore {
       if (cutoff === null) return { turns: 0 };
       return this.#tx.prune.immediate(cutoff);
     });
+  }
+
+  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    return this.#run("getMutation", () => {
+      const row = this.#sql.getClaim.get(parseDigest(turnKey, "turn key"));
+      if (row === undefined) return undefined;
+      const claim = claimFromRow(row);
+      const { toolName, toolCallId } = claim.identity;
+      return claim.state === "complete" && claim.result !== undefined
+        ? { state: claim.state, toolName, toolCallId, result: claim.result }
+        : { state: claim.state, toolName, toolCallId };
+    });
+  }
+
+  // -- turn records ---------------------------------------------------------------------------
+
+  async beginTurn(input: BeginTurnInput): Promise<BeginTurnResult> {
+    return this.#run("beginTurn", () => this.#turns.begin.immediate(parseBeginTurn(input)));
+  }
+
+  async finishTurn(input: FinishTurnInput): Promise<boolean> {
+    return this.#run("finishTurn", () => this.#turns.finish.immediate(parseFinishTurn(input)));
+  }
+
+  async resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
+    return this.#run("resumeTurn", () => this.#turns.resume.immediate(parseResumeTurn(input)));
+  }
+
+  async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
+    return this.#run("getTurn", () => readTurn(this.#sql, parseDigest(turnKey, "turn key")));
   }
 }
 

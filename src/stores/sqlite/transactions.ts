@@ -141,6 +141,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     sql.pruneReads.run(cutoff);
     sql.pruneVerdicts.run(cutoff);
     sql.pruneApprovals.run(cutoff);
+    sql.pruneTurns.run(cutoff);
     return { turns: sql.pruneClaims.run(cutoff).changes };
   });
 

@@ -13,6 +13,7 @@ import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from ".
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
 import { readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
 import { evidenceSuite, stepAuditSuite } from "./steps.js";
+import { turnsSuite } from "./turns.js";
 import { validationSuite } from "./validation.js";
 
 const SUITES: Record<ConformanceSuite, { readonly title: string; readonly register: (test: StoreTest) => void }> = {
@@ -39,6 +40,10 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
   reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite },
   scope: { title: "scope: an unknown mutation blocks its scope's other turns", register: scopeSuite },
   retention: { title: "retention: prune keeps a tombstone per turn", register: retentionSuite },
+  turns: {
+    title: "turns: turn records begin once, lease to one worker, take over an expired lease, finish and resume by compare-and-set",
+    register: turnsSuite,
+  },
   validation: { title: "validation: malformed input is rejected and changes nothing", register: validationSuite },
 };
 

@@ -14,6 +14,7 @@ export const CONFORMANCE_SUITES = [
   "reconciliation",
   "scope",
   "retention",
+  "turns",
   "validation",
 ] as const;
 

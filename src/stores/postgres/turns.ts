@@ -1,0 +1,100 @@
+/**
+ * The turn service's records in the PostgreSQL store. A new turn is one insert-if-absent
+ * statement; anything else is one transaction that locks the turn's row (`FOR UPDATE`), asks
+ * `../turns.js` what to answer and write, and writes it, so two workers never both take a turn.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  MutationStatusSchema,
+  type BeginTurnInput,
+  type BeginTurnResult,
+  type FinishTurnInput,
+  type MutationStatus,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
+  type TurnRecord,
+} from "../../contracts.js";
+import { StoreContractError } from "../../errors.js";
+import { beginTransition, finishTransition, parseTurnRecord, resumeTransition, type TurnTransition } from "../turns.js";
+import { parseStoreValue } from "../validate.js";
+import { query, transaction, type Queryable, type Session } from "./connection.js";
+import { decodeJson, decodeOptionalText, decodeText } from "./encoding.js";
+
+const rowValues = (record: TurnRecord): unknown[] => [record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record)];
+
+function fromRow(row: Record<string, unknown> | undefined, turnKey: string): TurnRecord | undefined {
+  if (row === undefined) return undefined;
+  const record = parseTurnRecord(decodeJson(row.record, `turn ${turnKey}`), `stored turn ${turnKey}`);
+  if (record.turnKey !== turnKey) throw new StoreContractError(`corrupt turn ${turnKey}: the record names another turn key`);
+  return record;
+}
+
+export async function getTurn(session: Session, turnKey: string): Promise<TurnRecord | undefined> {
+  const { rows } = await query(session.pool, session.sql.getTurn, [turnKey]);
+  return fromRow(rows[0], turnKey);
+}
+
+/**
+ * Runs a transition under the turn row's lock. With no row, the write is an insert-if-absent: a
+ * concurrent insert wins, and the transition is decided again against it.
+ */
+async function locked<A>(
+  session: Session,
+  turnKey: string,
+  decide: (existing: TurnRecord | undefined) => TurnTransition<A>,
+): Promise<A> {
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const answer = await transaction(session.pool, async (client: Queryable): Promise<{ value: A } | undefined> => {
+      const { rows } = await query(client, session.sql.lockTurn, [turnKey]);
+      const existing = fromRow(rows[0], turnKey);
+      const { answer: value, write } = decide(existing);
+      if (write === undefined) return { value };
+      if (existing !== undefined) {
+        await query(client, session.sql.updateTurn, rowValues(write));
+        return { value };
+      }
+      const inserted = await query(client, session.sql.insertTurn, rowValues(write));
+      return inserted.rowCount === 1 ? { value } : undefined;
+    });
+    if (answer !== undefined) return answer.value;
+  }
+  throw new Error("the turn transition did not settle on an answer after 4 attempts under concurrent changes");
+}
+
+export async function beginTurn(session: Session, input: BeginTurnInput): Promise<BeginTurnResult> {
+  // Fast path, one statement: a new turn is inserted here.
+  const token = randomUUID();
+  const fresh = beginTransition(undefined, input, session.timestamp(), token);
+  if (fresh.write !== undefined) {
+    const inserted = await query(session.pool, session.sql.insertTurn, rowValues(fresh.write));
+    if (inserted.rowCount === 1) return fresh.answer;
+  }
+  return locked(session, input.turn.turnKey, (existing) => beginTransition(existing, input, session.timestamp(), randomUUID()));
+}
+
+export function finishTurn(session: Session, input: FinishTurnInput): Promise<boolean> {
+  return locked(session, input.turnKey, (existing) => finishTransition(existing, input, session.timestamp()));
+}
+
+export function resumeTurn(session: Session, input: ResumeTurnInput): Promise<ResumeTurnResult> {
+  return locked(session, input.turnKey, (existing) => resumeTransition(existing, input, session.timestamp(), randomUUID()));
+}
+
+export async function getMutation(session: Session, turnKey: string): Promise<MutationStatus | undefined> {
+  const { rows } = await query(session.pool, session.sql.getMutation, [turnKey]);
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  const complete = row.state === "complete";
+  return parseStoreValue(
+    MutationStatusSchema,
+    {
+      state: row.state,
+      toolName: decodeText(row.tool_name, "claim tool name"),
+      toolCallId: decodeText(row.tool_call_id, "claim tool call id"),
+      ...(complete
+        ? { result: { content: decodeOptionalText(row.result_content, "claim result"), status: row.result_status } }
+        : {}),
+    },
+    `mutation of turn ${turnKey}`,
+  );
+}

@@ -1,0 +1,49 @@
+/**
+ * The turn service's records in the SQLite store: each transition is one `BEGIN IMMEDIATE`
+ * transaction (callers run them with `.immediate()`) that reads the turn's row, asks
+ * `../turns.js` what to answer and write, and writes it.
+ */
+import { randomUUID } from "node:crypto";
+import type Database from "better-sqlite3";
+import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts.js";
+import { beginTransition, finishTransition, parseTurnRecord, resumeTransition } from "../turns.js";
+import { parseJson } from "./encoding.js";
+import { corrupt } from "./errors.js";
+import type { Statements } from "./statements.js";
+
+export interface TurnSteps {
+  readonly begin: Database.Transaction<(input: BeginTurnInput) => BeginTurnResult>;
+  readonly finish: Database.Transaction<(input: FinishTurnInput) => boolean>;
+  readonly resume: Database.Transaction<(input: ResumeTurnInput) => ResumeTurnResult>;
+}
+
+/** The stored record for `turnKey`, parsed; one stored under another key is corrupt. */
+export function readTurn(sql: Statements, turnKey: string): TurnRecord | undefined {
+  const row = sql.getTurn.get(turnKey);
+  if (row === undefined) return undefined;
+  const record = parseTurnRecord(parseJson(row.record, `turn ${turnKey}`), `turn ${turnKey}`);
+  if (record.turnKey !== turnKey) throw corrupt(`turn ${turnKey}`, "the record names another turn key");
+  return record;
+}
+
+export function prepareTurnSteps(db: Database.Database, sql: Statements, timestamp: () => string): TurnSteps {
+  const write = (record: TurnRecord | undefined): void => {
+    if (record !== undefined) sql.putTurn.run(record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record));
+  };
+  const begin = db.transaction((input: BeginTurnInput): BeginTurnResult => {
+    const { answer, write: record } = beginTransition(readTurn(sql, input.turn.turnKey), input, timestamp(), randomUUID());
+    write(record);
+    return answer;
+  });
+  const finish = db.transaction((input: FinishTurnInput): boolean => {
+    const { answer, write: record } = finishTransition(readTurn(sql, input.turnKey), input, timestamp());
+    write(record);
+    return answer;
+  });
+  const resume = db.transaction((input: ResumeTurnInput): ResumeTurnResult => {
+    const { answer, write: record } = resumeTransition(readTurn(sql, input.turnKey), input, timestamp(), randomUUID());
+    write(record);
+    return answer;
+  });
+  return { begin, finish, resume };
+}

@@ -1,0 +1,78 @@
+/**
+ * The turn record's transitions, decided once for every store: each store reads the turn's record
+ * (under its lock or transaction), asks one of these what to answer and what to write, and writes
+ * it. Pure: the time and the new lease token come from the caller.
+ */
+import {
+  BeginTurnInputSchema,
+  FinishTurnInputSchema,
+  ResumeTurnInputSchema,
+  TurnRecordSchema,
+  type BeginTurnInput,
+  type BeginTurnResult,
+  type FinishTurnInput,
+  type ResumeTurnInput,
+  type ResumeTurnResult,
+  type TurnRecord,
+} from "../contracts.js";
+import { parseStoreValue } from "./validate.js";
+
+/** What a transition answers, and the record to store (none: nothing changes). */
+export interface TurnTransition<A> {
+  readonly answer: A;
+  readonly write: TurnRecord | undefined;
+}
+
+const plus = (at: string, ms: number): string => new Date(Date.parse(at) + ms).toISOString();
+
+export const parseBeginTurn = (input: unknown): BeginTurnInput => parseStoreValue(BeginTurnInputSchema, input, "beginTurn input");
+export const parseFinishTurn = (input: unknown): FinishTurnInput => parseStoreValue(FinishTurnInputSchema, input, "finishTurn input");
+export const parseResumeTurn = (input: unknown): ResumeTurnInput => parseStoreValue(ResumeTurnInputSchema, input, "resumeTurn input");
+/** A stored turn record, as read back (a row, a map entry): a corrupt one fails closed. */
+export const parseTurnRecord = (value: unknown, what = "turn record"): TurnRecord => parseStoreValue(TurnRecordSchema, value, what);
+
+/** `beginTurn`: insert if absent, take over an expired lease, else answer what the turn is. */
+export function beginTransition(
+  existing: TurnRecord | undefined,
+  input: BeginTurnInput,
+  now: string,
+  token: string,
+): TurnTransition<BeginTurnResult> {
+  const lease = { token, expiresAt: plus(now, input.leaseMs) };
+  if (existing === undefined) {
+    const record: TurnRecord = { ...input.turn, state: "running", lease, createdAt: now, updatedAt: now };
+    return { answer: { status: "started", token, record }, write: record };
+  }
+  if (existing.inputDigest !== input.turn.inputDigest) return { answer: { status: "input_mismatch" }, write: undefined };
+  if (existing.state !== "running") return { answer: { status: "finished", record: existing }, write: undefined };
+  // An unparseable expiry never expires: a corrupt lease is not a reason to run a turn twice.
+  const expires = Date.parse(existing.lease?.expiresAt ?? "");
+  if (!(expires <= Date.parse(now))) return { answer: { status: "running", record: existing }, write: undefined };
+  const record: TurnRecord = { ...existing, lease, updatedAt: now };
+  return { answer: { status: "taken_over", token, record }, write: record };
+}
+
+/** `finishTurn`: compare-and-set from `running` by the lease token. */
+export function finishTransition(existing: TurnRecord | undefined, input: FinishTurnInput, now: string): TurnTransition<boolean> {
+  if (existing?.state !== "running" || existing.lease?.token !== input.token) return { answer: false, write: undefined };
+  const { lease: _dropped, ...rest } = existing;
+  const record: TurnRecord = { ...rest, state: input.state, outcome: input.outcome, updatedAt: now };
+  return { answer: true, write: record };
+}
+
+/** `resumeTurn`: compare-and-set from `awaiting_approval` to `running` under a new lease. */
+export function resumeTransition(
+  existing: TurnRecord | undefined,
+  input: ResumeTurnInput,
+  now: string,
+  token: string,
+): TurnTransition<ResumeTurnResult> {
+  if (existing === undefined) return { answer: { resumed: false }, write: undefined };
+  if (existing.state !== "awaiting_approval") return { answer: { resumed: false, record: existing }, write: undefined };
+  const { outcome: _previous, ...rest } = existing;
+  const record: TurnRecord = { ...rest, state: "running", lease: { token, expiresAt: plus(now, input.leaseMs) }, updatedAt: now };
+  return { answer: { resumed: true, token, record }, write: record };
+}
+
+/** Finished states `prune` may remove: a paused or running turn is kept. */
+export const PRUNABLE_TURN_STATES: readonly TurnRecord["state"][] = ["completed", "refused", "failed"];

@@ -1,0 +1,301 @@
+/**
+ * Turn records: the turn service's lifecycle. `beginTurn` inserts a turn once and leases it to one
+ * worker; a lease that expired (at the store's clock) is taken over; `finishTurn` and `resumeTurn`
+ * are compare-and-sets; prune removes finished turns only. Plus `getMutation`, the read-only view
+ * of a turn's claim.
+ */
+import { expect } from "vitest";
+import {
+  BeginTurnResultSchema,
+  MutationStatusSchema,
+  ResumeTurnResultSchema,
+  TurnRecordSchema,
+  type BeginTurnResult,
+  type GuardrailStore,
+  type JsonValue,
+  type TurnInput,
+  type TurnRecord,
+  type TurnStart,
+} from "../../contracts.js";
+import { digest } from "../../digest.js";
+import { turnKey } from "../../keys.js";
+import {
+  acquire,
+  complete,
+  conform,
+  expectBoolean,
+  expectContractError,
+  expectInstant,
+  identity,
+  leaveUnknown,
+  RESULT,
+  SCOPE,
+  turn,
+} from "./fixtures.js";
+import type { StoreTest } from "./harness.js";
+
+const LEASE_MS = 30_000;
+const DAY = 86_400_000;
+
+function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInput {
+  return {
+    scopeId: SCOPE,
+    turnId,
+    policyVersion: "policy-1",
+    principal: "alice",
+    segments: [{ label: "user", content: "Rename the document to “Field notes” \u0000 ✓" }],
+    ...overrides,
+  };
+}
+
+function start(input: TurnInput): TurnStart {
+  const key = turnKey(input);
+  return {
+    turnKey: key,
+    scopeId: input.scopeId,
+    ...(input.principal === undefined ? {} : { principal: input.principal }),
+    input,
+    inputDigest: digest({ kind: "conformance.turn-input", input }),
+    threadId: `turn:${key}`,
+  };
+}
+
+const TURN_START = start(turnInput("turn-1"));
+const COMPLETED: JsonValue = { status: "completed", answer: "Renamed.", calls: [{ tool: "rename_document", callId: "call-1" }] };
+const AWAITING: JsonValue = { status: "awaiting_approval", approvals: [{ approvalId: "a".repeat(64) }] };
+
+async function begin(store: GuardrailStore, of: TurnStart = TURN_START, leaseMs = LEASE_MS): Promise<BeginTurnResult> {
+  return conform(BeginTurnResultSchema, await store.beginTurn({ turn: of, leaseMs }), "beginTurn's answer");
+}
+
+async function started(store: GuardrailStore, of: TurnStart = TURN_START, leaseMs = LEASE_MS): Promise<string> {
+  const answer = await begin(store, of, leaseMs);
+  if (answer.status !== "started") throw new Error(`expected the turn to start, got ${answer.status}`);
+  return answer.token;
+}
+
+async function getTurn(store: GuardrailStore, key: string = TURN_START.turnKey): Promise<TurnRecord | undefined> {
+  const record = await store.getTurn(key);
+  if (record !== undefined) conform(TurnRecordSchema, record, "getTurn's answer");
+  return record;
+}
+
+async function resume(store: GuardrailStore, key: string = TURN_START.turnKey) {
+  return conform(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: key, leaseMs: LEASE_MS }), "resumeTurn's answer");
+}
+
+async function awaiting(store: GuardrailStore): Promise<void> {
+  const token = await started(store);
+  expectBoolean(
+    await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "awaiting_approval", outcome: AWAITING }),
+    true,
+    "finishing awaiting_approval",
+  );
+}
+
+export function turnsSuite(test: StoreTest): void {
+  test("a new turn starts running under a lease from the store's clock; getTurn reads it back exactly", async ({ store, clock }) => {
+    expect(await getTurn(store)).toBeUndefined();
+    const answer = await begin(store);
+    if (answer.status !== "started") throw new Error(`expected started, got ${answer.status}`);
+    expect(answer.record).toMatchObject({ ...TURN_START, state: "running", lease: { token: answer.token } });
+    expect(answer.record.outcome).toBeUndefined();
+    expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "lease.expiresAt");
+    expectInstant(answer.record.createdAt, clock.ms, "createdAt");
+    expectInstant(answer.record.updatedAt, clock.ms, "updatedAt");
+    expect(await getTurn(store)).toEqual(answer.record);
+  });
+
+  test("a turn without a principal round-trips without one", async ({ store }) => {
+    const { principal: _none, ...input } = turnInput("no-principal");
+    const of = start(input);
+    await started(store, of);
+    const record = await getTurn(store, of.turnKey);
+    expect(record?.input).toEqual(input);
+    expect(record !== undefined && "principal" in record).toBe(false);
+  });
+
+  test("while a lease is unexpired, begin answers running and changes nothing", async ({ store, clock }) => {
+    const token = await started(store);
+    const before = await getTurn(store);
+    clock.advance(LEASE_MS - 1);
+    const answer = await begin(store);
+    expect(answer).toEqual({ status: "running", record: before });
+    expect(before?.lease?.token).toBe(token);
+    expect(await getTurn(store)).toEqual(before);
+  });
+
+  test("the same key with another input digest is input_mismatch, whatever the turn's state", async ({ store }) => {
+    const other = { ...TURN_START, inputDigest: digest({ kind: "conformance.turn-input", other: true }) };
+    const token = await started(store);
+    const before = await getTurn(store);
+    expect(await begin(store, other)).toEqual({ status: "input_mismatch" });
+    expect(await getTurn(store)).toEqual(before);
+    await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED });
+    expect(await begin(store, other)).toEqual({ status: "input_mismatch" });
+  });
+
+  test("finish is a compare-and-set by the lease token: it stores state and outcome and drops the lease", async ({ store, clock }) => {
+    const token = await started(store);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: "not-the-token", state: "completed", outcome: COMPLETED }), false, "finishing with another token");
+    clock.advance(1000);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED }), true, "finishing with the token");
+    const record = await getTurn(store);
+    expect(record).toMatchObject({ state: "completed", outcome: COMPLETED });
+    expect(record?.lease).toBeUndefined();
+    expectInstant(record?.updatedAt, clock.ms, "updatedAt after finish");
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "failed", outcome: {} }), false, "finishing twice");
+    expect(await getTurn(store)).toEqual(record);
+    expect(await begin(store)).toEqual({ status: "finished", record });
+  });
+
+  test("finish of an unknown turn answers false and creates nothing", async ({ store }) => {
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: "t", state: "completed", outcome: COMPLETED }), false, "finishing nothing");
+    expect(await getTurn(store)).toBeUndefined();
+  });
+
+  test("every finished state answers finished, with its outcome, and nothing runs", async ({ store }) => {
+    for (const state of ["awaiting_approval", "completed", "refused", "failed"] as const) {
+      const of = start(turnInput(`finished-${state}`));
+      const token = await started(store, of);
+      const outcome = { status: state, nested: [1, "two", null, { three: true }] };
+      await store.finishTurn({ turnKey: of.turnKey, token, state, outcome });
+      const answer = await begin(store, of);
+      expect(answer.status, state).toBe("finished");
+      expect(answer.status === "finished" ? answer.record : undefined, state).toMatchObject({ state, outcome });
+    }
+  });
+
+  test("a lease that expired at the store's clock is taken over under a new token; the old token finishes nothing", async ({ store, clock }) => {
+    const old = await started(store);
+    clock.advance(LEASE_MS);
+    const answer = await begin(store);
+    if (answer.status !== "taken_over") throw new Error(`expected taken_over, got ${answer.status}`);
+    expect(answer.token).not.toBe(old);
+    expect(answer.record).toMatchObject({ state: "running", lease: { token: answer.token } });
+    expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "the new lease's expiry");
+    expect(await getTurn(store)).toEqual(answer.record);
+    expect(await begin(store)).toMatchObject({ status: "running" });
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: old, state: "completed", outcome: COMPLETED }), false, "the old token");
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: answer.token, state: "completed", outcome: COMPLETED }), true, "the new token");
+  });
+
+  test("a holder whose lease expired, and nobody took over, still finishes", async ({ store, clock }) => {
+    const token = await started(store);
+    clock.advance(LEASE_MS * 2);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED }), true, "a late finish");
+  });
+
+  test("resume takes an awaiting_approval turn back to running under a new lease, once", async ({ store, clock }) => {
+    await awaiting(store);
+    clock.advance(5000);
+    const answer = await resume(store);
+    if (!answer.resumed) throw new Error("expected the turn to resume");
+    expect(answer.record).toMatchObject({ state: "running", lease: { token: answer.token } });
+    expect(answer.record.outcome).toBeUndefined();
+    expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "the resumed lease's expiry");
+    expect(await resume(store)).toEqual({ resumed: false, record: answer.record });
+    expect(await begin(store)).toEqual({ status: "running", record: answer.record });
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: answer.token, state: "completed", outcome: COMPLETED }), true, "finishing the resumed run");
+  });
+
+  test("resume answers resumed: false for no turn, a running one and a finished one", async ({ store }) => {
+    expect(await resume(store)).toEqual({ resumed: false });
+    const token = await started(store);
+    expect(await resume(store)).toEqual({ resumed: false, record: await getTurn(store) });
+    await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED });
+    expect(await resume(store)).toEqual({ resumed: false, record: await getTurn(store) });
+  });
+
+  test("16 concurrent begins of one new turn: one starts, the others answer running", async ({ store }) => {
+    const answers = await Promise.all(Array.from({ length: 16 }, () => begin(store)));
+    expect(answers.filter((answer) => answer.status === "started")).toHaveLength(1);
+    expect(answers.filter((answer) => answer.status === "running")).toHaveLength(15);
+  });
+
+  test("16 concurrent takeovers of one expired lease: one takes over", async ({ store, clock }) => {
+    await started(store);
+    clock.advance(LEASE_MS + 1);
+    const answers = await Promise.all(Array.from({ length: 16 }, () => begin(store)));
+    expect(answers.filter((answer) => answer.status === "taken_over")).toHaveLength(1);
+    expect(answers.filter((answer) => answer.status === "running")).toHaveLength(15);
+  });
+
+  test("16 concurrent resumes of one paused turn: one resumes", async ({ store }) => {
+    await awaiting(store);
+    const answers = await Promise.all(Array.from({ length: 16 }, () => resume(store)));
+    expect(answers.filter((answer) => answer.resumed)).toHaveLength(1);
+  });
+
+  test("prune removes finished turns last updated before the cutoff, and keeps running and paused ones", async ({ store, clock }) => {
+    const finished = await Promise.all(
+      (["completed", "refused", "failed"] as const).map(async (state) => {
+        const of = start(turnInput(`prune-${state}`));
+        const token = await started(store, of);
+        await store.finishTurn({ turnKey: of.turnKey, token, state, outcome: { state } });
+        return of;
+      }),
+    );
+    const running = start(turnInput("prune-running"));
+    await started(store, running, DAY);
+    await awaiting(store);
+    clock.advance(DAY);
+    const fresh = start(turnInput("prune-fresh"));
+    const freshToken = await started(store, fresh);
+    await store.finishTurn({ turnKey: fresh.turnKey, token: freshToken, state: "completed", outcome: COMPLETED });
+    await store.prune({ olderThan: new Date(clock.ms).toISOString() });
+    for (const of of finished) expect(await getTurn(store, of.turnKey), of.input.turnId).toBeUndefined();
+    expect((await getTurn(store, running.turnKey))?.state).toBe("running");
+    expect((await getTurn(store))?.state).toBe("awaiting_approval");
+    expect((await getTurn(store, fresh.turnKey))?.state).toBe("completed");
+  });
+
+  test("getMutation reads a turn's claim: none, pending, complete with its result, unknown, pruned", async ({ store, clock }) => {
+    const read = async (key: string) => {
+      const status = await store.getMutation(key);
+      if (status !== undefined) conform(MutationStatusSchema, status, "getMutation's answer");
+      return status;
+    };
+    const pending = identity(turn("m-pending"));
+    const done = identity(turn("m-complete"));
+    const unknown = identity(turn("m-unknown", "doc-unknown"));
+    expect(await read(pending.turnKey)).toBeUndefined();
+    await acquire(store, pending);
+    expect(await read(pending.turnKey)).toEqual({ state: "pending", toolName: pending.toolName, toolCallId: pending.toolCallId });
+    await complete(store, done);
+    expect(await read(done.turnKey)).toEqual({ state: "complete", toolName: done.toolName, toolCallId: done.toolCallId, result: RESULT });
+    await leaveUnknown(store, unknown);
+    expect(await read(unknown.turnKey)).toMatchObject({ state: "unknown" });
+    clock.advance(DAY);
+    await store.prune({ olderThan: new Date(clock.ms).toISOString() });
+    expect(await read(done.turnKey)).toEqual({ state: "pruned", toolName: done.toolName, toolCallId: done.toolCallId });
+  });
+
+  test("malformed turn input is rejected and changes nothing", async ({ store }) => {
+    const bad: [string, () => Promise<unknown>][] = [
+      ["a scopeId other than the input's", () => store.beginTurn({ turn: { ...TURN_START, scopeId: "doc-other" }, leaseMs: LEASE_MS })],
+      ["a principal other than the input's", () => store.beginTurn({ turn: { ...TURN_START, principal: "mallory" }, leaseMs: LEASE_MS })],
+      ["a zero lease", () => store.beginTurn({ turn: TURN_START, leaseMs: 0 })],
+      ["a fractional lease", () => store.beginTurn({ turn: TURN_START, leaseMs: 1.5 })],
+      ["a bad input digest", () => store.beginTurn({ turn: { ...TURN_START, inputDigest: "ABC" }, leaseMs: LEASE_MS })],
+      ["an empty thread id", () => store.beginTurn({ turn: { ...TURN_START, threadId: "" }, leaseMs: LEASE_MS })],
+      ["an unknown field", () => store.beginTurn({ turn: TURN_START, leaseMs: LEASE_MS, extra: 1 } as never)],
+    ];
+    for (const [what, run] of bad) await expectContractError(run, `beginTurn with ${what}`);
+    expect(await getTurn(store)).toBeUndefined();
+    const token = await started(store);
+    const before = await getTurn(store);
+    await expectContractError(
+      () => store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "running" as never, outcome: COMPLETED }),
+      "finishTurn to running",
+    );
+    await expectContractError(
+      () => store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: undefined as never }),
+      "finishTurn without an outcome",
+    );
+    await expectContractError(() => store.resumeTurn({ turnKey: "not-a-digest", leaseMs: LEASE_MS }), "resumeTurn of a bad key");
+    await expectContractError(() => store.getTurn("not-a-digest"), "getTurn of a bad key");
+    await expectContractError(() => store.getMutation("not-a-digest"), "getMutation of a bad key");
+    expect(await getTurn(store)).toEqual(before);
+  });
+}

@@ -1,0 +1,24 @@
+/** The turn service: `createTurnService` and its answers. */
+export { TurnServiceError, type TurnServiceErrorCode } from "./errors.js";
+export {
+  TURN_FAILURES,
+  type DecideAnswer,
+  type PendingApproval,
+  type RunningAnswer,
+  type TurnAnswer,
+  type TurnCallOutcome,
+  type TurnFailure,
+  type TurnOutcome,
+  type TurnView,
+} from "./outcome.js";
+export {
+  createTurnService,
+  turnThreadId,
+  type DecideTurnInput,
+  type MayDecide,
+  type SubmitTurnInput,
+  type ThreadConfig,
+  type TurnAgent,
+  type TurnService,
+  type TurnServiceOptions,
+} from "./service.js";

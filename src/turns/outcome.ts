@@ -1,0 +1,218 @@
+/**
+ * What the turn service answers: a turn's outcome (stored, and replayed on a retry) and the
+ * answers of `submit`, `get` and `decide`. Outcomes carry no tool result text unless the service
+ * was asked to include it, and no error text ever: a failure is a code.
+ */
+import { ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { z } from "zod";
+import {
+  DigestSchema,
+  JsonValueSchema,
+  MutationStatusSchema,
+  type ApprovalStatus,
+  type JsonValue,
+  type MutationStatus,
+  type TurnState,
+} from "../contracts.js";
+import { latestUserTextIndex, textContent } from "../decision/transcript.js";
+
+/** One tool call of the turn, as the client sees it. */
+export interface TurnCallOutcome {
+  /** The tool's name. */
+  readonly tool: string;
+  /** The call id the model gave it. */
+  readonly callId: string;
+  /** `error` for a refused or failed call. */
+  readonly status: "success" | "error";
+  /** The refusal code (`REFUSAL_CODES`) when the guardrails refused the call. */
+  readonly refusal?: string;
+  /** The tool's result text: only with the service's `includeToolResults`. */
+  readonly content?: string;
+}
+
+const TurnCallOutcomeSchema: z.ZodType<TurnCallOutcome> = z.strictObject({
+  tool: z.string(),
+  callId: z.string(),
+  status: z.enum(["success", "error"]),
+  refusal: z.string().optional(),
+  content: z.string().optional(),
+});
+
+/** One approval request a paused turn waits on: what the person is asked. */
+export interface PendingApproval {
+  /** Answer it with `decide({ approvalId, ... })`. */
+  readonly approvalId: string;
+  /** The tool the call is to. */
+  readonly tool: string;
+  /** The call the person is asked about. */
+  readonly toolCallId: string;
+  /** The arguments the person is asked to approve. */
+  readonly args: Record<string, JsonValue>;
+  /** The guardrails that asked. */
+  readonly guardrails: string[];
+  /** Their reasons, shown to the person. */
+  readonly reason?: string;
+}
+
+const PendingApprovalSchema: z.ZodType<PendingApproval> = z.strictObject({
+  approvalId: DigestSchema,
+  tool: z.string(),
+  toolCallId: z.string(),
+  args: z.record(z.string(), JsonValueSchema),
+  guardrails: z.array(z.string()),
+  reason: z.string().optional(),
+});
+
+/**
+ * Why a turn failed: nothing of the error's text, only what kind of failure.
+ * - `moderation_failed`: the moderation provider failed or answered a non-boolean; nothing ran;
+ * - `admission_failed`: admission refused the run (`detail`: the `AdmissionError` code); no model call ran;
+ * - `approval_failed`: a person's decision could not be applied (`detail`: the `ApprovalError` code);
+ * - `unsupported_interrupt`: the run paused on an interrupt that is not this library's approval request;
+ * - `run_failed`: the run threw: a model, tool or store failure (`error`: its class name).
+ */
+export type TurnFailure = "moderation_failed" | "admission_failed" | "approval_failed" | "unsupported_interrupt" | "run_failed";
+/** Every {@link TurnFailure}. */
+export const TURN_FAILURES = [
+  "moderation_failed",
+  "admission_failed",
+  "approval_failed",
+  "unsupported_interrupt",
+  "run_failed",
+] as const satisfies readonly TurnFailure[];
+
+/**
+ * A turn's outcome: what a finished (or paused) turn answers, stored and replayed.
+ * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn;
+ * - `awaiting_approval`: the requests the run waits on;
+ * - `refused`: `denied` by moderation, or `input_mismatch` (the turn key was used with other input);
+ * - `failed`: a {@link TurnFailure}, with the turn's mutation claim as the failure left it (its
+ *   result only with `includeToolResults`).
+ */
+export type TurnOutcome =
+  | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[] }
+  | { readonly status: "awaiting_approval"; readonly approvals: PendingApproval[] }
+  | { readonly status: "refused"; readonly code: "denied" | "input_mismatch" }
+  | {
+      readonly status: "failed";
+      readonly code: TurnFailure;
+      readonly detail?: string;
+      readonly error?: string;
+      readonly mutation?: MutationStatus;
+    };
+
+/** Parses a stored {@link TurnOutcome}. */
+export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("status", [
+  z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema) }),
+  z.strictObject({ status: z.literal("awaiting_approval"), approvals: z.array(PendingApprovalSchema).min(1) }),
+  z.strictObject({ status: z.literal("refused"), code: z.enum(["denied", "input_mismatch"]) }),
+  z.strictObject({
+    status: z.literal("failed"),
+    code: z.enum(TURN_FAILURES),
+    detail: z.string().optional(),
+    error: z.string().optional(),
+    mutation: MutationStatusSchema.optional(),
+  }),
+]);
+
+/** Another worker runs the turn now: ask again later. */
+export interface RunningAnswer {
+  /** Always `running`. */
+  readonly status: "running";
+  /** The turn. */
+  readonly turnKey: string;
+}
+
+/** `submit`'s and `decide`'s answer about a turn: its outcome (`replayed` when nothing ran), or that a worker runs it now. */
+export type TurnAnswer = (TurnOutcome & { readonly turnKey: string; readonly replayed: boolean }) | RunningAnswer;
+
+/**
+ * `decide`'s answer: the turn's new answer, or why nothing was decided (nothing recorded):
+ * `not_found` (no such request, or not one of a turn this service runs), `forbidden` (`mayDecide`
+ * said no), `not_pending` (decided, applied or expired before: `approvalStatus`).
+ */
+export type DecideAnswer =
+  | TurnAnswer
+  | { readonly status: "not_found" }
+  | { readonly status: "forbidden" }
+  | { readonly status: "not_pending"; readonly approvalStatus: ApprovalStatus };
+
+/**
+ * `get`'s answer: `not_found`, or the turn's state and outcome (absent while running), read only,
+ * with its mutation claim (its result only with `includeToolResults`).
+ */
+export type TurnView =
+  | { readonly status: "not_found" }
+  | {
+      readonly status: "found";
+      readonly turnKey: string;
+      readonly scopeId: string;
+      readonly principal: string | undefined;
+      readonly state: TurnState;
+      readonly outcome: TurnOutcome | undefined;
+      readonly mutation: MutationStatus | undefined;
+      readonly createdAt: string;
+      readonly updatedAt: string;
+    };
+
+/** The interrupt payload fields the service reads of an approval request. */
+const ApprovalInterruptSchema = z.looseObject({
+  type: z.literal("arkah.approval"),
+  approvalId: DigestSchema,
+  tool: z.string(),
+  toolCallId: z.string(),
+  args: z.record(z.string(), JsonValueSchema),
+  guardrails: z.array(z.string()),
+  reason: z.string().optional(),
+});
+
+/** An interrupt of a paused run, as `graph.getState` lists it. */
+export interface PendingInterrupt {
+  readonly id: string;
+  readonly approval: PendingApproval;
+}
+
+/**
+ * The approval requests a paused run waits on, or `undefined` when one of its interrupts is not an
+ * approval request of this library (or carries no id to resume it by).
+ */
+export function approvalInterrupts(interrupts: readonly { readonly id?: string; readonly value?: unknown }[]): PendingInterrupt[] | undefined {
+  const pending: PendingInterrupt[] = [];
+  for (const each of interrupts) {
+    const parsed = ApprovalInterruptSchema.safeParse(each.value);
+    if (each.id === undefined || !parsed.success) return undefined;
+    const { approvalId, tool, toolCallId, args, guardrails, reason } = parsed.data;
+    pending.push({ id: each.id, approval: { approvalId, tool, toolCallId, args, guardrails, ...(reason === undefined ? {} : { reason }) } });
+  }
+  return pending;
+}
+
+/** A completed run's outcome: the last message's text and every tool call after the user's message. */
+export function completedOutcome(messages: readonly BaseMessage[], includeToolResults: boolean): TurnOutcome {
+  const start = Math.max(0, latestUserTextIndex(messages));
+  const calls = messages.slice(start).filter((message) => ToolMessage.isInstance(message)).map((message): TurnCallOutcome => {
+    const status = message.status === "error" ? "error" : "success";
+    const text = textContent(message) ?? "";
+    const refusal = status === "error" ? refusalCode(text) : undefined;
+    return {
+      tool: message.name ?? "",
+      callId: message.tool_call_id,
+      status,
+      ...(refusal === undefined ? {} : { refusal }),
+      ...(includeToolResults ? { content: text } : {}),
+    };
+  });
+  const last = messages.at(-1);
+  return { status: "completed", answer: last === undefined ? "" : (textContent(last) ?? ""), calls };
+}
+
+/** The guardrail's code of a refusal `ToolMessage` (`{"guardrail": code, ...}`), if it is one. */
+function refusalCode(text: string): string | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    const code = typeof parsed === "object" && parsed !== null ? (parsed as { guardrail?: unknown }).guardrail : undefined;
+    return typeof code === "string" && /^[a-z][a-z0-9_]*$/.test(code) ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}

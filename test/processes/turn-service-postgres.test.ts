@@ -1,0 +1,115 @@
+/**
+ * The turn service across worker processes on one real PostgreSQL: separate OS processes, each with
+ * its own store and checkpointer pools, submit the same turn.
+ * - Two workers at once: one runs the turn, the other answers `running` and starts nothing; after
+ *   it finished, a retry on the other worker answers the stored outcome, replayed.
+ * - A worker SIGKILLed mid-run (blocked inside the read tool's body, before the write) holds the
+ *   turn only until its lease expires: another worker (whose clock is past the lease) takes it
+ *   over, resumes from the checkpoint and completes it with exactly one write.
+ */
+import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
+import type pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
+import { turnKey } from "arkah-agent-guardrails";
+import { startWorker, type Worker } from "./support.js";
+import { workerTurn, type TurnServiceWorkerReport, type TurnServiceWorkerSpec } from "./workers/turn-service-protocol.js";
+import { adminPool, dropSchema, freshSchema, describePostgres, requirePostgres } from "../support/postgres.js";
+
+requirePostgres();
+
+const LEASE_MS = 600_000;
+
+describePostgres("PostgreSQL: the turn service across worker processes", (url) => {
+  const schema = freshSchema("arkah_turnsvc");
+  const checkpoints = `${schema}_lg`;
+  let admin: pg.Pool;
+  let store: PostgresGuardrailStore;
+  const started: Worker<TurnServiceWorkerReport>[] = [];
+
+  const start = async (name: string, options: Partial<TurnServiceWorkerSpec> = {}) => {
+    const spec: TurnServiceWorkerSpec = { schema, checkpoints, name, clockOffsetMs: 0, leaseMs: LEASE_MS, ...options };
+    const worker = startWorker<TurnServiceWorkerReport>("turn-service-worker.ts", [JSON.stringify(spec)]);
+    started.push(worker);
+    await worker.next((report) => report.type === "ready" || report.type === "error");
+    return worker;
+  };
+
+  const submit = async (worker: Worker<TurnServiceWorkerReport>, turnId: string) => {
+    const answered = worker.next((report) => report.type === "answer" || report.type === "error");
+    worker.child.send({ type: "submit", turnId });
+    const report = await answered;
+    if (report.type !== "answer") throw new Error(`worker failed: ${JSON.stringify(report)}`);
+    return report.answer;
+  };
+
+  const writesOf = async (turnId: string) =>
+    (await admin.query<{ worker: string }>(`SELECT worker FROM "${schema}".writes WHERE turn_id = $1`, [turnId])).rows.map((row) => row.worker);
+
+  beforeAll(async () => {
+    admin = adminPool();
+    store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+    await admin.query(`CREATE TABLE "${schema}".writes (turn_id text NOT NULL, worker text NOT NULL, note_id text NOT NULL, body text NOT NULL)`);
+    // The checkpointer's tables once, before the workers open it.
+    const saver = PostgresSaver.fromConnString(url, { schema: checkpoints });
+    await saver.setup();
+    await saver.end();
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const worker of started) if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill("SIGKILL");
+    await Promise.all(started.map((worker) => worker.exited));
+    await store.close();
+    await dropSchema(admin, schema);
+    await dropSchema(admin, checkpoints);
+    await admin.end();
+  });
+
+  it("two workers submit one turn: one runs it, the other answers running; a later retry replays the outcome", async () => {
+    const turnId = "race-1";
+    const runner = await start("runner", { blockRead: "until-release" });
+    const other = await start("other");
+    const reading = runner.next((report) => report.type === "reading" || report.type === "error");
+    const answered = runner.next((report) => report.type === "answer" || report.type === "error");
+    runner.child.send({ type: "submit", turnId });
+    expect(await reading).toEqual({ type: "reading", turnId });
+
+    expect(await submit(other, turnId)).toEqual({ status: "running", turnKey: turnKey(workerTurn(turnId)) });
+    runner.child.send({ type: "release" });
+    const report = await answered;
+    if (report.type !== "answer") throw new Error(JSON.stringify(report));
+    expect(report.answer).toMatchObject({ status: "completed", replayed: false, answer: "Done." });
+    expect(await writesOf(turnId)).toEqual(["runner"]);
+
+    expect(await submit(other, turnId)).toEqual({ ...report.answer, replayed: true });
+    expect(await writesOf(turnId)).toEqual(["runner"]);
+  }, 120_000);
+
+  it("a worker SIGKILLed mid-run is taken over after its lease: the turn completes from the checkpoint with one write", async () => {
+    const turnId = "killed-1";
+    const victim = await start("victim", { blockRead: "forever" });
+    const reading = victim.next((report) => report.type === "reading" || report.type === "error");
+    victim.child.send({ type: "submit", turnId });
+    expect(await reading).toEqual({ type: "reading", turnId });
+    victim.child.kill("SIGKILL");
+    expect(await victim.exited).toEqual({ code: null, signal: "SIGKILL" });
+    expect((await store.getTurn(turnKey(workerTurn(turnId))))?.state).toBe("running");
+
+    // Within the lease another worker answers running and runs nothing.
+    const early = await start("early");
+    expect(await submit(early, turnId)).toMatchObject({ status: "running" });
+    // A worker whose clock is past the lease takes the turn over.
+    const later = await start("later", { clockOffsetMs: LEASE_MS + 1_000 });
+    const answer = await submit(later, turnId);
+    expect(answer).toMatchObject({ status: "completed", replayed: false });
+    expect(answer.status === "completed" ? answer.calls.map((call) => [call.tool, call.status]) : []).toEqual([
+      ["read_note", "success"],
+      ["edit_note", "success"],
+    ]);
+    expect(await writesOf(turnId)).toEqual(["later"]);
+    // One admission: the receipt the killed worker stored was reused.
+    expect((await store.getReceipt(turnKey(workerTurn(turnId))))?.allowed).toBe(true);
+    expect(await submit(early, turnId)).toEqual({ ...answer, replayed: true });
+    expect(await writesOf(turnId)).toEqual(["later"]);
+  }, 120_000);
+});

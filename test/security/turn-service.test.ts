@@ -1,0 +1,59 @@
+/**
+ * Attack class: the glue around the agent (issue 21). The HTTP example this service replaces let
+ * any user decide another user's approval and shared idempotency keys across users. Through the
+ * turn service and the real loop: only the turn's principal decides, a reused turn id for another
+ * principal (or other input) is refused and learns nothing of the first turn's outcome, and a
+ * retried request never asks a person again.
+ */
+import { describe, expect, it } from "vitest";
+import { InMemoryGuardrailStore, turnKey } from "arkah-agent-guardrails";
+import { serviceHarness, turnOf } from "../turns/support.js";
+
+describe("turn service: who may decide, and whose key it is", () => {
+  it("another user cannot decide a user's approval: forbidden, nothing recorded, nothing written", async () => {
+    const store = new InMemoryGuardrailStore();
+    const { service, notes, model } = serviceHarness({ store, approvals: true });
+    const paused = await service.submit({ turn: turnOf() });
+    if (paused.status !== "awaiting_approval") throw new Error(`expected a pause, got ${paused.status}`);
+    const approvalId = paused.approvals[0]?.approvalId ?? "";
+    const calls = model.calls;
+    for (const decision of [{ decision: "approve" }, { decision: "edit", args: { noteId: "note-7", body: "" } }] as const) {
+      expect(await service.decide({ approvalId, principal: "mallory", decision })).toEqual({ status: "forbidden" });
+    }
+    expect((await store.getApproval(approvalId))?.status).toBe("pending");
+    expect(model.calls).toBe(calls);
+    expect(notes.writes).toEqual([]);
+  });
+
+  it("a turn without a principal is decided by nobody unless mayDecide says so", async () => {
+    const { principal: _none, ...anonymous } = turnOf();
+    const { service, notes } = serviceHarness({ store: new InMemoryGuardrailStore(), approvals: true });
+    const paused = await service.submit({ turn: anonymous });
+    if (paused.status !== "awaiting_approval") throw new Error(`expected a pause, got ${paused.status}`);
+    const approvalId = paused.approvals[0]?.approvalId ?? "";
+    expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({ status: "forbidden" });
+    expect(notes.writes).toEqual([]);
+  });
+
+  it("another user reusing a turn id is refused input_mismatch and gets nothing of the first turn's outcome", async () => {
+    const { service, notes, model } = serviceHarness({ store: new InMemoryGuardrailStore() });
+    const first = await service.submit({ turn: turnOf() });
+    expect(first.status).toBe("completed");
+    const calls = model.calls;
+    const answer = await service.submit({ turn: turnOf({ principal: "mallory" }) });
+    expect(answer).toEqual({ status: "refused", code: "input_mismatch", turnKey: turnKey(turnOf()), replayed: false });
+    expect(JSON.stringify(answer)).not.toContain("Done");
+    expect(model.calls).toBe(calls);
+    expect(notes.writes).toHaveLength(1);
+  });
+
+  it("a retried request of a paused turn asks nobody again: one approval request, no model call", async () => {
+    const store = new InMemoryGuardrailStore();
+    const { service, model } = serviceHarness({ store, approvals: true });
+    await service.submit({ turn: turnOf() });
+    const calls = model.calls;
+    for (let retry = 0; retry < 3; retry++) expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "awaiting_approval", replayed: true });
+    expect(model.calls).toBe(calls);
+    expect(await store.listApprovals()).toHaveLength(1);
+  });
+});

@@ -1,0 +1,118 @@
+/**
+ * The turn service over a real `createAgent` loop: the notes service (counted tool entries and
+ * writes), a responder `ScriptedModel` that plans from the transcript (read, then edit, then
+ * answer; counted calls), the document guardrails reading the turn from `context`, and a
+ * checkpointer. Stores: memory, SQLite and PostgreSQL, each with a clock the test moves.
+ */
+import { ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { MemorySaver, type BaseCheckpointSaver } from "@langchain/langgraph";
+import { createAgent, tool } from "langchain";
+import { z } from "zod";
+import {
+  createDocumentGuardrails,
+  createTurnService,
+  requireApproval,
+  type GuardrailStore,
+  type TurnInput,
+  type TurnServiceOptions,
+} from "arkah-agent-guardrails";
+import { ScriptedModel, type ScriptReply } from "arkah-agent-guardrails/testing";
+import { NOTE_POLICIES, NotesService, USER } from "../security/support.js";
+
+/** Runs inside a tool body before its effect; may block or throw. */
+export interface TurnHooks {
+  readonly beforeRead?: () => void | Promise<void>;
+  readonly beforeWrite?: () => void | Promise<void>;
+}
+
+/** The notes tools; `notes.entries` counts every entry into a body, `notes.writes` every write. */
+export function turnTools(notes: NotesService, hooks: TurnHooks = {}) {
+  const readNote = tool(
+    async ({ noteId }) => {
+      notes.entries.push("read_note");
+      await hooks.beforeRead?.();
+      return notes.read(noteId);
+    },
+    { name: "read_note", description: "Read a note.", schema: z.object({ noteId: z.string() }) },
+  );
+  const editNote = tool(
+    async ({ noteId, body }) => {
+      notes.entries.push("edit_note");
+      await hooks.beforeWrite?.();
+      return notes.write(noteId, body);
+    },
+    { name: "edit_note", description: "Replace a note's body.", schema: z.object({ noteId: z.string(), body: z.string() }) },
+  );
+  return [readNote, editNote];
+}
+
+/** A clock only the test moves. */
+export class TestClock {
+  ms = Date.UTC(2031, 1, 3, 4, 5, 6, 789);
+  readonly now = (): Date => new Date(this.ms);
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export const NEW_BODY = "Buy oat milk";
+
+/** Reads the note, then edits it, then answers: planned from the transcript, so any worker continues where the checkpoint is. */
+export function noteResponder(body = NEW_BODY) {
+  return (messages: readonly BaseMessage[]): ScriptReply => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.name));
+    if (!done.has("read_note")) return { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] };
+    if (!done.has("edit_note")) return { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body } }] };
+    return { content: "Done: the note says oat milk now." };
+  };
+}
+
+export function turnOf(overrides: Partial<TurnInput> = {}): TurnInput {
+  return {
+    scopeId: "note-7",
+    turnId: "req-0001",
+    policyVersion: "v1",
+    principal: "alice",
+    segments: [{ label: "user", content: USER }],
+    ...overrides,
+  };
+}
+
+export interface ServiceHarnessOptions {
+  readonly store: GuardrailStore;
+  readonly approvals?: boolean;
+  readonly hooks?: TurnHooks;
+  readonly checkpointer?: BaseCheckpointSaver;
+  readonly notes?: NotesService;
+  readonly service?: Partial<Omit<TurnServiceOptions, "agent" | "store">>;
+}
+
+/** One worker: its model, agent and service; notes and checkpointer may be shared between workers. */
+export function serviceHarness(options: ServiceHarnessOptions) {
+  const notes = options.notes ?? new NotesService();
+  const model = new ScriptedModel(noteResponder());
+  let moderations = 0;
+  const guardrails = createDocumentGuardrails({
+    store: options.store,
+    userMessageLabel: "user",
+    authorize: () => true,
+    tools: NOTE_POLICIES,
+    ...(options.approvals === true ? { guardrails: [requireApproval({ tools: ["edit_note"] })] } : {}),
+  });
+  const agent = createAgent({
+    model,
+    tools: turnTools(notes, options.hooks),
+    middleware: [guardrails],
+    checkpointer: options.checkpointer ?? new MemorySaver(),
+  });
+  const service = createTurnService({
+    agent,
+    store: options.store,
+    moderate: ({ segments }) => {
+      moderations += 1;
+      return !segments.some((segment) => /password/i.test(segment.content));
+    },
+    ...options.service,
+  });
+  return { service, model, notes, agent, moderations: () => moderations };
+}
