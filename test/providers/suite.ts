@@ -10,7 +10,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { AIMessageChunk, type BaseMessage } from "@langchain/core/messages";
 import { Command, MemorySaver } from "@langchain/langgraph";
 import { modelRetryMiddleware } from "langchain";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { requireApproval, type ApprovalRequest } from "arkah-agent-guardrails";
 import { outcomeOf, refusalCode, toolOutcomes } from "../support/fixtures.js";
 import { wireAgent } from "./support/agent.js";
@@ -50,12 +50,18 @@ function argumentPiecesById(chunks: readonly AIMessageChunk[]): Map<string, stri
 
 export function describeProvider(provider: ProviderUnderTest): void {
   describe(`${provider.wire.name} client on the wire`, () => {
+    let started: Promise<ProviderServer> | undefined;
     let server: ProviderServer;
     let network: NetworkGuard;
 
-    beforeAll(async () => {
+    beforeAll(() => {
       network = guardNetwork();
-      server = await ProviderServer.start(provider.wire);
+    });
+    // Started once, by the first test; a server that cannot listen fails every test (a beforeAll
+    // failure would only mark them skipped).
+    beforeEach(async () => {
+      started ??= ProviderServer.start(provider.wire);
+      server = await started;
     });
     afterEach(() => {
       // Every scripted reply was asked for, nothing else was, and nothing tried the network.
@@ -66,7 +72,7 @@ export function describeProvider(provider: ProviderUnderTest): void {
     });
     afterAll(async () => {
       network.restore();
-      await server.close();
+      await (await started?.catch(() => undefined))?.close();
     });
 
     const agentWith = (options: Omit<Parameters<typeof wireAgent>[0], "model"> = {}) =>
