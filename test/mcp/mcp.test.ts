@@ -6,7 +6,7 @@
  * server's store (HTTP, in this process) or its ledger file (stdio, in the child).
  * What differs for MCP tools is in docs/mcp.md.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
@@ -213,5 +213,14 @@ describe.each(TRANSPORTS)("MCP tools over $name", ({ connect }) => {
     expect(refusalCode(outcomeOf(messages, "w2").content)).toBe("mutation_conflict");
     expect(callsOn("edit_note", "note-9")).toEqual([{ tool: "edit_note", args: { noteId: "note-9", body: "Buy oat milk" }, wrote: false }]);
     expect((await run.store.listUnresolved()).map((claim) => [claim.toolCallId, claim.state])).toEqual([["w1", "unknown"]]);
+  });
+});
+
+describe("docs/mcp.md", () => {
+  it("shows textResultTool exactly as the tests use it", () => {
+    const doc = readFileSync(new URL("../../docs/mcp.md", import.meta.url), "utf8");
+    const block = /<!-- text-result:start -->\n```ts\n([\s\S]*?)```\n<!-- text-result:end -->/.exec(doc)?.[1];
+    const source = readFileSync(new URL("support/text-result.ts", import.meta.url), "utf8");
+    expect(block).toBe(source.slice(source.indexOf("*/\n") + 3));
   });
 });
