@@ -1,7 +1,8 @@
 /**
  * examples/http-service driven over real HTTP: the server runs as its own OS process
  * (`node --import tsx examples/http-service/server.ts`) on a free loopback port, on SQLite files in
- * a temp directory, with the offline model (no API key reaches it). Writes are counted in the
+ * a temp directory, with the offline model (no API key reaches it) except in one test, where
+ * ChatOpenAI talks to a scripted Chat Completions server on loopback. Writes are counted in the
  * service's own database (`note_writes`: one row per write the write service executed) and the
  * guardrails' decisions read from their store's audit trail.
  */
@@ -13,6 +14,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { turnKey, type ApprovalRequest, type StoredAuditEvent } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { tempDir } from "../processes/support.js";
+import { ProviderServer } from "../providers/support/provider-server.js";
+import { OPENAI_CALL_ID, openAIWire } from "../providers/support/openai-wire.js";
 
 const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 /** Starting Node, tsx and langchain in a child process: generous on a loaded machine. */
@@ -25,10 +28,11 @@ interface Server {
 }
 
 /** Starts the service on `dataDir` and resolves once it printed the address it listens on. */
-function startServer(dataDir: string, keys: { OPENAI_API_KEY?: string } = {}): Promise<Server> {
+function startServer(dataDir: string, keys: { OPENAI_API_KEY?: string; OPENAI_BASE_URL?: string } = {}): Promise<Server> {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: "0", HOST: "127.0.0.1" };
   // The offline model unless a test says otherwise, whatever the machine running the tests has set.
   delete env.OPENAI_API_KEY;
+  delete env.OPENAI_BASE_URL;
   delete env.ANTHROPIC_API_KEY;
   Object.assign(env, keys);
   const child = spawn(process.execPath, ["--import", "tsx", "examples/http-service/server.ts"], {
@@ -237,15 +241,58 @@ describe("examples/http-service over HTTP", () => {
   });
 
   it(
-    "with OPENAI_API_KEY set and @langchain/openai not installed, the server stops at start naming the package",
+    "with OPENAI_API_KEY set the service runs ChatOpenAI: against a loopback Chat Completions server, a turn writes once and its retry (fresh call ids) writes nothing",
     async () => {
-      // No network: the provider package is missing (it is not a dependency of this repository),
-      // so the dynamic import fails before any client is built.
+      // @langchain/openai is a dev dependency; OPENAI_BASE_URL points the child's client at a
+      // scripted server in this process, so no request leaves 127.0.0.1.
+      const provider = await ProviderServer.start(openAIWire);
       const dir = tempDir("arkah-http-provider-");
+      let server: Server | undefined;
       try {
-        const failed = startServer(dir.path, { OPENAI_API_KEY: "sk-not-used" });
-        await expect(failed).rejects.toThrow("the model needs @langchain/openai: install it (pnpm add @langchain/openai)");
+        server = await startServer(dir.path, { OPENAI_API_KEY: "sk-test-not-a-real-key", OPENAI_BASE_URL: `${provider.url}/v1` });
+        const script = () =>
+          provider.script(
+            { toolCalls: [{ name: "read_note", args: { noteId: "note-8" } }] },
+            { toolCalls: [{ name: "edit_note", args: { noteId: "note-8", body: "Call the plumber" } }] },
+            { content: "Done: note-8 says Call the plumber." },
+          );
+        const request = ["alice", "turn-openai-001", "note-8", "Set note-8 to: Call the plumber"] as const;
+        script();
+        const first = await turn(server, ...request);
+        const [readId] = provider.callIds(0);
+        const [editId] = provider.callIds(1);
+        expect(editId).toMatch(OPENAI_CALL_ID);
+        expect(first).toEqual({
+          status: 200,
+          body: {
+            status: "completed",
+            turnId: "turn-openai-001",
+            answer: "Done: note-8 says Call the plumber.",
+            calls: [
+              { tool: "read_note", callId: readId, status: "success" },
+              { tool: "edit_note", callId: editId, status: "success" },
+            ],
+          },
+        });
+        // The system prompt and the user's message reached the provider.
+        expect(JSON.stringify(provider.requests[0]?.body.messages)).toContain("Set note-8 to: Call the plumber");
+
+        // A transport retry: the provider mints fresh ids, so the edit is a new call of a turn
+        // that made its change.
+        script();
+        const retried = await turn(server, ...request);
+        const [retryEdit] = provider.callIds(4);
+        expect(retried.status).toBe(200);
+        expect(retried.body.calls).toEqual([
+          { tool: "read_note", callId: provider.callIds(3)[0], status: "success" },
+          { tool: "edit_note", callId: retryEdit, status: "error", refusal: "mutation_conflict" },
+        ]);
+        expect(database(dir.path).writes.filter((write) => write.noteId === "note-8")).toHaveLength(1);
+        expect(provider.problems).toEqual([]);
+        expect(provider.remaining).toBe(0);
       } finally {
+        if (server !== undefined) await kill(server);
+        await provider.close();
         dir.remove();
       }
     },
