@@ -52,9 +52,14 @@ export function replayMessage(call: { readonly id: string; readonly name: string
   return new ToolMessage({ content: result.content, status: result.status, tool_call_id: call.id, name: call.name });
 }
 
-/** Whether a tool result carries an artifact beside its content, which a text replay would drop. */
+/**
+ * Whether a tool result carries an artifact beside its content, which a text replay would drop. An
+ * empty one (`null`, `[]`: what an MCP tool returns with a text result) carries nothing to lose.
+ */
 export function hasArtifact(result: ToolResult): boolean {
-  return ToolMessage.isInstance(result) && result.artifact !== undefined;
+  if (!ToolMessage.isInstance(result)) return false;
+  const { artifact } = result as { artifact?: unknown };
+  return artifact !== undefined && artifact !== null && !(Array.isArray(artifact) && artifact.length === 0);
 }
 
 /** The text and status of a tool result, or undefined when it is not a text `ToolMessage`. */

@@ -266,7 +266,7 @@ describe("examples/http-service over HTTP", () => {
           status: 200,
           body: {
             status: "completed",
-            turnId: "turn-openai-001",
+            turnId: "alice/turn-openai-001",
             answer: "Done: note-8 says Call the plumber.",
             calls: [
               { tool: "read_note", callId: readId, status: "success" },

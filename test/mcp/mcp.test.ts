@@ -6,7 +6,6 @@
  * server's store (HTTP, in this process) or its ledger file (stdio, in the child).
  * What differs for MCP tools is in docs/mcp.md.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
@@ -18,7 +17,6 @@ import { requireApproval, SealError, type ApprovalRequest, type ToolPolicy } fro
 import { outcomeOf, refusalCode } from "../support/fixtures.js";
 import { noteTurn, rejection, secureAgent } from "../security/support.js";
 import { NotesStore, readLedger, serveHttp, type LedgerEntry } from "./support/notes-server.js";
-import { textResultTool } from "./support/text-result.js";
 
 const POLICIES: Record<string, ToolPolicy> = {
   read_note: { kind: "document-read", scope: (args) => args.noteId as string },
@@ -110,9 +108,9 @@ describe.each(TRANSPORTS)("MCP tools over $name", ({ connect }) => {
   /** The server's calls of `tool` on `noteId`. */
   const callsOn = (tool: LedgerEntry["tool"], noteId: string) =>
     server.calls().filter((entry) => entry.tool === tool && entry.args.noteId === noteId);
-  /** The guarded agent over the MCP tools: the read as loaded, the edit as a plain-text tool. */
+  /** The guarded agent over the MCP tools, both as loaded. */
   const mcpAgent = (noteId: string, options: Partial<Parameters<typeof secureAgent>[0]> & Pick<Parameters<typeof secureAgent>[0], "script">) =>
-    secureAgent({ tools: [mcpRead, textResultTool(mcpEdit)], policies: POLICIES, input: noteTurn({ scopeId: noteId, turnId: `turn-${noteId}` }), ...options });
+    secureAgent({ tools: [mcpRead, mcpEdit], policies: POLICIES, input: noteTurn({ scopeId: noteId, turnId: `turn-${noteId}` }), ...options });
   const read = (id: string, noteId: string) => ({ id, name: "read_note", args: { noteId } });
   const edit = (id: string, noteId: string, body = "Buy oat milk") => ({ id, name: "edit_note", args: { noteId, body } });
 
@@ -213,14 +211,5 @@ describe.each(TRANSPORTS)("MCP tools over $name", ({ connect }) => {
     expect(refusalCode(outcomeOf(messages, "w2").content)).toBe("mutation_conflict");
     expect(callsOn("edit_note", "note-9")).toEqual([{ tool: "edit_note", args: { noteId: "note-9", body: "Buy oat milk" }, wrote: false }]);
     expect((await run.store.listUnresolved()).map((claim) => [claim.toolCallId, claim.state])).toEqual([["w1", "unknown"]]);
-  });
-});
-
-describe("docs/mcp.md", () => {
-  it("shows textResultTool exactly as the tests use it", () => {
-    const doc = readFileSync(new URL("../../docs/mcp.md", import.meta.url), "utf8");
-    const block = /<!-- text-result:start -->\n```ts\n([\s\S]*?)```\n<!-- text-result:end -->/.exec(doc)?.[1];
-    const source = readFileSync(new URL("support/text-result.ts", import.meta.url), "utf8");
-    expect(block).toBe(source.slice(source.indexOf("*/\n") + 3));
   });
 });
