@@ -15,6 +15,7 @@
  * service executed) and the guardrails' decisions read from their store's audit trail.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
@@ -280,6 +281,14 @@ describe.each(FRAMEWORKS)("examples/http-service on %s, in the test's process", 
     expect(await server.get(`/turns/${key}`, "bob")).toEqual({ status: 404, body: { status: "not_found" } });
     expect(await server.get(`/turns/${"0".repeat(64)}`, "alice")).toEqual({ status: 404, body: { status: "not_found" } });
   });
+});
+
+it("docs/turns.md shows the example's HTTP mapping as it is in http.ts (the one place both servers take it from)", () => {
+  const source = readFileSync(join(ROOT, "examples/http-service/http.ts"), "utf8");
+  const docs = readFileSync(join(ROOT, "docs/turns.md"), "utf8");
+  const mapping = /^export function answerReply[\s\S]*?^}\n/m.exec(source)?.[0];
+  expect(mapping).toMatch(/^export function answerReply/);
+  expect(docs).toContain(`\`\`\`ts\n${mapping ?? ""}\`\`\``);
 });
 
 const turnOver = (server: ServerProcess, user: string, key: string, noteId: string, message: string) =>
