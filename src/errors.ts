@@ -201,7 +201,12 @@ export type SealViolation =
   /** A success was returned for the call although its tool never ran. */
   | "answered_without_tool"
   /** The tool was invoked after the guardrails had already answered the call. */
-  | "late_invocation";
+  | "late_invocation"
+  /**
+   * A governed tool's body was called around the sealed invocation (its `call`, `_call` or `func`),
+   * or with the seal already broken: refused, unrun.
+   */
+  | "body_called";
 
 /**
  * A middleware placed inside (after) the guardrails changed what a checked call executes: its

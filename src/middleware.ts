@@ -11,6 +11,7 @@ import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
 import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
+import { guardTool } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
@@ -191,7 +192,10 @@ export function createDocumentGuardrails(
 
   const governance: Governance = { store, audit, logger, guardrails, telemetry: parsed.data.telemetry };
   const coverage = new ToolCoverage(policies.keys(), parsed.data.unregisteredTools);
-  /** A governed tool the guardrails could not seal would be refused on every call: fail at once. */
+  /**
+   * A governed tool the guardrails could not seal would be refused on every call: fail at once.
+   * A sealable one has its body guarded from now on (src/execution/seal.ts).
+   */
   const sealable = new WeakSet<object>();
   const checkSealable = (tool: unknown) => {
     if (typeof tool !== "object" || tool === null || sealable.has(tool)) return;
@@ -199,7 +203,8 @@ export function createDocumentGuardrails(
     if (typeof name !== "string" || !policies.has(name)) return;
     if (!isSealable(tool)) {
       throw new ConfigurationError(
-        `tools.${name}: not a LangChain StructuredTool (what tool() builds), so the guardrails cannot seal its calls; build it with tool()`,
+        `tools.${name}: not a LangChain StructuredTool (what tool() builds) that the guardrails can guard (a frozen or ` +
+          "non-extensible tool cannot be), so they cannot seal its calls; build it with tool() and do not freeze it",
       );
     }
     const artifacts = returnsArtifacts(tool);
@@ -209,6 +214,7 @@ export function createDocumentGuardrails(
           "return what the model needs in the content and drop responseFormat, or register the tool as another kind",
       );
     }
+    guardTool(tool);
     sealable.add(tool);
   };
 

@@ -14,6 +14,7 @@ import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
+import { guardTool } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { appliesTo, type Guardrail } from "./guardrails/port.js";
@@ -124,6 +125,8 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
       const governed = markGoverned(request, "createToolGuardrails"); // one guardrails middleware per agent
       coverage.observe(request.tools);
       checkApprovalsCanPause(guardrails, request.runtime.configurable);
+      // A listed tool's body is guarded before the model can call anything (src/execution/seal.ts).
+      for (const tool of request.tools) if (registered.has((tool as { name?: unknown }).name as string) && isSealable(tool)) guardTool(tool);
       return handler(governed);
     },
     wrapToolCall: async (request, handler) => {

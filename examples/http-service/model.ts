@@ -1,7 +1,7 @@
 /**
  * The chat model, one line to swap: a real provider when its API key is set, else the offline
- * scripted model. The provider packages are not dependencies of this repository: install the one
- * you use (`pnpm add @langchain/openai` or `pnpm add @langchain/anthropic`).
+ * scripted model. The provider packages are not dependencies of the package: install the one you
+ * use (`pnpm add @langchain/openai` or `pnpm add @langchain/anthropic`).
  */
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";

@@ -4,28 +4,18 @@
  * coercion, transforms, refinements, unknown keys stripped), a JSON Schema tool through
  * @langchain/core's own validator in the dialect it applies at invoke time (draft 2019-09, whatever
  * the schema's `$schema` says). Every later decision sees the parsed arguments, and the sealed
- * execution hands the tool body exactly these.
+ * execution hands the tool body exactly these. What it returns is detached: neither the arguments
+ * as written nor the parsed ones share an object with the call's own `args` or with each other, so
+ * nothing that holds the request can change what was checked.
  */
 import { Validator } from "@langchain/core/utils/json_schema";
 import { interopSafeParse, interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
 import type { JsonValue } from "../contracts.js";
 import { digest, DigestError } from "../digest.js";
 import { jsonPointer, leafIssues, type ArgumentIssue } from "../guardrails/schema.js";
+import { takesInputString, type SealableTool } from "./tool.js";
 
-/** What `StructuredTool.call` needs of a tool: the schema it parses with and the body it runs. */
-export interface SealableTool {
-  readonly name: string;
-  readonly schema: unknown;
-  invoke(input: unknown, config?: unknown): Promise<unknown>;
-  _call(...args: unknown[]): unknown;
-}
-
-/** A tool the guardrails can seal: a LangChain `StructuredTool` (what `tool()` makes). */
-export function isSealable(tool: unknown): tool is SealableTool {
-  if (typeof tool !== "object" || tool === null) return false;
-  const candidate = tool as Partial<SealableTool>;
-  return typeof candidate.invoke === "function" && typeof candidate._call === "function" && "schema" in candidate;
-}
+export { isSealable, type SealableTool } from "./tool.js";
 
 export type ParsedArguments =
   | {
@@ -62,8 +52,8 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
   }
   const { schema } = tool;
   let parsed: unknown;
-  // Parsed as `StructuredTool.call` does; `raw` is a JSON object here.
-  const input = raw as Readonly<Record<string, JsonValue>>;
+  // Parsed as `StructuredTool.call` does, from a copy of its own: `raw` is plain JSON here.
+  const input = structuredClone(raw) as Readonly<Record<string, JsonValue>>;
   if (isInteropZodSchema(schema)) {
     // Synchronously when the schema allows it (no extra turn of the event loop); a schema with
     // async refinements (or one that threw) answers without issues and is parsed again, async.
@@ -76,6 +66,8 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
       return { ok: false, issues: result.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message })) };
     }
     parsed = result.data;
+    // A string tool's parse yields the string (or nothing): decided on as the object it came from.
+    if ((parsed === undefined || typeof parsed === "string") && takesInputString(tool)) parsed = parsed === undefined ? {} : { input: parsed };
   } else {
     if (typeof schema === "object" && schema !== null) {
       let validator = validators.get(schema);
@@ -94,14 +86,19 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     return { ok: false, issues: [{ path: "", message: "the arguments are not an object after parsing" }] };
   }
-  if (parsed === input) return { ok: true, raw: input, rawDigest, args: parsed as Readonly<Record<string, JsonValue>>, argsDigest: rawDigest };
-  try {
-    return { ok: true, raw: input, rawDigest, args: parsed as Readonly<Record<string, JsonValue>>, argsDigest: digest(parsed) };
-  } catch (error) {
-    if (!DigestError.isInstance(error)) throw error;
-    // A Date, undefined, a lone surrogate...: the guardrails bind plain JSON only.
-    return { ok: false, issues: [{ path: jsonPath(error.path), message: `not plain JSON after parsing (${error.message})` }] };
+  let argsDigest = rawDigest;
+  if (parsed !== input) {
+    try {
+      argsDigest = digest(parsed);
+    } catch (error) {
+      if (!DigestError.isInstance(error)) throw error;
+      // A Date, undefined, a lone surrogate...: the guardrails bind plain JSON only.
+      return { ok: false, issues: [{ path: jsonPath(error.path), message: `not plain JSON after parsing (${error.message})` }] };
+    }
   }
+  // The parsed arguments get a copy of their own: a JSON Schema parse is the input itself, and a zod
+  // parse may hand nested values through (z.any(), z.unknown()).
+  return { ok: true, raw: input, rawDigest, args: structuredClone(parsed) as Readonly<Record<string, JsonValue>>, argsDigest };
 }
 
 /** `$.items[2].title` as a JSON Pointer, roughly: only for the refusal's `path`. */

@@ -1,21 +1,28 @@
 /**
  * The seal on one checked execution. The guardrails decide on a tool, its parsed arguments and one
  * call id; whatever middleware sits inside them, the tool body must run with exactly those, at
- * most once per handler call. The handler is given a sealed copy of the tool that:
+ * most once per handler call.
  *
- * - runs the tool's own body with the checked, parsed arguments (the tool does not parse again, so
- *   a transform cannot apply twice);
- * - refuses, without running anything, an invocation whose call id or arguments differ from the
- *   checked ones, a second invocation, and one after the guardrails answered.
+ * Two parts:
  *
- * The registered tool object itself is guarded too: while its call is sealed, invoking it around
- * the seal (a middleware that drops or replaces `request.tool`) is refused the same way. What the
- * seal saw afterwards says whether the body provably never started, which releases a claim.
+ * - The handler is given a sealed copy of the tool whose `invoke` admits one invocation, with the
+ *   checked call id and arguments, and refuses any other (other arguments, a second one, one after
+ *   the guardrails answered) without running anything.
+ * - The body itself is guarded (`guardTool`): a governed tool's `_call` and `func` (what `tool()`
+ *   and `DynamicTool` run) and its `invoke` are replaced, once, by guards. While a governed call's
+ *   handler chain runs (an `AsyncLocalStorage` context, so concurrent calls and threads never
+ *   meet), a body runs only on the single-use permit the sealed invocation issues, and receives a
+ *   fresh copy of the checked arguments. `call`, `_call`, `func`, `stream`, `batch`, the registered
+ *   tool under any config: each reaches a guard without the permit and is refused, unrun. Outside
+ *   every governed call (other host code, a test) the guards just call through.
+ *
+ * What the seal saw afterwards says whether the body provably never started, which releases a claim.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { SealError, type SealViolation } from "../errors.js";
 import type { JsonValue } from "../contracts.js";
 import { digest } from "../digest.js";
-import type { SealableTool } from "./parse.js";
+import { classBodyOf, guardedClasses, guardedTools, takesInputString, type SealableTool } from "./tool.js";
 
 /** The checked execution a seal admits. */
 export interface SealedCall {
@@ -23,10 +30,8 @@ export interface SealedCall {
   readonly name: string;
   /** Digest of the arguments passed down the handler chain (as the model or an approver wrote them). */
   readonly rawDigest: string;
-  /** What the tool body receives. */
+  /** The parsed arguments: the body receives a fresh copy (a string tool, their `input`). */
   readonly args: Readonly<Record<string, JsonValue>>;
-  /** Distinguishes concurrent runs that reuse a call id (e.g. the thread id). */
-  readonly scope: string;
 }
 
 /** What happened inside one sealed handler call. */
@@ -39,17 +44,39 @@ export interface SealReport {
   readonly violations: readonly SealViolation[];
 }
 
-/** Sealed calls in flight, by scope and call id: the guard on registered tools consults it. */
-const inFlight = new Map<string, Seal>();
-/** Registered tools whose `invoke` is guarded, with the original `invoke`. */
-const originals = new WeakMap<object, SealableTool["invoke"]>();
+type Method = (this: unknown, ...args: unknown[]) => unknown;
 
-const flightKey = (scope: string, id: string) => `${scope}\u0000${id}`;
+/** A governed tool's own methods, as they were before the guards replaced them. */
+export interface Originals {
+  readonly invoke: SealableTool["invoke"];
+  readonly call: Method;
+}
+
+/** Governed tools whose body is guarded. */
+const guarded = new WeakMap<object, Originals>();
+
+/** The seal of the governed call whose handler chain the running code belongs to, if any. */
+const current = new AsyncLocalStorage<Seal>();
+
+/** The one entry into a body a sealed invocation allows. */
+interface Permit {
+  readonly tool: object;
+  /** What the sealed invocation passed to `call`: `_call` must be given this very object. */
+  readonly token: object;
+  /** What the body receives instead: a copy no other object shares. */
+  readonly input: unknown;
+}
 
 export class Seal {
   readonly #call: SealedCall;
+  readonly #tool: SealableTool;
   readonly #invoke: SealableTool["invoke"];
   #open = true;
+  /** The sealed invocation happened (there is one). */
+  #invoked = false;
+  #permit: Permit | undefined = undefined;
+  /** The tool whose admitted `_call` is running its body's first, synchronous part. */
+  #passing: object | undefined = undefined;
   #started = false;
   #outcome: SealReport["outcome"] = undefined;
   readonly #violations: SealViolation[] = [];
@@ -58,32 +85,31 @@ export class Seal {
 
   constructor(tool: SealableTool, call: SealedCall) {
     this.#call = call;
-    this.#invoke = guard(tool);
+    this.#tool = tool;
+    this.#invoke = guardTool(tool).invoke;
     const run = (sealed: SealableTool, input: unknown, config: unknown) => this.#run(sealed, input, config);
-    // Inherits everything from the tool (name, description, response format, `_call`, callbacks);
-    // its schema accepts anything, so `StructuredTool.call` hands `_call` the arguments `#run`
-    // gives it (the checked ones) without parsing them again.
-    this.tool = Object.create(tool, {
-      schema: { value: true },
-      invoke: {
-        value: function sealedInvoke(this: SealableTool, input: unknown, config?: unknown) {
-          return run(this, input, config);
+    // Inherits everything from the tool (name, description, response format, the guarded `_call`,
+    // callbacks); its schema accepts anything, so `StructuredTool.call` hands `_call` the token
+    // `#run` gives it without parsing it again. Frozen, so nothing can be put in the body's place.
+    this.tool = Object.freeze(
+      Object.create(tool, {
+        schema: { value: true },
+        invoke: {
+          value: function sealedInvoke(this: SealableTool, input: unknown, config?: unknown) {
+            return run(this, input, config);
+          },
         },
-      },
-    }) as SealableTool;
+      }) as SealableTool,
+    );
   }
 
   /** Runs `handler` under this seal; returns or throws what it does. */
   async around<T>(handler: () => Promise<T>): Promise<T> {
-    const key = flightKey(this.#call.scope, this.#call.id);
-    const previous = inFlight.get(key);
-    inFlight.set(key, this);
     try {
-      return await handler();
+      return await current.run(this, handler);
     } finally {
       this.#open = false;
-      if (previous === undefined) inFlight.delete(key);
-      else inFlight.set(key, previous);
+      this.#permit = undefined;
     }
   }
 
@@ -97,19 +123,53 @@ export class Seal {
     return new SealError(violation, { toolName: this.#call.name, toolCallId: this.#call.id });
   }
 
+  /**
+   * A guarded `_call` of `tool` inside this seal's handler chain: admitted only on the permit, once,
+   * and only while nothing broke the seal. Answers what the body receives instead of `token`, or
+   * the refusal.
+   */
+  admit(tool: object, token: unknown): { readonly input: unknown } | SealError {
+    const permit = this.#permit;
+    if (permit?.tool !== tool || permit.token !== token || this.#violations.length > 0) {
+      return this.violate(this.#open ? "body_called" : "late_invocation");
+    }
+    this.#permit = undefined;
+    this.#started = true;
+    this.#passing = tool;
+    return permit;
+  }
+
+  /** The admitted `_call` returned (or threw): its `func` can no longer be entered. */
+  leave(): void {
+    this.#passing = undefined;
+  }
+
+  /**
+   * A guarded `func` (or class `_call`) of `tool`: passes only synchronously inside its admitted
+   * `_call`, where nothing but the body's own code runs. Otherwise answers the refusal.
+   */
+  pass(tool: object): SealError | undefined {
+    return this.#passing === tool ? undefined : this.violate(this.#open ? "body_called" : "late_invocation");
+  }
+
   async #run(sealed: SealableTool, input: unknown, config: unknown): Promise<unknown> {
     if (!this.#open) throw this.violate("late_invocation");
-    if (this.#started) throw this.violate("handler_repeated");
+    if (this.#invoked) throw this.violate("handler_repeated");
+    // Once broken, nothing runs: the first violation stands.
+    const [broken] = this.#violations;
+    if (broken !== undefined) throw new SealError(broken, { toolName: this.#call.name, toolCallId: this.#call.id });
     const { id, args } = invocation(input, config);
     if (id !== this.#call.id || digestOrUndefined(args) !== this.#call.rawDigest) {
       throw this.violate("arguments_rewritten");
     }
     // A cancelled run starts nothing: the body provably did not run.
     (config as { signal?: AbortSignal } | undefined)?.signal?.throwIfAborted();
-    this.#started = true;
-    // The body gets its own copy of exactly the checked arguments.
-    const checked = structuredClone(this.#call.args);
-    const sealedInput = isToolCall(input) ? { ...input, args: checked } : checked;
+    this.#invoked = true;
+    // The token travels through LangChain's `call` (and its callbacks); the body gets its own copy.
+    const token = structuredClone(this.#call.args);
+    const copy = structuredClone(this.#call.args);
+    this.#permit = { tool: this.#tool, token, input: takesInputString(this.#tool) ? copy.input : copy };
+    const sealedInput = isToolCall(input) ? { ...input, args: token } : token;
     try {
       const returned = await this.#invoke.call(sealed, sealedInput, config);
       this.#outcome = { returned };
@@ -117,42 +177,92 @@ export class Seal {
     } catch (error) {
       this.#outcome = { threw: error };
       throw error;
+    } finally {
+      this.#permit = undefined;
     }
   }
 }
 
 /**
- * Guards a registered tool once: while one of its calls is sealed, an invocation of the tool
- * object itself for that call id is refused. Returns the tool's original `invoke`.
+ * Guards a governed tool's body, once (the guardrails call it when they first see the tool, at the
+ * agent's first model call, and for every seal): its `invoke`, `_call` and, when it has one of its
+ * own, `func` become guards that call through outside every governed call and, inside one, let
+ * only the sealed invocation's permit reach the body. The guards cannot be replaced or removed.
+ * A subclass's `_call` is guarded on its class too (`classBodyOf`). The tool must be sealable
+ * (`isSealable`: extensible, those properties configurable).
  */
-function guard(tool: SealableTool): SealableTool["invoke"] {
-  const known = originals.get(tool);
+export function guardTool(tool: SealableTool): Originals {
+  const known = guarded.get(tool);
   if (known !== undefined) return known;
-  // The prototype's (or the tool's own) invoke, called with `this` set explicitly below.
-  const original = Reflect.get<SealableTool, "invoke">(tool, "invoke");
-  originals.set(tool, original);
-  if (!Object.isFrozen(tool)) {
-    Object.defineProperty(tool, "invoke", {
-      configurable: true,
-      writable: true,
-      enumerable: false,
-      value: function guardedInvoke(this: SealableTool, input: unknown, config?: unknown) {
-        const seal = sealFor(input, config);
-        if (seal !== undefined) return Promise.reject(seal.violate("tool_swapped"));
-        return original.call(this, input, config);
-      },
+  const invoke = Reflect.get<SealableTool, "invoke">(tool, "invoke");
+  const call: Method = Reflect.get<SealableTool, "_call">(tool, "_call");
+  const func = Object.getOwnPropertyDescriptor(tool, "func")?.value as unknown;
+  const classBody = classBodyOf(tool);
+  const originals: Originals = { invoke, call };
+  const define = (key: string, value: Method) =>
+    Object.defineProperty(tool, key, { value, writable: false, configurable: false, enumerable: false });
+
+  // The registered tool itself is never what the handler runs: invoking it inside a governed call
+  // (a middleware that dropped or replaced `request.tool`, a body calling another governed tool)
+  // is refused whatever config, thread or call id comes with it.
+  define("invoke", function guardedInvoke(this: unknown, input: unknown, config?: unknown) {
+    const seal = current.getStore();
+    if (seal === undefined) return invoke.call(this, input, config);
+    return Promise.reject(seal.violate("tool_swapped"));
+  });
+  define("_call", function guardedCall(this: unknown, token: unknown, ...rest: unknown[]) {
+    const seal = current.getStore();
+    if (seal === undefined) return call.call(this, token, ...rest);
+    const entry = seal.admit(tool, token);
+    // A body answers with a promise: so does its refusal.
+    if (entry instanceof SealError) return Promise.reject(entry);
+    try {
+      return call.call(this, entry.input, ...rest);
+    } finally {
+      seal.leave();
+    }
+  });
+  if (typeof func === "function") {
+    const body = func as Method;
+    // `tool()` and `DynamicTool` run their function through `this.func`, synchronously from `_call`.
+    define("func", function guardedFunc(this: unknown, ...args: unknown[]) {
+      const refused = current.getStore()?.pass(tool);
+      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
     });
   }
-  return original;
+  if (classBody !== undefined) guardClass(classBody);
+  guarded.set(tool, originals);
+  guardedTools.add(tool);
+  return originals;
 }
 
-/** The seal of a call in flight that this invocation belongs to, if any. */
-function sealFor(input: unknown, config: unknown): Seal | undefined {
-  if (inFlight.size === 0) return undefined;
-  const { id } = invocation(input, config);
-  if (id === undefined) return undefined;
-  const threadId = (config as { configurable?: { thread_id?: unknown } } | undefined)?.configurable?.thread_id;
-  return inFlight.get(flightKey(typeof threadId === "string" ? threadId : "", id));
+/**
+ * Guards a `StructuredTool` subclass's `_call` on its class prototype, once: inside a governed call,
+ * a governed instance (or the sealed copy of one) reaches it only from its admitted `_call`. Other
+ * instances, and every call outside governed calls, call straight through.
+ */
+function guardClass(proto: object): void {
+  if (guardedClasses.has(proto)) return;
+  const descriptor = Object.getOwnPropertyDescriptor(proto, "_call");
+  const body = descriptor?.value as Method;
+  Object.defineProperty(proto, "_call", {
+    ...descriptor,
+    value: function guardedClassCall(this: unknown, ...args: unknown[]) {
+      const seal = current.getStore();
+      const tool = seal === undefined ? undefined : governedTool(this, proto);
+      const refused = tool === undefined ? undefined : seal?.pass(tool);
+      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
+    },
+  });
+  guardedClasses.add(proto);
+}
+
+/** The governed tool `self` is (or is a copy of), looking up its prototypes as far as `proto`. */
+function governedTool(self: unknown, proto: object): object | undefined {
+  for (let at: unknown = self; at !== null && typeof at === "object" && at !== proto; at = Object.getPrototypeOf(at)) {
+    if (guarded.has(at)) return at;
+  }
+  return undefined;
 }
 
 function isToolCall(input: unknown): input is { readonly type: "tool_call"; readonly id?: unknown; readonly args?: unknown } {
@@ -175,10 +285,4 @@ function digestOrUndefined(value: unknown): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The scope sealed calls are keyed under: the thread, so equal call ids of other threads never meet. */
-export function sealScope(configurable: unknown): string {
-  const threadId = (configurable as { thread_id?: unknown } | undefined)?.thread_id;
-  return typeof threadId === "string" ? threadId : "";
 }

@@ -19,7 +19,7 @@ import { checkMutationStep, claimAction } from "../decision/plan.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError } from "../errors.js";
-import { Seal, sealScope } from "../execution/seal.js";
+import { Seal } from "../execution/seal.js";
 import { bubblesUp } from "../interrupts.js";
 import { mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
@@ -53,7 +53,6 @@ async function sealedRun(
       name: call.name,
       rawDigest: checked.rawDigest,
       args: checked.args,
-      scope: sealScope(request.runtime.configurable),
     });
     const sealed = { ...request, tool: seal.tool, toolCall: { ...request.toolCall, args: checked.raw } };
     let outcome: Outcome;

@@ -8,8 +8,9 @@
  *   refusals, a retry of a finished turn that calls nothing (model calls and writes counted), a
  *   concurrent retry answered 409 `running`, a rejected approval, and `GET /turns/:turnKey`.
  * - As its own OS process (`node --import tsx examples/http-service/server.ts`, `FRAMEWORK=hono`
- *   or `express`): an approval across a `SIGKILL` of the server process, and a missing provider
- *   package stopping the server at start.
+ *   or `express`): an approval across a `SIGKILL` of the server process; and ChatOpenAI against a
+ *   scripted Chat Completions server on loopback (`OPENAI_BASE_URL`), whose retry asks the
+ *   provider nothing.
  *
  * Writes are counted in the service's own database (`note_writes`: one row per write the write
  * service executed) and the guardrails' decisions read from their store's audit trail.
@@ -23,6 +24,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { turnKey, type PendingApproval, type StoredAuditEvent } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { tempDir } from "../processes/support.js";
+import { ProviderServer } from "../providers/support/provider-server.js";
+import { OPENAI_CALL_ID, openAIWire } from "../providers/support/openai-wire.js";
 import { deferred } from "../support/fixtures.js";
 import { FRAMEWORKS, startServer, writesIn, type Framework, type Reply, type RunningServer } from "./http-servers.js";
 
@@ -37,10 +40,11 @@ interface ServerProcess {
 }
 
 /** Starts the service as its own process on `dataDir` and resolves once it printed the address it listens on. */
-function spawnServer(dataDir: string, framework: Framework, keys: { OPENAI_API_KEY?: string } = {}): Promise<ServerProcess> {
+function spawnServer(dataDir: string, framework: Framework, keys: { OPENAI_API_KEY?: string; OPENAI_BASE_URL?: string } = {}): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: "0", HOST: "127.0.0.1", FRAMEWORK: framework };
   // The offline model unless a test says otherwise, whatever the machine running the tests has set.
   delete env.OPENAI_API_KEY;
+  delete env.OPENAI_BASE_URL;
   delete env.ANTHROPIC_API_KEY;
   Object.assign(env, keys);
   const child = spawn(process.execPath, ["--import", "tsx", "examples/http-service/server.ts"], {
@@ -295,15 +299,52 @@ const turnOver = (server: ServerProcess, user: string, key: string, noteId: stri
   post(`${server.url}/turns`, { "x-user": user, "idempotency-key": key }, { noteId, message });
 
 it(
-  "with OPENAI_API_KEY set and @langchain/openai not installed, the server stops at start naming the package",
+  "with OPENAI_API_KEY set the service runs ChatOpenAI: against a loopback Chat Completions server, a turn writes once and its retry asks the provider nothing",
   async () => {
-    // No network: the provider package is missing (it is not a dependency of this repository),
-    // so the dynamic import fails before any client is built.
+    // @langchain/openai is a dev dependency; OPENAI_BASE_URL points the child's client at a
+    // scripted server in this process, so no request leaves 127.0.0.1.
+    const provider = await ProviderServer.start(openAIWire);
     const dir = tempDir("arkah-http-provider-");
+    let server: ServerProcess | undefined;
     try {
-      const failed = spawnServer(dir.path, "hono", { OPENAI_API_KEY: "sk-not-used" });
-      await expect(failed).rejects.toThrow("the model needs @langchain/openai: install it (pnpm add @langchain/openai)");
+      server = await spawnServer(dir.path, "hono", { OPENAI_API_KEY: "sk-test-not-a-real-key", OPENAI_BASE_URL: `${provider.url}/v1` });
+      provider.script(
+        { toolCalls: [{ name: "read_note", args: { noteId: "note-8" } }] },
+        { toolCalls: [{ name: "edit_note", args: { noteId: "note-8", body: "Call the plumber" } }] },
+        { content: "Done: note-8 says Call the plumber." },
+      );
+      const request = ["alice", "turn-openai-001", "note-8", "Set note-8 to: Call the plumber"] as const;
+      const first = await turnOver(server, ...request);
+      const [readId] = provider.callIds(0);
+      const [editId] = provider.callIds(1);
+      expect(editId).toMatch(OPENAI_CALL_ID);
+      expect(first).toEqual({
+        status: 200,
+        body: {
+          status: "completed",
+          turnKey: keyOf("alice", "turn-openai-001", "note-8"),
+          replayed: false,
+          answer: "Done: note-8 says Call the plumber.",
+          calls: [
+            { tool: "read_note", callId: readId, status: "success" },
+            { tool: "edit_note", callId: editId, status: "success" },
+          ],
+        },
+      });
+      // The system prompt and the user's message reached the provider.
+      expect(JSON.stringify(provider.requests[0]?.body.messages)).toContain("Set note-8 to: Call the plumber");
+      const requests = provider.requests.length;
+
+      // A transport retry: the turn service answers the stored outcome. The provider is not asked
+      // again, so it mints no fresh call ids and no edit meets the turn's slot (mutation_conflict).
+      expect(await turnOver(server, ...request)).toEqual({ status: 200, body: { ...first.body, replayed: true } });
+      expect(provider.requests).toHaveLength(requests);
+      expect(writesIn(dir.path).filter((write) => write.noteId === "note-8")).toHaveLength(1);
+      expect(provider.problems).toEqual([]);
+      expect(provider.remaining).toBe(0);
     } finally {
+      if (server !== undefined) await kill(server);
+      await provider.close();
       dir.remove();
     }
   },
