@@ -178,10 +178,14 @@ export { runWithRetryBoundary, type RetryBoundaryOptions } from "./retry.js";
 export { InMemoryGuardrailStore, type InMemoryGuardrailStoreOptions } from "./stores/memory.js";
 export {
   type GuardrailTelemetry,
+  type TelemetryApprovalWait,
   type TelemetryCall,
   type TelemetryCallEnd,
   type TelemetryCallObserver,
   type TelemetryStep,
+  type TelemetryTurn,
+  type TelemetryTurnEnd,
+  type TelemetryTurnObserver,
 } from "./telemetry.js";
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";
 export {

@@ -4,7 +4,7 @@
  * port with `@opentelemetry/api` (an optional peer), and a host may implement it for another one.
  */
 import { z } from "zod";
-import type { AuditEvent, ClaimStatus, ToolKind } from "./contracts.js";
+import type { ApprovalDecision, AuditEvent, ClaimStatus, ToolKind, TurnState } from "./contracts.js";
 
 /** The call a telemetry backend is told about when it starts: names, ids and digests, never values. */
 export interface TelemetryCall {
@@ -88,6 +88,59 @@ export interface GuardrailTelemetry {
    * children of the call's).
    */
   observeCall<T>(call: TelemetryCall, run: (observer: TelemetryCallObserver) => Promise<T>): Promise<T>;
+  /**
+   * Runs one operation of the turn service (`createTurnService({ telemetry })`): a `submit` or a
+   * `decide`. As for `observeCall`: call `run` once and return what it returns, inside your own
+   * context, so the spans of the tool calls the run makes are the operation's children. Optional:
+   * a backend without it traces tool calls only.
+   */
+  observeTurn?<T>(turn: TelemetryTurn, run: (observer: TelemetryTurnObserver) => Promise<T>): Promise<T>;
+}
+
+/** The turn-service operation a backend is told about when it starts. */
+export interface TelemetryTurn {
+  /** `submit` (run or replay a turn) or `decide` (decide an approval request, and resume the turn once its pause is answered). */
+  readonly operation: "submit" | "decide";
+}
+
+/** One approval request's wait, told when the turn service resumes a run with its decision. */
+export interface TelemetryApprovalWait {
+  /** The tool the person was asked about (a registered tool: approval requests are made only for those). */
+  readonly toolName: string;
+  /** The decision the run resumes with, or `expired` (resumed as a rejection). */
+  readonly decision: ApprovalDecision["decision"] | "expired";
+  /** From the request's `requestedAt` to its `decidedAt` (or `expiredAt`), in milliseconds; never negative. */
+  readonly waitMs: number;
+}
+
+/**
+ * How a turn operation ended: identifiers, a status and codes, never the user's text, the model's
+ * answer or argument values.
+ */
+export interface TelemetryTurnEnd {
+  /** `turnKey` of the turn (a digest), once known: absent for invalid input or an unknown approval request. */
+  readonly turnKey: string | undefined;
+  /**
+   * The answer's `status` (`completed`, `awaiting_approval`, `refused`, `failed`, `running`; for
+   * `decide` also `not_found`, `forbidden`, `not_pending`), or `error` when the operation threw.
+   */
+  readonly status: string;
+  /** The answer's code: a refusal's (`denied`, `input_mismatch`) or a failure's (`run_failed`, ...). */
+  readonly code: string | undefined;
+  /** The stored outcome was answered and nothing ran (a retry of a finished or paused turn). */
+  readonly replayed: boolean;
+  /** The turn's state as the operation left it, when the service knows it. */
+  readonly state: TurnState | undefined;
+  /** The class name of the error the operation threw (`TurnServiceError`, a store's error), when it threw. */
+  readonly errorType: string | undefined;
+}
+
+/** Receives one turn operation's approval waits, then its end, exactly once. */
+export interface TelemetryTurnObserver {
+  /** An approval request's decision is resumed with: how long the person took. */
+  approvalWait(wait: TelemetryApprovalWait): void;
+  /** How the operation ended; nothing follows it. */
+  end(end: TelemetryTurnEnd): void;
 }
 
 export const TelemetrySchema = z.custom<GuardrailTelemetry>(
@@ -95,6 +148,7 @@ export const TelemetrySchema = z.custom<GuardrailTelemetry>(
     typeof value === "object" &&
     value !== null &&
     typeof (value as Partial<GuardrailTelemetry>).observeCall === "function" &&
-    ["undefined", "boolean"].includes(typeof (value as Partial<GuardrailTelemetry>).includeValues),
+    ["undefined", "boolean"].includes(typeof (value as Partial<GuardrailTelemetry>).includeValues) &&
+    ["undefined", "function"].includes(typeof (value as Partial<GuardrailTelemetry>).observeTurn),
   "telemetry must implement GuardrailTelemetry (observeCall), e.g. openTelemetry() from arkah-agent-guardrails/otel",
 );

@@ -1,14 +1,17 @@
 /**
- * The one compiled agent the service runs: the note tools, the document guardrails on a SQLite
- * guardrail store, and a SQLite LangGraph checkpointer, so a run paused on an approval is on disk
- * and a new server process can resume it.
+ * The one compiled agent the service runs and the turn service around it: the note tools, the
+ * document guardrails on a SQLite guardrail store (which holds the turn records too), and a SQLite
+ * LangGraph checkpointer, so a run paused on an approval is on disk and a new server process
+ * resumes it.
  */
 import { join } from "node:path";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { createAgent, tool, type ToolRuntime } from "langchain";
 import { z } from "zod";
 import {
   createDocumentGuardrails,
+  createTurnService,
   mutationKey,
   TURN_CONTEXT_KEY,
   TurnInputSchema,
@@ -68,8 +71,16 @@ const clearingNeedsApproval: Guardrail = {
   },
 };
 
+/** What a server adds to the files: who may decide anyone's approvals, and a model of its own. */
+export interface ServiceOptions {
+  /** The approver role: these users may decide any turn's approvals. Default: nobody (a turn's own user always may). */
+  readonly approvers?: readonly string[];
+  /** Default: `chatModel(env)`, a real provider when its API key is set, else the offline model. */
+  readonly model?: BaseChatModel;
+}
+
 /** Everything one server process holds open, built on the files in `dataDir`. */
-export async function buildService(dataDir: string, env: NodeJS.ProcessEnv) {
+export async function buildService(dataDir: string, env: NodeJS.ProcessEnv, options: ServiceOptions = {}) {
   const notes = NoteService.open(join(dataDir, "notes.sqlite"));
   const store = SqliteGuardrailStore.open({ path: join(dataDir, "guardrails.sqlite") });
   const checkpointer = SqliteSaver.fromConnString(join(dataDir, "checkpoints.sqlite"));
@@ -85,19 +96,23 @@ export async function buildService(dataDir: string, env: NodeJS.ProcessEnv) {
     },
     guardrails: [clearingNeedsApproval],
   });
-  const agent = createAgent({
-    model: await chatModel(env),
-    systemPrompt: SYSTEM_PROMPT,
-    tools: noteTools(notes),
-    checkpointer,
-    middleware: [guardrails],
+  const model = options.model ?? (await chatModel(env));
+  const agent = createAgent({ model, systemPrompt: SYSTEM_PROMPT, tools: noteTools(notes), checkpointer, middleware: [guardrails] });
+  const approvers = new Set(options.approvers ?? []);
+  const turns = createTurnService({
+    agent,
+    store,
+    // Stand-in moderation: your provider's verdict on exactly these segments (once per turn).
+    moderate: ({ segments }) => !segments.some((segment) => /password/i.test(segment.content)),
+    // The turn's own user (its principal), or an approver: anyone else's decision is 403.
+    mayDecide: (user, turn) => turn.principal === user || approvers.has(user),
   });
   const close = () => {
     checkpointer.db.close();
     store.close();
     notes.close();
   };
-  return { agent, store, notes, close };
+  return { turns, store, notes, model, close };
 }
 
 export type Service = Awaited<ReturnType<typeof buildService>>;

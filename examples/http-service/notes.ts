@@ -1,23 +1,16 @@
 /**
- * The service's own database (a SQLite file beside the guardrail store): the notes, the write
- * service that changes them, and the turns the server has taken. The write service is idempotent
- * on `mutationKey`: a write it has seen returns the result it recorded then, without writing again.
+ * The service's own database (a SQLite file beside the guardrail store): the notes and the write
+ * service that changes them. The write service is idempotent on `mutationKey`: a write it has seen
+ * returns the result it recorded then, without writing again. (The turns are the turn service's:
+ * their records are in the guardrail store.)
  */
 import Database from "better-sqlite3";
 import { z } from "zod";
-import { TurnInputSchema, type TurnInput } from "arkah-agent-guardrails";
 
 const NoteSchema = z.strictObject({ id: z.string(), owner: z.string(), body: z.string(), revision: z.number().int() });
 export type Note = z.infer<typeof NoteSchema>;
 
 const WriteSchema = z.strictObject({ result: z.string() });
-const TurnRowSchema = z.strictObject({ input: z.string(), thread_id: z.string(), attempts: z.number().int() });
-
-/** A turn the server admitted, and the thread its latest run is on. */
-export interface TurnRecord {
-  readonly input: TurnInput;
-  readonly threadId: string;
-}
 
 /** The notes a fresh database starts with. */
 const SEED: readonly Note[] = [
@@ -42,9 +35,6 @@ export class NoteService {
       CREATE TABLE IF NOT EXISTS notes (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL, revision INTEGER NOT NULL);
       CREATE TABLE IF NOT EXISTS note_writes (
         mutation_key TEXT PRIMARY KEY, note_id TEXT NOT NULL, body TEXT NOT NULL, result TEXT NOT NULL, written_at TEXT NOT NULL
-      );
-      CREATE TABLE IF NOT EXISTS turns (
-        turn_key TEXT PRIMARY KEY, turn_id TEXT NOT NULL, input TEXT NOT NULL, thread_id TEXT NOT NULL, attempts INTEGER NOT NULL
       );
     `);
     const seed = db.prepare("INSERT OR IGNORE INTO notes (id, owner, body, revision) VALUES (@id, @owner, @body, @revision)");
@@ -75,33 +65,6 @@ export class NoteService {
         .run(request.mutationKey, note.id, request.body, result, new Date().toISOString());
       return result;
     })();
-  }
-
-  /**
-   * Records a run of a turn and returns its thread: every run (the first, and each transport
-   * retry) gets a thread of its own, so a retry starts from the user's message as the first did.
-   */
-  startRun(turnKey: string, input: TurnInput): TurnRecord {
-    return this.#db.transaction(() => {
-      const row: unknown = this.#db.prepare("SELECT input, thread_id, attempts FROM turns WHERE turn_key = ?").get(turnKey);
-      const attempts = row === undefined ? 1 : TurnRowSchema.parse(row).attempts + 1;
-      const threadId = `${input.turnId}#${String(attempts)}`;
-      this.#db
-        .prepare(
-          `INSERT INTO turns (turn_key, turn_id, input, thread_id, attempts) VALUES (?, ?, ?, ?, ?)
-           ON CONFLICT (turn_key) DO UPDATE SET thread_id = excluded.thread_id, attempts = excluded.attempts`,
-        )
-        .run(turnKey, input.turnId, JSON.stringify(input), threadId, attempts);
-      return { input, threadId };
-    })();
-  }
-
-  /** The turn with this key and its latest run's thread, if the server has taken it. */
-  turn(turnKey: string): TurnRecord | undefined {
-    const row: unknown = this.#db.prepare("SELECT input, thread_id, attempts FROM turns WHERE turn_key = ?").get(turnKey);
-    if (row === undefined) return undefined;
-    const parsed = TurnRowSchema.parse(row);
-    return { input: TurnInputSchema.parse(JSON.parse(parsed.input)), threadId: parsed.thread_id };
   }
 
   close(): void {

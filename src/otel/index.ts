@@ -1,8 +1,9 @@
 /**
  * `arkah-agent-guardrails/otel`: the telemetry port implemented with `@opentelemetry/api` (an
  * optional peer dependency, loaded only by this entry point). One span per governed tool call,
- * span events for its claim, settlement and replay, and counters; names, ids, codes and digests
- * only, argument values and results only with `includeValues`.
+ * span events for its claim, settlement and replay, and counters; a span per turn-service
+ * operation (`submit`, `decide`) parenting them, and the approval-wait histogram. Names, ids,
+ * codes and digests only, argument values and results only with `includeValues`.
  */
 import {
   context,
@@ -12,6 +13,7 @@ import {
   trace,
   type Attributes,
   type Counter,
+  type Histogram,
   type MeterProvider,
   type Span,
   type Tracer,
@@ -25,6 +27,10 @@ import type {
   TelemetryCallEnd,
   TelemetryCallObserver,
   TelemetryStep,
+  TelemetryApprovalWait,
+  TelemetryTurn,
+  TelemetryTurnEnd,
+  TelemetryTurnObserver,
 } from "../telemetry.js";
 
 /** The instrumentation scope of the tracer and the meter. */
@@ -32,6 +38,14 @@ export const INSTRUMENTATION_SCOPE = "arkah-agent-guardrails";
 
 /** The name of the span of each governed tool call. */
 export const SPAN_NAME = "arkah.tool_call";
+
+/** The names of the turn service's spans, one per operation: the run's tool-call spans are their children. */
+export const TURN_SPAN_NAMES = {
+  /** `submit`: runs, resumes, or replays a turn. */
+  submit: "arkah.turn.submit",
+  /** `decide`: decides an approval request and resumes the turn once its pause is answered. */
+  decide: "arkah.turn.decide",
+} as const;
 
 /**
  * Span and metric attribute keys. The tool's name and call id use the OpenTelemetry GenAI
@@ -70,6 +84,18 @@ export const ATTRIBUTES = {
   attempt: "arkah.retry.attempt",
   /** The class name of an error that fails the run. */
   errorType: "error.type",
+  /** On turn spans and the turn counter: `submit` or `decide`. */
+  turnOperation: "arkah.turn.operation",
+  /** On turn spans and the turn counter: the answer's status (`completed`, `awaiting_approval`, `running`, `forbidden`, ..., or `error`). */
+  turnStatus: "arkah.turn.status",
+  /** On turn spans and the turn counter: the stored outcome was answered and nothing ran. */
+  turnReplayed: "arkah.turn.replayed",
+  /** On turn spans: the turn's state as the operation left it. */
+  turnState: "arkah.turn.state",
+  /** On `arkah.approval_wait` events and the approval-wait histogram: `approve`, `reject`, `edit` or `expired`. */
+  approvalDecision: "arkah.approval.decision",
+  /** On `arkah.approval_wait` events: the wait, in seconds. */
+  approvalWait: "arkah.approval.wait",
 } as const;
 
 /** Span event names: the steps of a mutation's claim, and retries. */
@@ -82,6 +108,8 @@ export const EVENTS = {
   replay: "arkah.replay",
   /** The tool is run again under its retry policy. */
   retry: "arkah.retry",
+  /** On a turn span: the run resumes with a person's decision, after this wait. */
+  approvalWait: "arkah.approval_wait",
 } as const;
 
 /** Counter names. Each carries `gen_ai.tool.name` for tools the middleware registers. */
@@ -98,6 +126,13 @@ export const METRICS = {
   unknownOutcomes: "arkah.guardrails.unknown_outcomes",
   /** Calls paused for a person's approval. */
   approvalWaits: "arkah.guardrails.approval_waits",
+  /** Turn-service operations, by `arkah.turn.operation`, `arkah.turn.status` and `arkah.turn.replayed`. */
+  turns: "arkah.turns",
+  /**
+   * Histogram: how long approval requests waited for their decision, in seconds, recorded when
+   * the turn service resumes the run with it; by `arkah.approval.decision` and `gen_ai.tool.name`.
+   */
+  approvalWaitTime: "arkah.turns.approval_wait",
 } as const;
 
 /** Options of `openTelemetry`. */
@@ -133,6 +168,8 @@ interface Instruments {
   readonly replays: Counter;
   readonly unknownOutcomes: Counter;
   readonly approvalWaits: Counter;
+  readonly turns: Counter;
+  readonly approvalWaitTime: Histogram;
 }
 
 function instruments(provider: MeterProvider): Instruments {
@@ -146,6 +183,11 @@ function instruments(provider: MeterProvider): Instruments {
     replays: counter(METRICS.replays, "Completed mutations replayed from the store.", "{replay}"),
     unknownOutcomes: counter(METRICS.unknownOutcomes, "Mutations settled unknown, to reconcile.", "{mutation}"),
     approvalWaits: counter(METRICS.approvalWaits, "Tool calls paused for a person's approval.", "{wait}"),
+    turns: counter(METRICS.turns, "Turn-service operations, by status and whether the outcome was replayed.", "{operation}"),
+    approvalWaitTime: meter.createHistogram(METRICS.approvalWaitTime, {
+      description: "How long approval requests waited for their decision.",
+      unit: "s",
+    }),
   };
 }
 
@@ -183,6 +225,15 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): GuardrailTele
     observeCall<T>(call: TelemetryCall, run: (observer: TelemetryCallObserver) => Promise<T>): Promise<T> {
       const span = tracer.startSpan(SPAN_NAME, { kind: SpanKind.INTERNAL, attributes: startAttributes(call) });
       const observer = new SpanObserver(span, counters(), call.governed ? { [ATTRIBUTES.toolName]: call.toolName } : {});
+      return context.with(trace.setSpan(context.active(), span), run, undefined, observer);
+    },
+    observeTurn<T>(turn: TelemetryTurn, run: (observer: TelemetryTurnObserver) => Promise<T>): Promise<T> {
+      const span = tracer.startSpan(TURN_SPAN_NAMES[turn.operation], {
+        kind: SpanKind.INTERNAL,
+        attributes: { [ATTRIBUTES.turnOperation]: turn.operation },
+      });
+      const observer = new TurnSpanObserver(span, counters(), turn);
+      // Active while the agent runs: the tool-call spans of the run are this span's children.
       return context.with(trace.setSpan(context.active(), span), run, undefined, observer);
     },
   };
@@ -263,5 +314,46 @@ function jsonText(value: unknown): string | undefined {
     return JSON.stringify(value);
   } catch {
     return undefined;
+  }
+}
+
+/** One turn operation's span, its approval waits and the turn counter. */
+class TurnSpanObserver implements TelemetryTurnObserver {
+  readonly #span: Span;
+  readonly #counters: Instruments;
+  readonly #turn: TelemetryTurn;
+
+  constructor(span: Span, counters: Instruments, turn: TelemetryTurn) {
+    this.#span = span;
+    this.#counters = counters;
+    this.#turn = turn;
+  }
+
+  approvalWait(wait: TelemetryApprovalWait): void {
+    const seconds = wait.waitMs / 1000;
+    this.#span.addEvent(EVENTS.approvalWait, {
+      [ATTRIBUTES.toolName]: wait.toolName,
+      [ATTRIBUTES.approvalDecision]: wait.decision,
+      [ATTRIBUTES.approvalWait]: seconds,
+    });
+    this.#counters.approvalWaitTime.record(seconds, { [ATTRIBUTES.toolName]: wait.toolName, [ATTRIBUTES.approvalDecision]: wait.decision });
+  }
+
+  end(end: TelemetryTurnEnd): void {
+    const span = this.#span;
+    const attributes: Attributes = { [ATTRIBUTES.turnStatus]: end.status, [ATTRIBUTES.turnReplayed]: end.replayed };
+    if (end.turnKey !== undefined) attributes[ATTRIBUTES.turnKey] = end.turnKey;
+    if (end.code !== undefined) attributes[ATTRIBUTES.code] = end.code;
+    if (end.state !== undefined) attributes[ATTRIBUTES.turnState] = end.state;
+    if (end.errorType !== undefined) attributes[ATTRIBUTES.errorType] = end.errorType;
+    span.setAttributes(attributes);
+    // A refusal, a pause or a forbidden decision is the service working; a failed run or a throw is an error.
+    if (end.status === "failed" || end.status === "error") span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+    this.#counters.turns.add(1, {
+      [ATTRIBUTES.turnOperation]: this.#turn.operation,
+      [ATTRIBUTES.turnStatus]: end.status,
+      [ATTRIBUTES.turnReplayed]: end.replayed,
+    });
   }
 }

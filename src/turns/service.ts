@@ -26,12 +26,17 @@ import {
   type TurnInput,
   type TurnRecord,
   type TurnStart,
+  type TurnState,
 } from "../contracts.js";
 import { digest } from "../digest.js";
 import { AdmissionError, ApprovalError, ConfigurationError } from "../errors.js";
+import { resolveLogger, type GuardrailLogger } from "../logger.js";
+import { LoggerSchema } from "../options.js";
 import { parseStoreValue } from "../stores/validate.js";
+import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
 import { TurnServiceError } from "./errors.js";
+import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
   completedOutcome,
@@ -92,6 +97,13 @@ export interface TurnServiceOptions {
   readonly includeToolResults?: boolean;
   /** Clock for admission receipts and decisions. Default: the system clock. */
   readonly now?: () => Date;
+  /**
+   * A span per `submit` and `decide`, parenting the run's tool-call spans, and how long approvals
+   * waited: pass the same `openTelemetry()` the guardrails get (docs/telemetry.md#turns).
+   */
+  readonly telemetry?: GuardrailTelemetry;
+  /** Receives a warning when the telemetry backend throws (nothing else). Default `console.warn`. */
+  readonly logger?: GuardrailLogger;
 }
 
 /** `submit`'s input. */
@@ -145,6 +157,8 @@ const OptionsSchema = z.object({
   mayDecide: z.custom<MayDecide>((value) => typeof value === "function", "mayDecide must be a function").optional(),
   includeToolResults: z.boolean().optional(),
   now: z.custom<() => Date>((value) => typeof value === "function", "now must be a function returning a Date").optional(),
+  telemetry: TelemetrySchema.optional(),
+  logger: LoggerSchema.optional(),
 });
 
 const DecideInputSchema = z.strictObject({
@@ -185,6 +199,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const mayDecide = parsed.data.mayDecide ?? ownPrincipal;
   const includeToolResults = parsed.data.includeToolResults ?? false;
   const now = parsed.data.now ?? (() => new Date());
+  const { telemetry } = parsed.data;
+  const logger = resolveLogger(parsed.data.logger);
 
   const threadOf = (record: TurnRecord): ThreadConfig => ({ configurable: { thread_id: record.threadId } });
   const answerOf = (outcome: TurnOutcome, turnKey: string, replayed: boolean): TurnAnswer => ({ ...outcome, turnKey, replayed });
@@ -284,16 +300,24 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    * id; `undefined` while one is pending. The store's record is the decision: a resume value can
    * only repeat it.
    */
-  async function resumeValue(pending: readonly PendingInterrupt[]): Promise<Record<string, unknown> | undefined> {
+  async function resumeValue(pending: readonly PendingInterrupt[]): Promise<Resume | undefined> {
     const resume: Record<string, unknown> = {};
+    const waits: TelemetryApprovalWait[] = [];
     for (const { id, approval } of pending) {
       const answer = await store.getApproval(approval.approvalId);
       const record = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
       if (record === undefined || record.status === "pending") return undefined;
       // An expired request is refused by the guardrails whatever the value says.
       resume[id] = { ...(record.decision ?? { decision: "reject" }), approvalId: approval.approvalId };
+      waits.push(approvalWait(record));
     }
-    return resume;
+    return { command: new Command({ resume }), waits };
+  }
+
+  /** Resumes the turn's run with the stored decisions; the taker of the resume tells telemetry how long each waited. */
+  function resumeWith(record: TurnRecord, token: string, resume: Resume, notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer> {
+    for (const wait of resume.waits) notes.approvalWait(wait);
+    return run(record, token, resume.command, signal);
   }
 
   /** The pause's interrupts, if the run waits only on this library's approval requests. */
@@ -307,13 +331,13 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    * Resumes a paused turn whose every request is answered: one caller takes it (`resumeTurn`).
    * `undefined` when something is still pending.
    */
-  async function continueAfterDecisions(record: TurnRecord, signal?: AbortSignal): Promise<TurnAnswer | undefined> {
+  async function continueAfterDecisions(record: TurnRecord, notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer | undefined> {
     const pending = await pausedOn(record);
     const resume = pending === undefined ? undefined : await resumeValue(pending);
     if (resume === undefined) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return run(taken.record, taken.token, new Command({ resume }), signal);
+    return resumeWith(taken.record, taken.token, resume, notes, signal);
   }
 
   /** A paused turn's outcome with only the requests still pending. */
@@ -332,7 +356,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    * A turn whose worker's lease expired: resume from the checkpoint, never from the start. Paused
    * (decided or not), mid-run, finished but not stored, or not yet checkpointed at all.
    */
-  async function recover(record: TurnRecord, token: string, messages: BaseMessage[], signal?: AbortSignal): Promise<TurnAnswer> {
+  async function recover(record: TurnRecord, token: string, messages: BaseMessage[], notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer> {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
@@ -340,7 +364,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return finish(record, token, { status: "failed", code: "unsupported_interrupt" });
       const resume = await resumeValue(pending);
       if (resume === undefined) return finish(record, token, { status: "awaiting_approval", approvals: pending.map((each) => each.approval) });
-      return run(record, token, new Command({ resume }), signal);
+      return resumeWith(record, token, resume, notes, signal);
     }
     if (snapshot.next.length > 0) return run(record, token, null, signal);
     const checkpointed = messagesOf(snapshot.values);
@@ -348,33 +372,65 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return finish(record, token, completedOutcome(checkpointed, includeToolResults));
   }
 
+  async function submit(input: SubmitTurnInput, notes: TurnNotes): Promise<Step<TurnAnswer>> {
+    const { turn, messages } = parseSubmit(input, label);
+    notes.turn(turn.turnKey);
+    const start: TurnStart = {
+      turnKey: turn.turnKey,
+      scopeId: turn.input.scopeId,
+      ...(turn.input.principal === undefined ? {} : { principal: turn.input.principal }),
+      input: turn.input,
+      inputDigest: inputDigest(turn.input),
+      threadId: turnThreadId(turn.turnKey),
+    };
+    const begun = parseStoreValue(BeginTurnResultSchema, await store.beginTurn({ turn: start, leaseMs }), "beginTurn answer");
+    switch (begun.status) {
+      case "input_mismatch":
+        // The record under this key is another input's: its state is not this request's.
+        return { answer: { status: "refused", code: "input_mismatch", turnKey: turn.turnKey, replayed: false }, state: undefined };
+      case "running":
+        return stepOf({ status: "running", turnKey: turn.turnKey });
+      case "started":
+        return stepOf(await first(begun.record, begun.token, messages, input.signal));
+      case "taken_over":
+        return stepOf(await recover(begun.record, begun.token, messages, notes, input.signal));
+      case "finished": {
+        // Decided, but the decider died before resuming: resume now. Otherwise replay.
+        const continued = begun.record.state === "awaiting_approval" ? await continueAfterDecisions(begun.record, notes, input.signal) : undefined;
+        return stepOf(continued ?? answerOf(await stillWaiting(begun.record), turn.turnKey, true));
+      }
+    }
+  }
+
+  async function decide(input: DecideTurnInput, notes: TurnNotes): Promise<Step<DecideAnswer>> {
+    const parsedInput = DecideInputSchema.safeParse(input);
+    if (!parsedInput.success) throw new TurnServiceError("invalid_input", `invalid decision: ${z.prettifyError(parsedInput.error)}`);
+    const { approvalId, principal, decision } = parsedInput.data;
+    const answer = await store.getApproval(approvalId);
+    const approval = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
+    const record = approval === undefined ? undefined : await getTurn(approval.turnKey);
+    if (approval === undefined || record === undefined) return { answer: { status: "not_found" }, state: undefined };
+    notes.turn(record.turnKey);
+    // Fail closed: only a literal true lets the principal decide.
+    const allowed: unknown = await mayDecide(principal, record.input, approval);
+    if (allowed !== true) return { answer: { status: "forbidden" }, state: record.state };
+    if (approval.status !== "pending") return { answer: { status: "not_pending", approvalStatus: approval.status }, state: record.state };
+    const decided = await store.decideApproval({ approvalId, decision, operatorRef: principal, decidedAt: now().toISOString() });
+    if (!decided.decided) {
+      const refused: DecideAnswer =
+        decided.record === undefined ? { status: "not_found" } : { status: "not_pending", approvalStatus: decided.record.status };
+      return { answer: refused, state: record.state };
+    }
+    const latest = await getTurn(record.turnKey);
+    if (latest === undefined) return { answer: { status: "not_found" }, state: undefined };
+    if (latest.state !== "awaiting_approval") return stepOf(await current(latest.turnKey));
+    return stepOf((await continueAfterDecisions(latest, notes)) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
+  }
+
   return {
     async submit(input) {
-      const { turn, messages } = parseSubmit(input, label);
-      const start: TurnStart = {
-        turnKey: turn.turnKey,
-        scopeId: turn.input.scopeId,
-        ...(turn.input.principal === undefined ? {} : { principal: turn.input.principal }),
-        input: turn.input,
-        inputDigest: inputDigest(turn.input),
-        threadId: turnThreadId(turn.turnKey),
-      };
-      const begun = parseStoreValue(BeginTurnResultSchema, await store.beginTurn({ turn: start, leaseMs }), "beginTurn answer");
-      switch (begun.status) {
-        case "input_mismatch":
-          return { status: "refused", code: "input_mismatch", turnKey: turn.turnKey, replayed: false };
-        case "running":
-          return { status: "running", turnKey: turn.turnKey };
-        case "started":
-          return first(begun.record, begun.token, messages, input.signal);
-        case "taken_over":
-          return recover(begun.record, begun.token, messages, input.signal);
-        case "finished": {
-          // Decided, but the decider died before resuming: resume now. Otherwise replay.
-          const continued = begun.record.state === "awaiting_approval" ? await continueAfterDecisions(begun.record, input.signal) : undefined;
-          return continued ?? answerOf(await stillWaiting(begun.record), turn.turnKey, true);
-        }
-      }
+      const step = await observeTurn(telemetry, logger, { operation: "submit" }, (notes) => submit(input, notes), endOf);
+      return step.answer;
     },
 
     async get(turnKey) {
@@ -396,26 +452,45 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     },
 
     async decide(input) {
-      const parsedInput = DecideInputSchema.safeParse(input);
-      if (!parsedInput.success) throw new TurnServiceError("invalid_input", `invalid decision: ${z.prettifyError(parsedInput.error)}`);
-      const { approvalId, principal, decision } = parsedInput.data;
-      const answer = await store.getApproval(approvalId);
-      const approval = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
-      const record = approval === undefined ? undefined : await getTurn(approval.turnKey);
-      if (approval === undefined || record === undefined) return { status: "not_found" };
-      // Fail closed: only a literal true lets the principal decide.
-      const allowed: unknown = await mayDecide(principal, record.input, approval);
-      if (allowed !== true) return { status: "forbidden" };
-      if (approval.status !== "pending") return { status: "not_pending", approvalStatus: approval.status };
-      const decided = await store.decideApproval({ approvalId, decision, operatorRef: principal, decidedAt: now().toISOString() });
-      if (!decided.decided) {
-        return decided.record === undefined ? { status: "not_found" } : { status: "not_pending", approvalStatus: decided.record.status };
-      }
-      const latest = await getTurn(record.turnKey);
-      if (latest === undefined) return { status: "not_found" };
-      if (latest.state !== "awaiting_approval") return current(latest.turnKey);
-      return (await continueAfterDecisions(latest)) ?? answerOf(await stillWaiting(latest), latest.turnKey, false);
+      const step = await observeTurn(telemetry, logger, { operation: "decide" }, (notes) => decide(input, notes), endOf);
+      return step.answer;
     },
+  };
+}
+
+/** Decisions a resume answers the pause with, and how long each waited. */
+interface Resume {
+  readonly command: Command;
+  readonly waits: readonly TelemetryApprovalWait[];
+}
+
+/** An operation's answer, and the turn's state as it left it (when the service knows it), for telemetry. */
+interface Step<A extends DecideAnswer> {
+  readonly answer: A;
+  readonly state: TurnState | undefined;
+}
+
+/** A turn answer's step: its status is the turn's state. */
+function stepOf(answer: TurnAnswer): Step<TurnAnswer> {
+  return { answer, state: answer.status };
+}
+
+/** How an operation ended, for telemetry: the answer's status, code and replay flag, no text. */
+function endOf(step: Step<DecideAnswer>): Omit<TelemetryTurnEnd, "errorType"> {
+  const { answer, state } = step;
+  const turnKey = "turnKey" in answer ? answer.turnKey : undefined;
+  const code = "code" in answer ? answer.code : undefined;
+  const replayed = "replayed" in answer && answer.replayed;
+  return { turnKey, status: answer.status, code, replayed, state };
+}
+
+/** How long a decided (or expired) request waited for its person. */
+function approvalWait(record: ApprovalRecord): TelemetryApprovalWait {
+  const until = record.decidedAt ?? record.expiredAt ?? record.requestedAt;
+  return {
+    toolName: record.toolName,
+    decision: record.decision?.decision ?? "expired",
+    waitMs: Math.max(0, Date.parse(until) - Date.parse(record.requestedAt)),
   };
 }
 

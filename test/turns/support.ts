@@ -13,6 +13,7 @@ import {
   createTurnService,
   requireApproval,
   type GuardrailStore,
+  type GuardrailTelemetry,
   type TurnInput,
   type TurnServiceOptions,
 } from "arkah-agent-guardrails";
@@ -84,6 +85,8 @@ export interface ServiceHarnessOptions {
   readonly hooks?: TurnHooks;
   readonly checkpointer?: BaseCheckpointSaver;
   readonly notes?: NotesService;
+  /** Given to the guardrails and the service alike. */
+  readonly telemetry?: GuardrailTelemetry;
   readonly service?: Partial<Omit<TurnServiceOptions, "agent" | "store">>;
 }
 
@@ -98,6 +101,7 @@ export function serviceHarness(options: ServiceHarnessOptions) {
     authorize: () => true,
     tools: NOTE_POLICIES,
     ...(options.approvals === true ? { guardrails: [requireApproval({ tools: ["edit_note"] })] } : {}),
+    ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
   });
   const agent = createAgent({
     model,
@@ -112,6 +116,7 @@ export function serviceHarness(options: ServiceHarnessOptions) {
       moderations += 1;
       return !segments.some((segment) => /password/i.test(segment.content));
     },
+    ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
     ...options.service,
   });
   return { service, model, notes, agent, moderations: () => moderations };
