@@ -6,6 +6,7 @@
  * server's store (HTTP, in this process) or its ledger file (stdio, in the child).
  * What differs for MCP tools is in docs/mcp.md.
  */
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
