@@ -1,0 +1,76 @@
+/**
+ * The graph module LangGraph Server loads (as `langgraph.json`'s `graphs` would name it): two
+ * guarded `createAgent`s over one notes service, `agent` and `approving` (its edits wait for a
+ * person). No checkpointer and no fixed turn: the server supplies its own checkpointer, and each
+ * run's turn arrives in the run's `context` (`turnContext(turn)`).
+ *
+ * The guardrail store is a SQLite file the test opens too (it admits turns and reads approvals);
+ * every completed write appends one line to a file the test counts. Both live in the directory
+ * named by `ARKAH_SERVER_STATE`: the server runs in another process.
+ */
+import { appendFileSync } from "node:fs";
+import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { createAgent, tool } from "langchain";
+import { z } from "zod";
+import { createDocumentGuardrails, requireApproval, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
+import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { ScriptedModel, type ScriptReply } from "arkah-agent-guardrails/testing";
+import { EDIT_CALL, NEW_BODY, NOTE_ID, READ_CALL, SAVED, STATE_ENV, storePath, writesPath } from "./shared.js";
+
+export const POLICIES: Record<string, ToolPolicy> = {
+  read_note: { kind: "document-read", scope: (args) => args.noteId as string },
+  edit_note: { kind: "mutation", scope: (args) => args.noteId as string },
+};
+
+/**
+ * Answers each model call from the run's own messages (one model serves every thread): read the
+ * note, then edit it, then answer. Only the messages after the latest user message count, so a
+ * retried turn on the same thread proposes the same calls again.
+ */
+function respond(messages: readonly BaseMessage[]): ScriptReply {
+  const start = messages.findLastIndex((message) => HumanMessage.isInstance(message));
+  const done = new Set(messages.slice(start + 1).flatMap((message) => (ToolMessage.isInstance(message) ? [message.name] : [])));
+  if (!done.has("read_note")) return { toolCalls: [{ id: READ_CALL, name: "read_note", args: { noteId: NOTE_ID } }] };
+  if (!done.has("edit_note")) return { toolCalls: [{ id: EDIT_CALL, name: "edit_note", args: { noteId: NOTE_ID, body: NEW_BODY } }] };
+  return { content: "Done." };
+}
+
+const dir = process.env[STATE_ENV];
+if (dir === undefined) throw new Error(`${STATE_ENV} must name the directory shared with the test`);
+
+const store = SqliteGuardrailStore.open({ path: storePath(dir) });
+let body = "Buy milk";
+
+const readNote = tool(({ noteId }) => JSON.stringify({ noteId, body }), {
+  name: "read_note",
+  description: "Read a note.",
+  schema: z.object({ noteId: z.string() }),
+});
+const editNote = tool(
+  ({ noteId, body: next }) => {
+    body = next;
+    appendFileSync(writesPath(dir), `${JSON.stringify({ noteId, body: next })}\n`);
+    return SAVED;
+  },
+  { name: "edit_note", description: "Replace a note's body.", schema: z.object({ noteId: z.string(), body: z.string() }) },
+);
+
+function guardedAgent(guardrails: readonly Guardrail[]) {
+  return createAgent({
+    model: new ScriptedModel(respond),
+    tools: [readNote, editNote],
+    middleware: [
+      createDocumentGuardrails({
+        store,
+        userMessageLabel: "user",
+        authorize: () => true,
+        tools: POLICIES,
+        guardrails: [...guardrails],
+        logger: { warn: () => undefined },
+      }),
+    ],
+  });
+}
+
+export const agent = guardedAgent([]);
+export const approving = guardedAgent([requireApproval({ tools: ["edit_note"] })]);
