@@ -114,6 +114,7 @@ export {
   AdmissionError,
   ApprovalError,
   ConfigurationError,
+  NoEffectError,
   RetryableToolError,
   SealError,
   SettlementError,

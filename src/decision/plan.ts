@@ -129,4 +129,6 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "An earlier change to this document has an unknown outcome and awaits an operator, so no change can be made now. Tell the user.",
   tool_failed: "The tool failed and returned no result. Try a different approach or tell the user.",
   unsupported_result: "The tool returned a result the guardrails cannot record, so it was withheld.",
+  no_effect:
+    "The change was not made: the service refused it and nothing was written (the document may have changed meanwhile). Read the document again, then make the change again if it is still wanted.",
 };
