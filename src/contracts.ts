@@ -659,6 +659,21 @@ export const PruneResultSchema = z.strictObject({
 /** A {@link PruneResultSchema} value. */
 export type PruneResult = z.infer<typeof PruneResultSchema>;
 
+/** A turn's mutation claim as `getMutation` reads it: its state, the call, and the result once complete. */
+export const MutationStatusSchema = z
+  .strictObject({
+    state: z.enum(["pending", "complete", "unknown", "pruned"]),
+    toolName: IdSchema,
+    toolCallId: IdSchema,
+    result: MutationResultSchema.optional(),
+  })
+  .refine((status) => (status.state === "complete") === (status.result !== undefined), {
+    error: "a complete mutation has a result, and no other does",
+    path: ["result"],
+  });
+/** A {@link MutationStatusSchema} value. */
+export type MutationStatus = z.infer<typeof MutationStatusSchema>;
+
 // ---------------------------------------------------------------------------------------------
 // The store
 
@@ -757,6 +772,8 @@ export interface GuardrailStore {
    * Unresolved claims, receipts and the audit trail are kept.
    */
   prune(options: PruneOptions): Promise<PruneResult>;
+  /** The state of the turn's mutation claim, if it has one; read only. */
+  getMutation(turnKey: string): Promise<MutationStatus | undefined>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -98,6 +98,7 @@ export {
   type MutationResult,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type ReadEvidence,
   type RecordReadOptions,
   type RefusalCode,

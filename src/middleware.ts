@@ -21,6 +21,7 @@ import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
 import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
+import { mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
@@ -236,6 +237,7 @@ export function createDocumentGuardrails(
       const call = new GovernedCall(governance, request, callTurn, kind);
       const policy = policies.get(name);
       const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
+      const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
       const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
       return observeCall(call, policy !== undefined, async () => {
         const refused =
@@ -243,11 +245,13 @@ export function createDocumentGuardrails(
           (await parse(call)) ?? // 4: invalid_arguments
           checkScope(call, policy?.scope) ?? // 5: out_of_scope
           (await authorizeCall(call, asked)) ?? // 6: unauthorized
-          (await guard(call, asked, policy?.scope)); // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again
+          // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation is
+          // refused what its claim would certainly refuse before a person is asked
+          (await guard(call, asked, policy?.scope, mutation === undefined ? undefined : mutationPreflight(call, mutation)));
         if (refused !== undefined) return refused;
         const attempts = policy ?? unreachable();
-        if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8
-        return runMutation(call, handler, attempts, { messages, humanIndex, kindOf, requireResolvedScope }); // 9
+        if (mutation === undefined) return runRead(call, handler, { ...attempts, requireText: true }); // 8
+        return runMutation(call, handler, attempts, mutation); // 9
       });
     },
   });

@@ -170,6 +170,7 @@ export async function runMutation(
   while ("execute" in action && call.approval !== undefined && !(await coversOrRelease(call, store, identity, action.execute))) {
     await releaseClaim(call, store, identity, action.execute);
     const renewed = await call.approval.renew();
+    if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
       await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
       return renewed.refusal;
@@ -301,6 +302,7 @@ async function releaseClaim(call: GovernedCall, store: GuardrailStore, identity:
 async function applyApproval(call: GovernedCall): Promise<ToolMessage | undefined> {
   while (call.approval !== undefined && !(await coversThisExecution(call.approval))) {
     const renewed = await call.approval.renew();
+    if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
       await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
       return renewed.refusal;

@@ -38,6 +38,7 @@ import {
   type MutationRelease,
   type MutationResult,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
@@ -394,5 +395,14 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       for (const [key, record] of records) if (pruned.has(record.turnKey)) records.delete(key);
     }
     return { turns: pruned.size };
+  }
+
+  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    const claim = this.#claims.get(parseDigest(turnKey, "turn key"));
+    if (claim === undefined) return undefined;
+    const { toolName, toolCallId } = claim.identity;
+    return claim.result === undefined || claim.state !== "complete"
+      ? { state: claim.state, toolName, toolCallId }
+      : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
   }
 }

@@ -35,6 +35,7 @@ export const STORE_METHODS = [
   "listUnresolved",
   "reconcileMutation",
   "prune",
+  "getMutation",
 ] as const satisfies readonly (keyof GuardrailStore)[];
 export type StoreMethod = (typeof STORE_METHODS)[number];
 /** Compiles only while `STORE_METHODS` lists every method of the store interface. */

@@ -34,6 +34,7 @@ import {
   type MutationIdentity,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
@@ -324,6 +325,9 @@ export class ForwardingStore implements GuardrailStore {
   }
   prune(options: PruneOptions): Promise<PruneResult> {
     return this.inner.prune(options);
+  }
+  getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    return this.inner.getMutation(turnKey);
   }
 }
 

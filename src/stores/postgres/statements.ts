@@ -175,6 +175,10 @@ export function statements(schema: string) {
       "release_scope",
       `UPDATE ${s}.scopes SET unknown_count = unknown_count - 1 WHERE scope_id = $1`,
     ),
+    getMutation: statement(
+      "get_mutation",
+      `SELECT tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+    ),
     putVerdict: statement(
       "put_verdict",
       `INSERT INTO ${s}.verdicts (turn_key, tool_call_id, tool_name, tool_fingerprint, guardrail, args_digest, record)

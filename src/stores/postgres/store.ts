@@ -24,6 +24,7 @@ import {
   DecideApprovalInputSchema,
   ExpireApprovalsInputSchema,
   ClaimedIdentitySchema,
+  MutationStatusSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   StoredAuditEventSchema,
@@ -48,6 +49,7 @@ import {
   type MutationIdentity,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
@@ -78,6 +80,8 @@ import {
   approvalFromRow,
   CLAIM_STATES,
   decodeJson,
+  decodeOptionalText,
+  decodeText,
   encodeText,
   epochMs,
   identityFromRow,
@@ -557,5 +561,27 @@ export class PostgresGuardrailStore implements GuardrailStore {
         return { turns: Number(rows[0]?.turns ?? 0) };
       }),
     );
+  }
+
+  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    const key = parseDigest(turnKey, "turn key");
+    return this.#run("getMutation", async () => {
+      const { rows } = await this.#query(this.#sql.getMutation, [key]);
+      const row = rows[0];
+      if (row === undefined) return undefined;
+      const complete = row.state === "complete";
+      return parseStoreValue(
+        MutationStatusSchema,
+        {
+          state: row.state,
+          toolName: decodeText(row.tool_name, "claim tool name"),
+          toolCallId: decodeText(row.tool_call_id, "claim tool call id"),
+          ...(complete
+            ? { result: { content: decodeOptionalText(row.result_content, "claim result"), status: row.result_status } }
+            : {}),
+        },
+        `mutation of turn ${key}`,
+      );
+    });
   }
 }

@@ -60,6 +60,7 @@ import {
   type MutationIdentity,
   type MutationRelease,
   type MutationSettlement,
+  type MutationStatus,
   type PruneOptions,
   type PruneResult,
   type ReadEvidence,
@@ -397,5 +398,16 @@ export class SqliteGuardrailStore implements GuardrailStore {
       return this.#tx.prune.immediate(cutoff);
     });
   }
-}
 
+  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+    return this.#run("getMutation", () => {
+      const row = this.#sql.getClaim.get(parseDigest(turnKey, "turn key"));
+      if (row === undefined) return undefined;
+      const claim = claimFromRow(row);
+      const { toolName, toolCallId } = claim.identity;
+      return claim.state === "complete" && claim.result !== undefined
+        ? { state: claim.state, toolName, toolCallId, result: claim.result }
+        : { state: claim.state, toolName, toolCallId };
+    });
+  }
+}
