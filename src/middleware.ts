@@ -12,6 +12,7 @@ import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, typ
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
+import { ApprovalFormatSchema } from "./guardrails/langchain-format.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
@@ -82,6 +83,14 @@ export interface DocumentGuardrailsOptions {
    * `ConfigurationError` naming every such tool.
    */
   readonly unregisteredTools?: "refuse" | "fail";
+  /**
+   * The approval interrupt's payload and the resume value it takes: `"arkah"` (default, an
+   * `ApprovalRequest`, answered `{ decision, approvalId? }`) or `"langchain"`, the format of
+   * LangChain's `humanInTheLoopMiddleware` (a `HITLRequest` with one action request, answered by an
+   * `HITLResponse` with exactly one decision), which approval UIs such as Agent Inbox and LangGraph
+   * Studio answer.
+   */
+  readonly approvalFormat?: "arkah" | "langchain";
 }
 
 /** What `report()` says about one governed tool. */
@@ -112,6 +121,7 @@ const OptionsSchema = z.strictObject({
   logger: LoggerSchema.optional(),
   telemetry: TelemetrySchema.optional(),
   unregisteredTools: z.enum(["refuse", "fail"]).optional(),
+  approvalFormat: ApprovalFormatSchema.optional(),
 });
 
 /** A tool's policy with its defaults applied. */
@@ -190,7 +200,14 @@ export function createDocumentGuardrails(
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 
-  const governance: Governance = { store, audit, logger, guardrails, telemetry: parsed.data.telemetry };
+  const governance: Governance = {
+    store,
+    audit,
+    logger,
+    guardrails,
+    telemetry: parsed.data.telemetry,
+    approvalFormat: parsed.data.approvalFormat ?? "arkah",
+  };
   const coverage = new ToolCoverage(policies.keys(), parsed.data.unregisteredTools);
   /** A governed tool the guardrails could not seal would be refused on every call: fail at once. */
   const sealable = new WeakSet<object>();

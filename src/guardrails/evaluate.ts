@@ -27,6 +27,7 @@ import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } fro
 import { declaredSchema, SCHEMA_GUARDRAIL, zodSchemaOf } from "./schema.js";
 import { toolFingerprint } from "../keys.js";
 import type { Refusal } from "../decision/plan.js";
+import type { ApprovalFormat } from "./langchain-format.js";
 import type { ParsedArguments } from "../execution/parse.js";
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -63,6 +64,8 @@ export interface GuardrailEnvironment {
   readonly reuseApplied: boolean;
   /** The graph has a checkpointer, so a call can pause for a person. */
   readonly checkpointed: boolean;
+  /** The approval interrupt's payload and resume value: this package's own, or LangChain's. */
+  readonly approvalFormat: ApprovalFormat;
   /**
    * Asked before a person is asked about the call: a refusal the call would certainly get later
    * (a mutation's claim), so no request is stored and no interrupt raised for it.

@@ -134,6 +134,7 @@ export async function guard(
     reuseApplied: call.kind === "mutation",
     checkpointed: hasCheckpointer(call.request.runtime.configurable),
     beforeAsk,
+    approvalFormat: governance.approvalFormat,
   };
   const evaluation = await evaluateGuardrails(env, checkedCall(call.request.tool, call, call.checked), {
     parse: (raw) => parseSafely(call, raw),
