@@ -21,6 +21,7 @@ import { POOL_SETTINGS } from "./postgres-turns.js";
 import { benchSqliteClaimSettle, benchSqliteTurn } from "./sqlite.js";
 import { QUICK as SOAK_QUICK, runSoak, soakRows, STAGE as SOAK_STAGE } from "./soak.js";
 import { benchStore } from "./store.js";
+import { benchReplayedTurn } from "./turns.js";
 import { benchTelemetry, NO_SDK_TARGET } from "./telemetry.js";
 
 const argv = new Set(process.argv.slice(2));
@@ -37,6 +38,9 @@ const FLAT_ABSOLUTE_NS = 50_000;
 const HOOK_FLAT_RATIO = 1.2;
 const LOOP_TARGET = 1.05;
 const TURN_TARGET = 1.1;
+/** A replayed turn answers from one store read: a small fraction of running it. */
+const REPLAY_TARGET = 0.1;
+const totalCount = (calls: ReadonlyMap<string, number>) => [...calls.values()].reduce((sum, n) => sum + n, 0);
 
 const ratioText = (value: number) => `${value.toFixed(3)}x`;
 /** The cross-checks printed under the table: paired ratio, CPU times, rounds. */
@@ -74,7 +78,7 @@ async function main() {
   const rows: ResultRow[] = [];
   const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
 
-  stage(`1/12 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
+  stage(`1/13 guarded loop: ${String(LOOP_STEPS)} read steps per invoke`);
   const loop = await benchGuardedLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -90,13 +94,13 @@ async function main() {
     ),
   );
 
-  stage("2/12 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
+  stage("2/13 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
   const schema = await benchSchemaGuardrail(
     quick ? { checks: 200, rounds: 3, warmup: 1 } : { checks: 2_000, rounds: 60, minRounds: 15, budgetMs: 8_000, warmup: 5 },
   );
   rows.push(ratioRow("schema guardrail check (vs cfworker validate, cached)", schema, "/check", 1.2));
 
-  stage(`3/12 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
+  stage(`3/13 schema guardrail's share of the guarded loop (${String(LOOP_STEPS)} steps)`);
   const share = await benchSchemaShareOfLoop(
     quick
       ? { steps: LOOP_STEPS, rounds: 2, warmup: 1 }
@@ -111,7 +115,7 @@ async function main() {
     note: `adds ${regression.toFixed(3)} to the guarded loop's ratio (${ratioText(loop.ratio / share.ratio)} → ${ratioText(loop.ratio)}); ${paired(share)}`,
   });
 
-  stage("4/12 read-then-write turn with admitTurn");
+  stage("4/13 read-then-write turn with admitTurn");
   const turn = await benchReadWriteTurn(
     quick
       ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
@@ -127,7 +131,26 @@ async function main() {
     ),
   );
 
-  stage("5/12 digest vs sha256(JSON.stringify(x))");
+  stage("5/13 turn service: a replayed turn vs the same turn run");
+  const replayed = await benchReplayedTurn(
+    quick
+      ? { turnsPerSample: 5, rounds: 2, warmup: 1 }
+      : { turnsPerSample: 10, rounds: 60, minRounds: 10, budgetMs: 20_000, warmup: 3 },
+  );
+  const callsText = (calls: ReadonlyMap<string, number>) =>
+    [...calls].map(([method, count]) => (count === 1 ? method : `${method} ×${String(count)}`)).join(", ");
+  rows.push(
+    ratioRow(
+      "turn service: replayed submit vs the turn run (read-then-write)",
+      replayed,
+      "/turn",
+      REPLAY_TARGET,
+      `store calls: run ${String(totalCount(replayed.storeCalls.run))} (${callsText(replayed.storeCalls.run)}); ` +
+        `replay ${String(totalCount(replayed.storeCalls.replay))} (${callsText(replayed.storeCalls.replay)})`,
+    ),
+  );
+
+  stage("6/13 digest vs sha256(JSON.stringify(x))");
   const digestRows = await benchDigest(quick ? { rounds: 3, batchMs: 5 } : {});
   for (const row of digestRows) {
     rows.push({
@@ -140,7 +163,7 @@ async function main() {
     });
   }
 
-  stage("6/12 in-memory claim+settle pairs");
+  stage("7/13 in-memory claim+settle pairs");
   const store = await benchStore(
     quick
       ? { pairs: 500, rounds: 5, warmup: 5 }
@@ -157,7 +180,7 @@ async function main() {
     note: `time ratio (subject/baseline); ${paired(store)}`,
   });
 
-  stage(`7/12 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
+  stage(`8/13 history flatness: ${HISTORY_SIZES.join(", ")} earlier messages`);
   const history = await benchHistory(
     quick
       ? { sizes: HISTORY_SIZES, steps: HISTORY_STEPS, invokesPerSample: 1, rounds: 2, warmup: 1 }
@@ -165,7 +188,7 @@ async function main() {
   );
   rows.push(...historyRows(history));
 
-  stage("8/12 SQLite claim+settle pairs vs the same statements through better-sqlite3");
+  stage("9/13 SQLite claim+settle pairs vs the same statements through better-sqlite3");
   const sqlitePairs = await benchSqliteClaimSettle(
     quick ? { pairs: 50, rounds: 3, warmup: 1 } : { pairs: 200, rounds: 60, minRounds: 10, budgetMs: 15_000, warmup: 3 },
   );
@@ -180,7 +203,7 @@ async function main() {
     note: `throughput ratio (subject/baseline pairs/s); ${paired(sqlitePairs)}`,
   });
 
-  stage("9/12 guarded turn on SQLite vs the same turn on the in-memory store");
+  stage("10/13 guarded turn on SQLite vs the same turn on the in-memory store");
   const sqliteTurn = await benchSqliteTurn(
     quick ? { turnsPerSample: 3, rounds: 2, warmup: 1 } : { turnsPerSample: 10, rounds: 40, minRounds: 8, budgetMs: 20_000, warmup: 2 },
   );
@@ -191,16 +214,16 @@ async function main() {
     note: `admitTurn ${formatNs(sqliteTurn.admitNs.memory)} → ${formatNs(sqliteTurn.admitNs.sqlite)}; four commits a turn (receipt, read, claim, settle), each an fsync under FULL; ${paired(sqliteTurn)}`,
   });
 
-  stage("10/12 telemetry: openTelemetry() with no SDK registered, and on a registered SDK, vs no telemetry option");
+  stage("11/13 telemetry: openTelemetry() with no SDK registered, and on a registered SDK, vs no telemetry option");
   rows.push(...(await benchTelemetry({ quick, log })));
 
-  stage("11/12 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
+  stage("12/13 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
   const postgres = await benchPostgres({ quick });
   rows.push(...postgres.rows);
 
   const profile = quick ? SOAK_QUICK : SOAK_STAGE;
   stage(
-    `11/11 soak: ${profile.memoryTurns.toLocaleString("en-US")} in-memory turns pruned on a schedule, ` +
+    `13/13 soak: ${profile.memoryTurns.toLocaleString("en-US")} in-memory turns pruned on a schedule, ` +
       `${profile.sqliteTurns.toLocaleString("en-US")} on SQLite and on PostgreSQL (full counts: pnpm bench:soak)`,
   );
   rows.push(...soakRows(await runSoak(profile)));
@@ -359,6 +382,7 @@ never pass for a speed-up.
 | schema guardrail check (bench/guardrails.ts) | \`new Validator(schema).validate(args)\` from @cfworker/json-schema, validator built once | \`createSchemaGuardrail().check(context)\` on the same JSON Schema tool (an MCP-style \`issue-credit\` schema) and valid arguments: what the port adds around the validator | ≤ 1.20 |
 | schema guardrail's share of the loop (bench/guardrails.ts) | the guarded loop with its schema check replaced by an allow-all guardrail | the guarded loop as shipped (schema guardrail on, the default) | adds ≤ 0.05 to the guarded loop's ratio |
 | read-then-write turn (bench/agent.ts) | the same turns, no middleware | one server-wide middleware, the turn passed per invoke with \`turnContext\`; each turn: \`admitTurn\` (fresh turn id, moderation stub \`true\`), read, write, answer; time per turn | ≤ ${TURN_TARGET.toFixed(2)} |
+| replayed turn (bench/turns.ts) | \`createTurnService().submit\` of fresh read-then-write turns (admission, model, read, claim, write, settle, the turn record), one compiled agent with a \`MemorySaver\`, the in-memory store | \`submit\` of the same turns again after they finished: the stored outcome, nothing called; also reported: the store calls of each (a counting proxy) | ≤ ${REPLAY_TARGET.toFixed(2)} |
 | digest (bench/digest.ts) | \`sha256(JSON.stringify(x))\` | \`digest(x)\` (RFC 8785 canonical JSON + SHA-256) on small tool arguments, a 10,000-key object, a 1 MiB string | ≤ 1.30 each |
 | claim+settle (bench/store.ts) | a bare async \`Map\`: claim checks and sets a record with a \`randomUUID()\` token, settle compares and updates | \`InMemoryGuardrailStore.claimMutation\` + \`settleMutation\`, a distinct turn key per pair, identities built beforehand | time ratio ≤ 1.50 |
 | SQLite claim+settle (bench/sqlite.ts) | the same two statements (INSERT the claim, compare-and-set UPDATE) issued directly through better-sqlite3, same pragmas (WAL, \`synchronous=NORMAL\`, so the figure is the store's own cost rather than the disk's) | \`SqliteGuardrailStore.claimMutation\` + \`settleMutation\`, one transaction each, every value validated | ≥ 0.70 of the raw pairs/s |

@@ -149,7 +149,10 @@ export const AUDIT_DECISIONS = [
   "approval",
   /** An operator reconciled an unresolved mutation. */
   "reconciled",
-  /** A claim whose tool body provably never started was released. */
+  /**
+   * A claim was released: its tool body provably never started, or the body threw `NoEffectError`
+   * (recorded before it as a `failed` event with code `no_effect`).
+   */
   "released",
 ] as const;
 
@@ -896,7 +899,8 @@ export interface GuardrailStore {
    * Releases a pending claim whose tool body provably never started, with a `released` audit
    * event, atomically: the turn's slot is open again as if it had never been claimed. Returns
    * false, changing nothing, unless the claim is pending and `token` is the one `claimMutation`
-   * issued. Never use it for a body that may have started: settle that `unknown`.
+   * issued. Never use it for a body that may have started: settle that `unknown` (the one
+   * exception: a body that threw `NoEffectError`, asserting nothing was written).
    */
   releaseMutation(release: MutationRelease): Promise<boolean>;
   /** Stores a guardrail's verdict unless one exists for its key; returns whichever won. */
@@ -999,6 +1003,7 @@ export const REFUSAL_CODES = {
   scope_unresolved: "scope_unresolved",
   tool_failed: "tool_failed",
   unsupported_result: "unsupported_result",
+  no_effect: "no_effect",
 } as const;
 /** One of {@link REFUSAL_CODES}: the `guardrail` field of a refused call's `ToolMessage`. */
 export type RefusalCode = (typeof REFUSAL_CODES)[keyof typeof REFUSAL_CODES];

@@ -266,6 +266,26 @@ export class RetryableToolError extends Error {
   }
 }
 
+/**
+ * Throw this from a mutation tool only when its change is known not to have happened: the write
+ * service refused it before applying anything (a stale revision, a validation error) or rolled it
+ * back in full. The turn's claim is then released instead of left `unknown`: the document is not
+ * blocked, and the model is told `no_effect` (it may read again and retry). Honoured only when the
+ * tool body itself throws it, on its first attempt; anything else that fails stays `unknown`.
+ * From any other tool it is an ordinary failure (`tool_failed`).
+ */
+export class NoEffectError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    brand(this, "NoEffectError");
+  }
+
+  /** Whether `error` is a NoEffectError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
+  static isInstance(error: unknown): error is NoEffectError {
+    return hasBrand(error, "NoEffectError");
+  }
+}
+
 /** The brand an error carries (its class name), or undefined for anything not branded. */
 function brandOf(error: unknown): string | undefined {
   const value = readSafely(error, BRAND);

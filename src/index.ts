@@ -124,6 +124,7 @@ export {
   AdmissionError,
   ApprovalError,
   ConfigurationError,
+  NoEffectError,
   RetryableToolError,
   SealError,
   SettlementError,

@@ -13,6 +13,7 @@ import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
+import { ApprovalFormatSchema } from "./guardrails/langchain-format.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
@@ -22,6 +23,7 @@ import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
 import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
+import { mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
@@ -82,6 +84,14 @@ export interface DocumentGuardrailsOptions {
    * `ConfigurationError` naming every such tool.
    */
   readonly unregisteredTools?: "refuse" | "fail";
+  /**
+   * The approval interrupt's payload and the resume value it takes: `"arkah"` (default, an
+   * `ApprovalRequest`, answered `{ decision, approvalId? }`) or `"langchain"`, the format of
+   * LangChain's `humanInTheLoopMiddleware` (a `HITLRequest` with one action request, answered by an
+   * `HITLResponse` with exactly one decision), which approval UIs such as Agent Inbox and LangGraph
+   * Studio answer.
+   */
+  readonly approvalFormat?: "arkah" | "langchain";
 }
 
 /** What `report()` says about one governed tool. */
@@ -112,6 +122,7 @@ const OptionsSchema = z.strictObject({
   logger: LoggerSchema.optional(),
   telemetry: TelemetrySchema.optional(),
   unregisteredTools: z.enum(["refuse", "fail"]).optional(),
+  approvalFormat: ApprovalFormatSchema.optional(),
 });
 
 /** A tool's policy with its defaults applied. */
@@ -190,7 +201,14 @@ export function createDocumentGuardrails(
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 
-  const governance: Governance = { store, audit, logger, guardrails, telemetry: parsed.data.telemetry };
+  const governance: Governance = {
+    store,
+    audit,
+    logger,
+    guardrails,
+    telemetry: parsed.data.telemetry,
+    approvalFormat: parsed.data.approvalFormat ?? "arkah",
+  };
   const coverage = new ToolCoverage(policies.keys(), parsed.data.unregisteredTools);
   /**
    * A governed tool the guardrails could not seal would be refused on every call: fail at once.
@@ -243,6 +261,7 @@ export function createDocumentGuardrails(
       const call = new GovernedCall(governance, request, callTurn, kind);
       const policy = policies.get(name);
       const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
+      const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
       const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
       return observeCall(call, policy !== undefined, async () => {
         const refused =
@@ -250,11 +269,13 @@ export function createDocumentGuardrails(
           (await parse(call)) ?? // 4: invalid_arguments
           checkScope(call, policy?.scope) ?? // 5: out_of_scope
           (await authorizeCall(call, asked)) ?? // 6: unauthorized
-          (await guard(call, asked, policy?.scope)); // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again
+          // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation is
+          // refused what its claim would certainly refuse before a person is asked
+          (await guard(call, asked, policy?.scope, mutation === undefined ? undefined : mutationPreflight(call, mutation)));
         if (refused !== undefined) return refused;
         const attempts = policy ?? unreachable();
-        if (kind !== "mutation") return runRead(call, handler, { ...attempts, requireText: true }); // 8
-        return runMutation(call, handler, attempts, { messages, humanIndex, kindOf, requireResolvedScope }); // 9
+        if (mutation === undefined) return runRead(call, handler, { ...attempts, requireText: true }); // 8
+        return runMutation(call, handler, attempts, mutation); // 9
       });
     },
   });

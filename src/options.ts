@@ -25,6 +25,7 @@ const STORE_METHODS = [
   "getApproval",
   "decideApproval",
   "applyApproval",
+  "getMutation",
   "appendAudit",
 ] as const;
 

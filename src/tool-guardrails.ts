@@ -29,6 +29,7 @@ import { observeCall } from "./pipeline/observe.js";
 import { adoptTool, authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import { TURN_CONTEXT_KEY } from "./turn-gate.js";
+import { ApprovalFormatSchema } from "./guardrails/langchain-format.js";
 
 /** A call as `createToolGuardrails`' `authorize` sees it: a copy of its parsed arguments. */
 export interface ToolAuthorizeCall {
@@ -73,6 +74,14 @@ export interface ToolGuardrailsOptions {
   readonly telemetry?: GuardrailTelemetry;
   /** As for `createDocumentGuardrails`: `refuse` (default) or `fail` on a tool `tools` does not list. */
   readonly unregisteredTools?: "refuse" | "fail";
+  /**
+   * The approval interrupt's payload and the resume value it takes: `"arkah"` (default, an
+   * `ApprovalRequest`, answered `{ decision, approvalId? }`) or `"langchain"`, the format of
+   * LangChain's `humanInTheLoopMiddleware` (a `HITLRequest` with one action request, answered by an
+   * `HITLResponse` with exactly one decision), which approval UIs such as Agent Inbox and LangGraph
+   * Studio answer.
+   */
+  readonly approvalFormat?: "arkah" | "langchain";
 }
 
 const OptionsSchema = z.strictObject({
@@ -84,6 +93,7 @@ const OptionsSchema = z.strictObject({
   logger: LoggerSchema.optional(),
   telemetry: TelemetrySchema.optional(),
   unregisteredTools: z.enum(["refuse", "fail"]).optional(),
+  approvalFormat: ApprovalFormatSchema.optional(),
 });
 
 /** What `report()` says about one tool `createToolGuardrails` governs. */
@@ -115,7 +125,14 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   const registered = new Set(tools);
   const coverage = new ToolCoverage(registered, parsed.data.unregisteredTools);
 
-  const governance: Governance = { store, audit, logger, guardrails, telemetry: parsed.data.telemetry };
+  const governance: Governance = {
+    store,
+    audit,
+    logger,
+    guardrails,
+    telemetry: parsed.data.telemetry,
+    approvalFormat: parsed.data.approvalFormat ?? "arkah",
+  };
   // Fails closed: no authorize is no permission.
   const decide: ToolAuthorize = authorize ?? (() => false);
 

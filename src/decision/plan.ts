@@ -2,7 +2,7 @@
  * The decision table of design section 3, as pure functions of the policy, the model step and the
  * store's answers. The middleware asks these in order; the first refusal wins.
  */
-import type { ClaimResult, JsonValue, MutationResult, RefusalCode, ToolKind } from "../contracts.js";
+import type { ClaimResult, CompletedMutation, JsonValue, MutationResult, MutationStatus, RefusalCode, ToolKind } from "../contracts.js";
 import type { StepCall } from "./transcript.js";
 
 export interface Refusal {
@@ -84,18 +84,42 @@ export function claimAction(claim: ClaimResult): ClaimAction {
     case "unknown":
       return { refuse: "mutation_unknown" };
     case "conflict":
-      // What the turn's one change did, so a model that minted a new call id can tell the user.
-      return claim.completed === undefined
-        ? { refuse: "mutation_conflict" }
-        : {
-            refuse: "mutation_conflict",
-            details: { completed: { tool: claim.completed.toolName, status: claim.completed.result.status, result: claim.completed.result.content } },
-          };
+      return conflict(claim.completed);
     case "scope_unresolved":
       return { refuse: "scope_unresolved" };
     case "read_required":
       // The claim named the turn's read evidence and the store has none of it recorded.
       return { refuse: "read_required" };
+  }
+}
+
+/** The turn's slot is held by another call: what the turn's one change did, so a model that minted a new call id can tell the user. */
+function conflict(completed: CompletedMutation | undefined): Refusal {
+  if (completed === undefined) return { refuse: "mutation_conflict" };
+  const { toolName, result } = completed;
+  return { refuse: "mutation_conflict", details: { completed: { tool: toolName, status: result.status, result: result.content } } };
+}
+
+/**
+ * Before a person is asked about a mutation: the refusal its claim would certainly answer, from
+ * the turn's slot as `getMutation` reads it, so nobody approves a write that cannot run. The
+ * completed call itself goes on (its claim replays it, needing no new approval); so does any call
+ * while the slot is `pending` (it may still be released). An `unknown` slot refuses every call:
+ * the same one `mutation_unknown`, another `mutation_conflict`; a pruned one, every call.
+ */
+export function slotRefusal(slot: MutationStatus, call: { readonly id: string; readonly name: string }): Refusal | undefined {
+  const same = slot.toolCallId === call.id && slot.toolName === call.name;
+  switch (slot.state) {
+    case "pending":
+      return undefined;
+    case "complete":
+      return same || slot.result === undefined
+        ? undefined
+        : conflict({ toolName: slot.toolName, toolCallId: slot.toolCallId, result: slot.result });
+    case "unknown":
+      return { refuse: same ? "mutation_unknown" : "mutation_conflict" };
+    case "pruned":
+      return conflict(undefined);
   }
 }
 
@@ -129,4 +153,6 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "An earlier change to this document has an unknown outcome and awaits an operator, so no change can be made now. Tell the user.",
   tool_failed: "The tool failed and returned no result. Try a different approach or tell the user.",
   unsupported_result: "The tool returned a result the guardrails cannot record, so it was withheld.",
+  no_effect:
+    "The change was not made: the service refused it and nothing was written (the document may have changed meanwhile). Read the document again, then make the change again if it is still wanted.",
 };

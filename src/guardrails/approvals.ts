@@ -27,6 +27,7 @@ import { digest } from "../digest.js";
 import { parseStoreValue } from "../stores/validate.js";
 import type { ApprovalRequest } from "./port.js";
 import type { CheckedCall, EditCheck, GuardrailEnvironment } from "./evaluate.js";
+import { fromHitl, hitlRequest, type ApprovalFormat } from "./langchain-format.js";
 import { askOnce, missingCheckpointer } from "./resume.js";
 
 const ApprovalRecordListSchema = z.array(ApprovalRecordSchema);
@@ -225,9 +226,9 @@ async function answer(
 ): Promise<Accepted> {
   let problem: string | undefined;
   for (;;) {
-    const resumed = askOnce(problem === undefined ? asked : { ...asked, problem });
+    const resumed = askOnce(payload(env.approvalFormat, asked, call, problem));
     if (!resumed.fresh && !resumed.repeated) continue;
-    const judged = resumed.fresh ? await judge(env, asked, keyed, resumed.value, checkEdit) : REPEATED;
+    const judged = resumed.fresh ? await judge(env, asked, keyed, resumed.value, checkEdit) : repeated(env.approvalFormat);
     if ("decision" in judged) return judged;
     problem = judged.problem;
     env.logger.warn("an approval answer was not accepted; the request stays pending", {
@@ -252,14 +253,28 @@ async function answer(
   }
 }
 
+/** The interrupt payload for `asked`, in the agent's approval format, with the problem of a refused answer. */
+function payload(format: ApprovalFormat, asked: ApprovalRequest, call: CheckedCall, problem: string | undefined): unknown {
+  if (format === "langchain") return hitlRequest(asked, call.schema, problem);
+  return problem === undefined ? asked : { ...asked, problem };
+}
+
+/** An answer naming its request, in the agent's approval format, for the problems a person is shown. */
+function keyedExample(format: ApprovalFormat): string {
+  const value = format === "langchain" ? "{ decisions: [decision], approvalId }" : "{ decision, approvalId }";
+  return `new Command({ resume: { [interrupt.id]: ${value} } })`;
+}
+
 /** A run resumed without a new answer: LangGraph handed the task its last unkeyed value again. */
-const REPEATED: Refused = {
-  code: "repeated_answer",
-  edit: false,
-  problem:
-    "the run was resumed without a new answer (the last one was handed in again, and it was judged already): " +
-    "answer this request, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })",
-};
+function repeated(format: ApprovalFormat): Refused {
+  return {
+    code: "repeated_answer",
+    edit: false,
+    problem:
+      "the run was resumed without a new answer (the last one was handed in again, and it was judged already): " +
+      `answer this request, e.g. ${keyedExample(format)}`,
+  };
+}
 
 /** Why an answer was not accepted: a code for the audit trail, a problem for the person. */
 interface Refused {
@@ -280,16 +295,8 @@ async function judge(
   value: unknown,
   checkEdit: EditChecker,
 ): Promise<Accepted | Refused> {
-  const parsed = ApprovalAnswerSchema.safeParse(value);
-  if (!parsed.success) {
-    return {
-      code: "not_a_decision",
-      edit: false,
-      problem:
-        'the answer was not a decision: resume with { decision: "approve" }, { decision: "reject", message? } ' +
-        'or { decision: "edit", args }, optionally with this request\'s approvalId',
-    };
-  }
+  const parsed = parseAnswer(env.approvalFormat, value, asked.tool);
+  if ("refused" in parsed) return parsed.refused;
   if (parsed.data.approvalId !== undefined && parsed.data.approvalId !== asked.approvalId) {
     return { code: "other_request", edit: false, problem: "the answer named another approval request: resume this one with its own approvalId" };
   }
@@ -302,7 +309,7 @@ async function judge(
       edit: false,
       problem:
         "another approval request exists for this call or another call of its step, so an answer without approvalId " +
-        "decides none: answer each request with its approvalId, e.g. new Command({ resume: { [interrupt.id]: { decision, approvalId } } })",
+        `decides none: answer each request with its approvalId, e.g. ${keyedExample(env.approvalFormat)}`,
     };
   }
   const { approvalId: _named, ...decision } = parsed.data;
@@ -318,6 +325,25 @@ async function judge(
     };
   }
   return { decision, checked: check.pass };
+}
+
+/** A resume value as a decision, in the agent's approval format, or why it is not one. */
+function parseAnswer(format: ApprovalFormat, value: unknown, toolName: string): { readonly data: ApprovalAnswer } | { readonly refused: Refused } {
+  if (format === "langchain") {
+    const mapped = fromHitl(value, toolName);
+    return "refused" in mapped ? { refused: { ...mapped.refused, edit: false } } : { data: mapped.answer };
+  }
+  const parsed = ApprovalAnswerSchema.safeParse(value);
+  if (parsed.success) return { data: parsed.data };
+  return {
+    refused: {
+      code: "not_a_decision",
+      edit: false,
+      problem:
+        'the answer was not a decision: resume with { decision: "approve" }, { decision: "reject", message? } ' +
+        'or { decision: "edit", args }, optionally with this request\'s approvalId',
+    },
+  };
 }
 
 /** Whether this turn holds another approval request for this call id or another call of its step. */

@@ -26,6 +26,8 @@ import { approvalFor, type ApprovalAsk, type ApprovalHandle } from "./approvals.
 import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
 import { declaredSchema, SCHEMA_GUARDRAIL, zodSchemaOf } from "./schema.js";
 import { toolFingerprint } from "../keys.js";
+import type { Refusal } from "../decision/plan.js";
+import type { ApprovalFormat } from "./langchain-format.js";
 import type { ParsedArguments } from "../execution/parse.js";
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -62,6 +64,13 @@ export interface GuardrailEnvironment {
   readonly reuseApplied: boolean;
   /** The graph has a checkpointer, so a call can pause for a person. */
   readonly checkpointed: boolean;
+  /** The approval interrupt's payload and resume value: this package's own, or LangChain's. */
+  readonly approvalFormat: ApprovalFormat;
+  /**
+   * Asked before a person is asked about the call: a refusal the call would certainly get later
+   * (a mutation's claim), so no request is stored and no interrupt raised for it.
+   */
+  readonly beforeAsk?: (() => Promise<Refusal | undefined>) | undefined;
 }
 
 /** An approval that let the call through, and how to ask again for a new execution. */
@@ -79,7 +88,9 @@ export type Evaluation =
    * Refused: the model gets `refusal`; the audit records `code`, the deciding `guardrail`, and the
    * approval request whose recorded edit failed its checks, if that is why.
    */
-  | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string; readonly approvalId?: string };
+  | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string; readonly approvalId?: string }
+  /** Refused before a person was asked (`beforeAsk`): the pipeline's own refusal, not a guardrail's. */
+  | { readonly blocked: Refusal };
 
 /** Stands in for a missing tool (the pipeline checks the tool is there before the guardrails run). */
 const NO_TOOL = Object.freeze({});
@@ -154,6 +165,9 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
 
 /** The person's decision for execution `from` of the call (or a later one), as an evaluation. */
 async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: CheckedCall, edits: EditChecks, from: number): Promise<Evaluation> {
+  // Nobody is asked to approve what will be refused anyway; a replay of the call goes on.
+  const blocked = await env.beforeAsk?.();
+  if (blocked !== undefined) return { blocked };
   const outcome = await approvalFor(env, ask, call, {
     from,
     reuseApplied: env.reuseApplied,

@@ -10,6 +10,7 @@ import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } fro
 import { findStep, type StepCall } from "../decision/transcript.js";
 import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
+import type { ApprovalFormat } from "../guardrails/langchain-format.js";
 import type { Guardrail } from "../guardrails/port.js";
 import type { GuardrailLogger } from "../logger.js";
 import type { GuardrailTelemetry, TelemetryCallObserver, TelemetryStep } from "../telemetry.js";
@@ -43,6 +44,8 @@ export interface Governance {
   readonly guardrails: readonly Guardrail[];
   /** The host's telemetry backend, if any (`telemetry` option). */
   readonly telemetry: GuardrailTelemetry | undefined;
+  /** The approval interrupt's payload and resume value (`approvalFormat` option). */
+  readonly approvalFormat: ApprovalFormat;
 }
 
 /** The arguments a call is decided on: as written (by the model or an approver) and as parsed. */

@@ -61,10 +61,10 @@ async function sealedRun(
     } catch (error) {
       outcome = { error };
     }
-    // A retry follows a body that ran: whatever this attempt saw, something may have been written.
+    // A retry follows a body that ran: whatever this attempt saw, something may have been written
+    // (also when this attempt asserts no effect: an earlier one may have written).
     const found = sealFinding(seal.report(), outcome);
-    const finding: SealFinding =
-      attempt === 1 ? found : "notStarted" in found ? { ran: true } : "broken" in found ? { ...found, mayHaveRun: true } : found;
+    const finding: SealFinding = attempt === 1 ? found : "broken" in found ? { ...found, mayHaveRun: true } : { ran: true, noEffect: false };
     if (!("error" in outcome) || !("ran" in finding) || attempt >= attempts.maxAttempts) return { finding, outcome };
     const { error } = outcome;
     if (!RetryableToolError.isInstance(error) || call.signal?.aborted === true) return { finding, outcome };
@@ -169,6 +169,7 @@ export async function runMutation(
   while ("execute" in action && call.approval !== undefined && !(await coversOrRelease(call, store, identity, action.execute))) {
     await releaseClaim(call, store, identity, action.execute);
     const renewed = await call.approval.renew();
+    if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
       await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
       return renewed.refusal;
@@ -236,6 +237,19 @@ export async function runMutation(
     await call.record({ decision: "refused", mutationKey, code: "tool_failed" });
     return outcome.result;
   }
+  if ("error" in outcome && finding.noEffect) {
+    // The body itself proved nothing was written: the slot is given back, the scope stays open.
+    await call.record({ decision: "failed", mutationKey, code: "no_effect" });
+    await release();
+    call.governance.logger.warn("the tool asserted its change had no effect; its claim is released", {
+      code: "no_effect",
+      toolName: call.name,
+      toolCallId: call.id,
+      mutationKey,
+    });
+    if (call.signal?.aborted === true) throw outcome.error;
+    return refusal(call, "no_effect");
+  }
   if ("error" in outcome) {
     await settleUnknown("mutation_unknown");
     const { error } = outcome;
@@ -261,8 +275,8 @@ export async function runMutation(
 }
 
 /**
- * Gives the slot back: the body provably never started, so nothing can have been written. A
- * release that fails leaves the claim pending: closed, as after a lost settlement.
+ * Gives the slot back: the body provably never started, or it threw `NoEffectError`, so nothing
+ * was written. A release that fails leaves the claim pending: closed, as after a lost settlement.
  */
 async function releaseClaim(call: GovernedCall, store: GuardrailStore, identity: MutationIdentity, token: string): Promise<void> {
   const released = parseStoreValue(
@@ -287,6 +301,7 @@ async function releaseClaim(call: GovernedCall, store: GuardrailStore, identity:
 async function applyApproval(call: GovernedCall): Promise<ToolMessage | undefined> {
   while (call.approval !== undefined && !(await coversThisExecution(call.approval))) {
     const renewed = await call.approval.renew();
+    if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
       await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
       return renewed.refusal;

@@ -4,7 +4,7 @@
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import type { JsonValue, ScopeOf, ToolKind } from "../contracts.js";
-import { checkCall } from "../decision/plan.js";
+import { checkCall, type Refusal } from "../decision/plan.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
 import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
 import { hasCheckpointer } from "../guardrails/resume.js";
@@ -119,6 +119,7 @@ export async function guard(
   call: GovernedCall,
   ask: ((call: AskedCall) => unknown) | undefined,
   scopeOf?: ScopeOf,
+  beforeAsk?: () => Promise<Refusal | undefined>,
 ): Promise<ToolMessage | undefined> {
   const { governance } = call;
   const env: GuardrailEnvironment = {
@@ -132,6 +133,8 @@ export async function guard(
     siblings: (call.step ?? []).flatMap((sibling) => (sibling.id === undefined || sibling.id === call.id ? [] : [sibling.id])),
     reuseApplied: call.kind === "mutation",
     checkpointed: hasCheckpointer(call.request.runtime.configurable),
+    beforeAsk,
+    approvalFormat: governance.approvalFormat,
   };
   const evaluation = await evaluateGuardrails(env, checkedCall(call.request.tool, call, call.checked), {
     parse: (raw) => parseSafely(call, raw),
@@ -140,6 +143,7 @@ export async function guard(
       ask === undefined ||
       isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), edited, governance.logger),
   });
+  if ("blocked" in evaluation) return call.refuse(evaluation.blocked.refuse, evaluation.blocked.details);
   if ("refusal" in evaluation) {
     const { code, guardrail, approvalId } = evaluation;
     await call.record({ decision: "refused", code, guardrail, ...(approvalId === undefined ? {} : { approvalId }) });

@@ -41,9 +41,18 @@ const NOT_ACCEPTED = "an approval answer was not accepted; the request stays pen
 const DISAGREED = "a resume value disagreed with the decision already recorded; the recorded one stands";
 
 /** A checkpointed notes agent whose edit_note calls need approval; `thread` names its thread. */
-function approvalTurn(options: { store?: GuardrailStore; thread?: string; script?: Parameters<typeof secureAgent>[0]["script"]; turnId?: string } = {}) {
+function approvalTurn(
+  options: {
+    store?: GuardrailStore;
+    thread?: string;
+    script?: Parameters<typeof secureAgent>[0]["script"];
+    turnId?: string;
+    policies?: Parameters<typeof secureAgent>[0]["policies"];
+  } = {},
+) {
   const run = secureAgent({
     script: options.script ?? SCRIPT,
+    ...(options.policies === undefined ? {} : { policies: options.policies }),
     ...(options.store === undefined ? {} : { store: options.store }),
     ...(options.turnId === undefined ? {} : { input: noteTurn({ turnId: options.turnId }) }),
     guardrails: { guardrails: [requireApproval({ tools: ["edit_note"] })] },
@@ -127,6 +136,8 @@ describe("an answer that is not taken is explained to the person and logged", ()
         { content: "done" },
       ],
       store: new InMemoryGuardrailStore(),
+      // Auxiliary edits: two mutations of one step are refused (single_mutation, read_required) before anyone is asked.
+      policies: { read_note: { kind: "document-read" }, edit_note: { kind: "auxiliary" } },
     });
     await turn.start();
     const again = await turn.resume({ decision: "approve" });

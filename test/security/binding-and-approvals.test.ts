@@ -83,6 +83,8 @@ describe("decisions are bound to the tool", () => {
     const agent = approvingAgent(
       [
         { toolCalls: [{ id: "c1", name: "export_document", args: { noteId: "note-7" } }] },
+        // A read first: a mutation without one is refused read_required before anyone is asked.
+        { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] },
         // The model reuses the call id for another tool with the same arguments.
         { toolCalls: [{ id: "c1", name: "delete_document", args: { noteId: "note-7" } }] },
         { content: "done" },

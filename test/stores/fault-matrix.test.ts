@@ -37,8 +37,13 @@ const APPROVAL = [
   "getVerdict#1",
   "recordVerdict#1",
   "appendAudit#1",
+  // Before a person is asked (and again on resume): the slot and the scope, read only.
+  "getMutation#1",
+  "listUnresolved#1",
   "requestApproval#1",
   "getVerdict#2",
+  "getMutation#2",
+  "listUnresolved#2",
   "requestApproval#2",
   "decideApproval#1",
   "claimMutation#1",

@@ -4,7 +4,7 @@
  * started.
  */
 import { expect } from "vitest";
-import type { GuardrailStore, MutationIdentity, MutationResult } from "../../contracts.js";
+import { MutationStatusSchema, type GuardrailStore, type MutationIdentity, type MutationResult } from "../../contracts.js";
 import type { Call } from "./fixtures.js";
 import { turnKey } from "../../keys.js";
 import {
@@ -12,8 +12,10 @@ import {
   CALL,
   claim,
   complete,
+  conform,
   ERROR_RESULT,
   expectBoolean,
+  expectContractError,
   expectInstant,
   fingerprintOfCall,
   identity,
@@ -41,6 +43,7 @@ const COMPLETED = { toolName: CALL.name, toolCallId: CALL.id, result: RESULT };
 // Claims
 
 export function claimsSuite(test: StoreTest): void {
+  mutationStatusTests(test);
   test("acquired: a free slot is claimed with a non-empty token", async ({ store }) => {
     const result = await claim(store);
     expect(result.status).toBe("acquired");
@@ -533,5 +536,30 @@ export function releaseSuite(test: StoreTest): void {
       await acquire(store);
     }
     expect(await releasedEvents(store)).toHaveLength(released ? 1 : 0);
+  });
+}
+
+/** `getMutation`: the read-only view of a turn's claim, which the middleware asks before a person is. Part of the claims suite. */
+function mutationStatusTests(test: StoreTest): void {
+  test("getMutation reads a turn's claim: none, pending, complete with its result, unknown, pruned", async ({ store, clock }) => {
+    const read = async (key: string) => {
+      const status = await store.getMutation(key);
+      if (status !== undefined) conform(MutationStatusSchema, status, "getMutation's answer");
+      return status;
+    };
+    const pending = identity(turn("m-pending"));
+    const done = identity(turn("m-complete"));
+    const unknown = identity(turn("m-unknown", "doc-unknown"));
+    expect(await read(pending.turnKey)).toBeUndefined();
+    await acquire(store, pending);
+    expect(await read(pending.turnKey)).toEqual({ state: "pending", toolName: pending.toolName, toolCallId: pending.toolCallId });
+    await complete(store, done);
+    expect(await read(done.turnKey)).toEqual({ state: "complete", toolName: done.toolName, toolCallId: done.toolCallId, result: RESULT });
+    await leaveUnknown(store, unknown);
+    expect(await read(unknown.turnKey)).toMatchObject({ state: "unknown" });
+    clock.advance(86_400_000);
+    await store.prune({ olderThan: new Date(clock.ms).toISOString() });
+    expect(await read(done.turnKey)).toEqual({ state: "pruned", toolName: done.toolName, toolCallId: done.toolCallId });
+    await expectContractError(() => store.getMutation("not-a-digest"), "getMutation of a bad key");
   });
 }

@@ -1,0 +1,99 @@
+/**
+ * LangChain's approval format (`approvalFormat: "langchain"`): the interrupt carries the payload of
+ * LangChain's own `humanInTheLoopMiddleware` (`HITLRequest`) and the resume value is its answer
+ * (`HITLResponse`), so the approval UIs that answer it (Agent Inbox, LangGraph Studio) answer ours.
+ * The guardrails raise one interrupt per call: one action request, and exactly one decision. The
+ * answer is mapped onto the same decisions, judged by the same rules (src/guardrails/approvals.ts).
+ */
+import type { HITLRequest } from "langchain";
+import { z } from "zod";
+import { DigestSchema, JsonValueSchema, type JsonValue } from "../contracts.js";
+import type { ApprovalRequest, JsonSchema } from "./port.js";
+
+/** The approval interrupt's payload and resume value: this package's own, or LangChain's `humanInTheLoopMiddleware`'s. */
+export type ApprovalFormat = "arkah" | "langchain";
+
+/** The values `approvalFormat` accepts. */
+export const ApprovalFormatSchema = z.enum(["arkah", "langchain"]);
+
+/** The interrupt payload in LangChain's format: the call as its one action request, every decision allowed. */
+export function hitlRequest(asked: ApprovalRequest, schema: JsonSchema | undefined, problem: string | undefined): HITLRequest {
+  const described = [asked.reason, problem === undefined ? undefined : `The last answer was not accepted: ${problem}`].filter(
+    (part): part is string => part !== undefined,
+  );
+  return {
+    actionRequests: [
+      { name: asked.tool, args: asked.args, ...(described.length === 0 ? {} : { description: described.join("\n\n") }) },
+    ],
+    reviewConfigs: [
+      {
+        actionName: asked.tool,
+        allowedDecisions: ["approve", "edit", "reject"],
+        ...(typeof schema === "object" ? { argsSchema: { ...schema } } : {}),
+      },
+    ],
+  };
+}
+
+const HitlDecisionSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("approve") }),
+  z.strictObject({
+    type: z.literal("edit"),
+    editedAction: z.strictObject({ name: z.string(), args: z.record(z.string(), JsonValueSchema) }),
+  }),
+  z.strictObject({ type: z.literal("reject"), message: z.string().optional() }),
+]);
+
+/**
+ * LangChain's `HITLResponse` for one call. `approvalId` is this package's addition: a host that
+ * knows it can name the request, as with the package's own format (LangChain ignores it).
+ */
+export const HitlResponseSchema = z.strictObject({
+  decisions: z.array(HitlDecisionSchema).length(1, "one decision: the guardrails ask about one call per interrupt"),
+  approvalId: DigestSchema.optional(),
+});
+
+/** A LangChain answer as the package's decision, or why it is not one. */
+export type HitlAnswer =
+  | {
+      readonly answer:
+        | { readonly decision: "approve"; readonly approvalId?: string | undefined }
+        | { readonly decision: "reject"; readonly message?: string | undefined; readonly approvalId?: string | undefined }
+        | { readonly decision: "edit"; readonly args: Record<string, JsonValue>; readonly approvalId?: string | undefined };
+    }
+  | { readonly refused: { readonly code: string; readonly problem: string } };
+
+/** Parses a resume value in LangChain's format for a call to `toolName`. */
+export function fromHitl(value: unknown, toolName: string): HitlAnswer {
+  const parsed = HitlResponseSchema.safeParse(value);
+  if (!parsed.success) {
+    return {
+      refused: {
+        code: "not_a_decision",
+        problem:
+          'the answer was not a decision: resume with { decisions: [{ type: "approve" }] }, { decisions: [{ type: "reject", message? }] } ' +
+          "or { decisions: [{ type: \"edit\", editedAction: { name, args } }] }, with exactly one decision",
+      },
+    };
+  }
+  const { decisions, approvalId } = parsed.data;
+  const named = approvalId === undefined ? {} : { approvalId };
+  const [decision] = decisions;
+  if (decision === undefined) throw new Error("unreachable: the schema requires one decision");
+  switch (decision.type) {
+    case "approve":
+      return { answer: { decision: "approve", ...named } };
+    case "reject":
+      return { answer: { decision: "reject", ...(decision.message === undefined ? {} : { message: decision.message }), ...named } };
+    case "edit":
+      if (decision.editedAction.name !== toolName) {
+        return {
+          refused: {
+            code: "edited_tool",
+            problem: `an edit may change the arguments, not the tool: editedAction.name must be "${toolName}"`,
+          },
+        };
+      }
+      return { answer: { decision: "edit", args: decision.editedAction.args, ...named } };
+  }
+}

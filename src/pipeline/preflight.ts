@@ -1,0 +1,40 @@
+/**
+ * Before a person is asked about a mutation: the refusals its claim would certainly answer, found
+ * without claiming, so nobody is asked to approve a write that cannot run (and no request is
+ * stored, no interrupt raised). Asked only when a call is about to be put to a person: calls
+ * without approvals pay nothing. The claim after the approval still decides.
+ */
+import { MutationStatusSchema, UnresolvedMutationSchema } from "../contracts.js";
+import { checkMutationStep, slotRefusal, type Refusal } from "../decision/plan.js";
+import { readCandidates } from "../decision/transcript.js";
+import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
+import { z } from "zod";
+import type { GovernedCall } from "./call.js";
+import type { MutationContext } from "./execute.js";
+
+const UnresolvedListSchema = z.array(UnresolvedMutationSchema);
+
+/**
+ * The step rules and the transcript's reads (pure), then the turn's slot (`getMutation`), then,
+ * when the turn holds no claim and `requireResolvedScope` is on, the scope (`listUnresolved`: only
+ * read here, where a person is about to be asked).
+ */
+export function mutationPreflight(call: GovernedCall, context: MutationContext): () => Promise<Refusal | undefined> {
+  return async () => {
+    const step = checkMutationStep(call.id, call.step ?? [], context.kindOf);
+    if (step !== undefined) return step;
+    if (readCandidates(context.messages, context.humanIndex, context.kindOf).length === 0) return { refuse: "read_required" };
+    const { store } = call.governance;
+    if (store === undefined) return undefined;
+    const trusted = isTrustedStore(store);
+    const answer = await store.getMutation(call.turn.turnKey);
+    const slot = answer === undefined || trusted ? answer : parseStoreValue(MutationStatusSchema, answer, "getMutation answer");
+    if (slot !== undefined) return slotRefusal(slot, call);
+    if (!context.requireResolvedScope) return undefined;
+    const listed = await store.listUnresolved();
+    const unresolved = trusted ? listed : parseStoreValue(UnresolvedListSchema, listed, "listUnresolved answer");
+    const { scopeId, turnKey } = call.turn;
+    const blocked = unresolved.some((claim) => claim.state === "unknown" && claim.scopeId === scopeId && claim.turnKey !== turnKey);
+    return blocked ? { refuse: "scope_unresolved" } : undefined;
+  };
+}
