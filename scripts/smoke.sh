@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Package smoke test (the last step of `pnpm verify`): build, pack, install the tarball into a fresh
-# npm project outside the workspace, as a user would, then
+# Package smoke test (the last step of `pnpm verify`): pack (prepack builds), check that it ships
+# dist/ and docs/api/, install the tarball into a fresh npm project outside the workspace, as a user
+# would, then
 #   (a) type-check an ESM and a CommonJS consumer against the shipped declarations,
 #   (b) load the ESM and CJS builds in one process and check their errors recognise each other,
 #       and load /otel without and with its optional peer @opentelemetry/api,
@@ -48,16 +49,16 @@ for parent in "$(dirname "$work")" /; do
   [ -e "$parent/node_modules" ] && say "warning: $parent/node_modules exists and is visible to the consumer"
 done
 
-step "build"
-quiet pnpm build
-done_step
-
-step "pack"
+step "pack (its prepack builds dist/ and the API reference in docs/api/)"
 mkdir -p "$work/pack"
 quiet pnpm pack --pack-destination "$work/pack"
 tarball=$(find "$work/pack" -maxdepth 1 -name '*.tgz' -print -quit)
 [ -n "$tarball" ] || die "pnpm pack produced no tarball"
 say "  $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB, $(tar -tzf "$tarball" | wc -l) files"
+# What a fresh clone's pack must ship: the builds, the CLI and the API reference the README links.
+for file in dist/index.js dist/index.cjs dist/index.d.ts dist/cli/index.js docs/api/README.md; do
+  tar -tzf "$tarball" | grep -qx "package/$file" || die "the tarball has no $file"
+done
 done_step
 
 step "install the tarball into a fresh npm project"

@@ -16,6 +16,8 @@ import { admit, guardedAgent, read, rename, turnInput, userText } from "./suppor
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+/** Files the prepack script generates into the tarball: TypeDoc's index of the API reference. */
+const GENERATED = ["docs/api/README.md"];
 const guide = readFileSync(new URL("../docs/guardrails.md", import.meta.url), "utf8");
 
 describe("README", () => {
@@ -107,13 +109,21 @@ describe("docs/guardrails.md: resuming an approval with a shared middleware", ()
  * must be an absolute URL.
  */
 describe("links in the packed tarball", () => {
-  const packed = packedFiles();
-  const markdown = packed.filter((path) => path.endsWith(".md"));
+  // Packed without running prepack (no build here): what the prepack generates is listed in
+  // GENERATED, and scripts/smoke.sh checks that a real pack ships it.
+  const packed = [...packedFiles().filter((path) => !path.startsWith("docs/api/")), ...GENERATED];
+  const markdown = packed.filter((path) => path.endsWith(".md") && !GENERATED.includes(path));
 
   it("ships the README, the docs and the examples they link to", () => {
     expect(markdown).toEqual(expect.arrayContaining(["README.md", "docs/guardrails.md", "SECURITY.md"]));
     expect(packed).toContain("examples/quickstart.ts");
-    expect(packed.some((path) => path.startsWith("docs/api/"))).toBe(false);
+  });
+
+  it("prepack builds dist/ and the API reference, and both ship", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { files: string[]; scripts: Record<string, string> };
+    expect(pkg.scripts.prepack).toBe("pnpm build && pnpm docs:api");
+    expect(pkg.files).toEqual(expect.arrayContaining(["dist", "docs/api"]));
+    expect(readme).toContain("](docs/api/README.md)");
   });
 
   it("every relative link in a shipped markdown file resolves to a packed file and heading", () => {
@@ -148,11 +158,14 @@ describe("links in the packed tarball", () => {
   });
 });
 
-/** The files `pnpm pack` puts in the tarball (as the smoke test and a publish do). */
+/** The files `pnpm pack` puts in the tarball (as the smoke test and a publish do), prepack skipped. */
 function packedFiles(): string[] {
   const destination = mkdtempSync(join(tmpdir(), "arkah-docs-pack-"));
   try {
-    const output = execFileSync("pnpm", ["pack", "--json", "--pack-destination", destination], { cwd: root, encoding: "utf8" });
+    const output = execFileSync("pnpm", ["--config.ignore-scripts=true", "pack", "--json", "--pack-destination", destination], {
+      cwd: root,
+      encoding: "utf8",
+    });
     const report = JSON.parse(output) as { files: { path: string }[] };
     return report.files.map((entry) => entry.path);
   } finally {

@@ -233,9 +233,10 @@ export async function inspect(store: GuardrailStore, options: InspectOptions, si
 // reconcile
 
 /**
- * Resolves one `pending` or `unknown` mutation on the operator's word. Throws `CliError` with
- * `notFound` when the turn has no claim and `wrongState` when its claim is not unresolved
- * (already completed, or reconciled before): nothing changes in either case.
+ * Resolves one `pending` or `unknown` mutation on the operator's word. The same reconciliation
+ * repeated answers "already reconciled" with `ok`. Otherwise throws `CliError` with `notFound` when
+ * the turn has no claim and `wrongState` when its claim is not unresolved (already completed, or
+ * reconciled with another outcome): nothing changes in any of these cases.
  */
 export async function reconcile(
   store: GuardrailStore,
@@ -247,6 +248,12 @@ export async function reconcile(
   const before = (await store.listUnresolved()).find((mutation) => mutation.turnKey === turnKey);
   const outcome = await store.reconcileMutation(reconciliation);
   if (!outcome.reconciled) {
+    if (await alreadyReconciled(store, reconciliation)) {
+      const now =
+        reconciliation.resolution === "completed" ? "complete, with this same result" : "no claim (no-effect): the turn's mutation slot is open";
+      await sink.out(`already reconciled: turn ${turnKey} was reconciled with this same outcome; nothing changed\n  now:          ${now}\n`);
+      return EXIT.ok;
+    }
     if (outcome.reason === "not_found") {
       throw new CliError(
         EXIT.notFound,
@@ -256,7 +263,7 @@ export async function reconcile(
     }
     throw new CliError(
       EXIT.wrongState,
-      `the mutation of turn ${turnKey} is not pending or unknown (it completed, or was reconciled before): nothing changed`,
+      `the mutation of turn ${turnKey} is not pending or unknown (it completed, or was reconciled before with another outcome): nothing changed`,
     );
   }
   const lines = [`reconciled turn ${turnKey}`];
@@ -286,6 +293,25 @@ export async function reconcile(
   lines.push(`  operatorRef:  ${printable(reconciliation.operatorRef)} (recorded in the audit trail)`);
   await sink.out(`${lines.join("\n")}\n`);
   return EXIT.ok;
+}
+
+/**
+ * Whether a reconciliation the store refused repeats the last one of its turn: the turn's latest
+ * `reconciled` audit event has this resolution, and the claim is still as it left it (complete with
+ * an equal result, or absent after no-effect). A repeated command (a retried script, a second
+ * operator) is then a success, not an error; another outcome stays `wrongState`.
+ */
+async function alreadyReconciled(store: GuardrailStore, reconciliation: Reconciliation): Promise<boolean> {
+  const events = await store.readAudit({ turnKey: reconciliation.turnKey });
+  const last = events.filter((event) => event.decision === "reconciled").at(-1);
+  if (last?.action !== reconciliation.resolution) return false;
+  const mutation = await store.getMutation(reconciliation.turnKey);
+  if (reconciliation.resolution === "no-effect") return mutation === undefined;
+  return (
+    mutation?.state === "complete" &&
+    mutation.result?.status === reconciliation.result.status &&
+    mutation.result.content === reconciliation.result.content
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

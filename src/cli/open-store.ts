@@ -221,12 +221,16 @@ function postgresFailure(error: unknown, url: URL): string {
     case "ENETUNREACH":
       return `the server at ${host} is unreachable (${code})`;
     case "28P01":
-      return `password authentication failed for user "${user}"`;
+      return `password authentication failed for user "${user}": the server refused the password; correct it in the URL, PGPASSWORD or ~/.pgpass`;
     case "28000":
       return `the server rejected user "${user}" (pg_hba.conf or role)`;
     case "3D000":
       return `the database "${database}" does not exist`;
     default:
+      // pg's text when it found no password (none in the URL, PGPASSWORD or ~/.pgpass) for a SCRAM server.
+      if (typeof message === "string" && /client password must be a string/i.test(message)) {
+        return `no password was given for user "${user}" and the server asks for one: set PGPASSWORD, add it to ~/.pgpass, or put it in the URL`;
+      }
       if (typeof message === "string" && /timeout/i.test(message)) {
         return `no connection to ${host} within ${String(CONNECT_TIMEOUT_MS / 1000)} s (is the server reachable?)`;
       }

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { HumanMessage } from "@langchain/core/messages";
 import { Command, MemorySaver } from "@langchain/langgraph";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import {
   digest,
   mutationKey,
@@ -321,6 +321,58 @@ describe("reconcile", () => {
     const missing = reconcile(store, { turnKey: "f".repeat(64), resolution: "no-effect", operatorRef: "INC-9" }, sink());
     await expect(missing).rejects.toBeInstanceOf(CliError);
     await expect(missing).rejects.toMatchObject({ exitCode: EXIT.notFound });
+    store.close();
+  });
+});
+
+describe("reconcile, repeated with the same outcome", () => {
+  it("completed twice with the same result exits 0 with 'already reconciled'; another result or status is still wrong state", async () => {
+    const { path, store } = sqliteFile();
+    const id = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    store.close();
+    const resultFile = join(tempDir(), "result.txt");
+    writeFileSync(resultFile, "Renamed\n");
+    const args = ["--sqlite", path, "reconcile", "--turn-key", id.turnKey, "--completed", "--result-file", resultFile];
+    expect((await cli([...args, "--operator-ref", "INC-1"])).code).toBe(EXIT.ok);
+
+    const repeated = await cli([...args, "--operator-ref", "INC-2"]);
+    expect(repeated).toEqual({
+      code: EXIT.ok,
+      stdout: `already reconciled: turn ${id.turnKey} was reconciled with this same outcome; nothing changed\n  now:          complete, with this same result\n`,
+      stderr: "",
+    });
+    const otherStatus = await cli([...args, "--result-status", "error", "--operator-ref", "INC-3"]);
+    expect(otherStatus.code).toBe(EXIT.wrongState);
+    writeFileSync(resultFile, "Renamed twice\n");
+    const otherContent = await cli([...args, "--operator-ref", "INC-4"]);
+    expect(otherContent.code).toBe(EXIT.wrongState);
+    const otherResolution = await cli(["--sqlite", path, "reconcile", "--turn-key", id.turnKey, "--no-effect", "--operator-ref", "INC-5"]);
+    expect(otherResolution.code).toBe(EXIT.wrongState);
+    // Only the first reconciliation is in the audit trail: the repeats changed nothing.
+    const audit = await cli(["--sqlite", path, "audit"]);
+    const reconciled = audit.stdout.trim().split("\n").map((line) => JSON.parse(line) as { decision: string; operatorRef?: string }).filter((event) => event.decision === "reconciled");
+    expect(reconciled.map((event) => event.operatorRef)).toEqual(["INC-1"]);
+  });
+
+  it("no-effect twice exits 0 with 'already reconciled'; once the turn claims again, or for a turn never claimed, it is not", async () => {
+    const { store } = sqliteFile();
+    const id = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1");
+    const noEffect = { turnKey: id.turnKey, resolution: "no-effect", operatorRef: "INC-1" } as const;
+    expect(await reconcile(store, noEffect, sink())).toBe(EXIT.ok);
+    const out = sink();
+    expect(await reconcile(store, { ...noEffect, operatorRef: "INC-2" }, out)).toBe(EXIT.ok);
+    expect(out.lines.out).toBe(
+      `already reconciled: turn ${id.turnKey} was reconciled with this same outcome; nothing changed\n  now:          no claim (no-effect): the turn's mutation slot is open\n`,
+    );
+
+    expect((await store.claimMutation(id)).status).toBe("acquired");
+    const fresh = sink();
+    expect(await reconcile(store, { ...noEffect, operatorRef: "INC-3" }, fresh)).toBe(EXIT.ok);
+    expect(fresh.lines.out).toContain(`reconciled turn ${id.turnKey}\n`); // the new claim, reconciled for real
+    expect(fresh.lines.out).not.toContain("already");
+    const completed = { turnKey: id.turnKey, resolution: "completed", result: { content: "x", status: "success" }, operatorRef: "INC-4" } as const;
+    await expect(reconcile(store, completed, sink())).rejects.toMatchObject({ exitCode: EXIT.notFound });
+    await expect(reconcile(store, { ...noEffect, turnKey: "e".repeat(64) }, sink())).rejects.toMatchObject({ exitCode: EXIT.notFound });
     store.close();
   });
 });
@@ -861,7 +913,7 @@ describe("main", () => {
       expect(help.stdout).toContain("Exit codes:");
     }
     const version = await cli(["--version"]);
-    expect(version).toEqual({ code: 0, stdout: "0.1.0\n", stderr: "" });
+    expect(version).toEqual({ code: 0, stdout: "0.2.0\n", stderr: "" });
   });
 
   it.each([
@@ -1186,7 +1238,7 @@ describe("the bin (node --import tsx src/cli/index.ts)", () => {
     expect(badKey.stderr).toContain("--turn-key: expected 64 lowercase hex characters");
   });
 
-  it("exits 3 for an unknown turn, 0 then 4 for a repeated reconciliation, with a stack trace only under ARKAH_DEBUG=1", SLOW, async () => {
+  it("exits 3 for an unknown turn; 0, 0 (already reconciled) then 4 for a repeated reconciliation with another outcome, with a stack trace only under ARKAH_DEBUG=1", SLOW, async () => {
     const { path, store } = sqliteFile();
     const id = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
     store.close();
@@ -1206,7 +1258,10 @@ describe("the bin (node --import tsx src/cli/index.ts)", () => {
     const first = spawnCli(args);
     expect(first.code).toBe(0);
     expect(first.stdout).toContain(`reconciled turn ${id.turnKey}`);
-    const second = spawnCli(args);
+    const same = spawnCli(args);
+    expect(same).toMatchObject({ code: 0, stderr: "" });
+    expect(same.stdout).toContain(`already reconciled: turn ${id.turnKey}`);
+    const second = spawnCli([...args, "--result-status", "error"]);
     expect(second.code).toBe(4);
     expect(second.stderr).toMatch(/^arkah-guardrails: the mutation of turn [0-9a-f]{64} is not pending or unknown/);
     expect(second.stderr).not.toMatch(stackLine);
@@ -1264,6 +1319,30 @@ afterAll(async () => {
 requirePostgres();
 
 describe.each(PG_URL === undefined ? [] : [PG_URL])("main against PostgreSQL", (url) => {
+  it("a missing or wrong password is said in words, naming the fix, never echoing the password", async () => {
+    // pg falls back to PGPASSWORD and ~/.pgpass: neither may supply one here.
+    vi.stubEnv("PGPASSWORD", undefined);
+    vi.stubEnv("PGPASSFILE", join(tempDir(), "no-pgpass"));
+    try {
+      const none = new URL(url);
+      expect(none.password).not.toBe("");
+      none.password = "";
+      const missing = await cli(["--postgres", none.href, "inspect"]);
+      expect(missing.code).toBe(EXIT.failure);
+      expect(missing.stderr).toContain(`no password was given for user "${decodeURIComponent(none.username)}" and the server asks for one: set PGPASSWORD, add it to ~/.pgpass, or put it in the URL`);
+      expect(missing.stderr).not.toContain("SASL");
+
+      const wrong = new URL(url);
+      wrong.password = "not-the-Pa55word";
+      const refused = await cli(["--postgres", wrong.href, "inspect"]);
+      expect(refused.code).toBe(EXIT.failure);
+      expect(refused.stderr).toContain(`password authentication failed for user "${decodeURIComponent(wrong.username)}": the server refused the password; correct it in the URL, PGPASSWORD or ~/.pgpass`);
+      expect(refused.stderr).not.toContain("Pa55word");
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
   it("refuses a schema without a store, and creates nothing; names a missing database", async () => {
     const schema = freshSchema("arkah_cli_absent");
     const absent = await cli(["--postgres", url, "--schema", schema, "inspect"]);
@@ -1385,8 +1464,10 @@ describe.each(backends)("round trip through a real agent on $name", (backend) =>
     expect(service.writes).toBe(1);
     expect(await inspectJson(flags)).toEqual([]);
 
+    // The same reconciliation again (a retried script) is a success that changes nothing.
     const again = await cli([...flags, "reconcile", "--turn-key", key, "--completed", "--result-file", resultFile, "--operator-ref", "INC-7"]);
-    expect(again.code).toBe(EXIT.wrongState);
+    expect(again.code).toBe(EXIT.ok);
+    expect(again.stdout).toContain("already reconciled");
 
     const trail = (await cli([...flags, "audit"])).stdout.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(trail.filter((event) => event.decision === "reconciled")).toEqual([

@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import { inspect } from "node:util";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   ConfigurationError,
   digest,
@@ -819,6 +819,33 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect(message.startsWith(OPTIONS)).toBe(true);
       expect(message).toContain(reason);
       expect(message).toContain("schema");
+    });
+
+    it("a missing or a wrong password is said in words, naming the fix, at open and in an operation", async () => {
+      // pg falls back to PGPASSWORD and ~/.pgpass: neither may supply one here.
+      vi.stubEnv("PGPASSWORD", undefined);
+      vi.stubEnv("PGPASSFILE", "/nonexistent/arkah-no-pgpass");
+      try {
+        const none = new URL(url);
+        none.password = "";
+        const missing = await failure(PostgresGuardrailStore.open({ connectionString: none.href }, { schema: schemaName("arkah_nopw") }));
+        expect(missing.message).toBe(
+          `PostgresGuardrailStore: cannot connect to PostgreSQL at ${WHERE}: no password was given and the server asks for one: ` +
+            "put it in the connection string (postgres://user:password@host:port/database), PGPASSWORD or ~/.pgpass",
+        );
+
+        const wrong = new URL(url);
+        wrong.password = "not-the-Pa55word";
+        const refused = await failure(PostgresGuardrailStore.open({ connectionString: wrong.href }, { schema: schemaName("arkah_badpw") }));
+        expect(refused.message).toBe(
+          `PostgresGuardrailStore: cannot connect to PostgreSQL at ${WHERE}: password authentication failed: the server refused ` +
+            "the password; correct it in the connection string, PGPASSWORD or ~/.pgpass (28P01)",
+        );
+        expect(printed(refused)).not.toContain("Pa55word");
+
+      } finally {
+        vi.unstubAllEnvs();
+      }
     });
 
     it("a schema name of 63 characters, the most PostgreSQL keeps, is accepted", async () => {

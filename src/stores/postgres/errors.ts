@@ -74,6 +74,24 @@ export function errorText(error: unknown): string {
   return String(error);
 }
 
+/**
+ * A failure to authenticate in words that name the fix, or undefined for any other failure: pg's own
+ * texts (SQLSTATE 28P01, or "SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string"
+ * when no password was found) say neither what is wrong nor what to do.
+ */
+export function authenticationProblem(error: unknown): string | undefined {
+  if (errorCode(error) === "28P01") {
+    return "password authentication failed: the server refused the password; correct it in the connection string, PGPASSWORD or ~/.pgpass (28P01)";
+  }
+  if (/client password must be a string/i.test(errorText(error))) {
+    return (
+      "no password was given and the server asks for one: put it in the connection string " +
+      "(postgres://user:password@host:port/database), PGPASSWORD or ~/.pgpass"
+    );
+  }
+  return undefined;
+}
+
 /** `user:password@` → `user:***@` in anything that might echo a connection string. */
 export function redact(text: string, password: string | undefined): string {
   let out = text

@@ -5,7 +5,7 @@
 import type pg from "pg";
 import { ConfigurationError } from "../../errors.js";
 import { rollback, watch, lockKey } from "./connection.js";
-import { redact, errorText, sanitizedCause } from "./errors.js";
+import { authenticationProblem, redact, errorText, sanitizedCause } from "./errors.js";
 import { quoteIdentifier } from "./statements.js";
 
 
@@ -201,7 +201,7 @@ export async function migrate(
     client = await pool.connect();
   } catch (error) {
     throw new Error(
-      `PostgresGuardrailStore: cannot connect to PostgreSQL at ${target.where}: ${redact(errorText(error), target.password)}`,
+      `PostgresGuardrailStore: cannot connect to PostgreSQL at ${target.where}: ${authenticationProblem(error) ?? redact(errorText(error), target.password)}`,
       // The cause is a copy with the password redacted from everything a logger would print.
       // eslint-disable-next-line preserve-caught-error
       { cause: sanitizedCause(error, target.password) },

@@ -93,7 +93,7 @@ import {
   verdictFromRow,
   verdictKeyValues,
 } from "./encoding.js";
-import { errorCode, errorText, FAILURE_STATE, PostgresStoreError, redact, sanitizedCause } from "./errors.js";
+import { authenticationProblem, errorCode, errorText, FAILURE_STATE, PostgresStoreError, redact, sanitizedCause } from "./errors.js";
 import { migrate } from "./migrations.js";
 import {
   checkConnectionString,
@@ -244,9 +244,10 @@ export class PostgresGuardrailStore implements GuardrailStore {
     if (PostgresStoreError.isInstance(error)) return error;
     const code = errorCode(error);
     const state = FAILURE_STATE[operation];
+    const problem = authenticationProblem(error);
     const message =
       `PostgresGuardrailStore.${operation} failed against ${this.#where}: ` +
-      `${redact(errorText(error), this.#password)}${code === undefined ? "" : ` (${code})`}` +
+      (problem ?? `${redact(errorText(error), this.#password)}${code === undefined ? "" : ` (${code})`}`) +
       (state === undefined ? "" : `; ${state}`);
     return new PostgresStoreError(operation, message, { cause: sanitizedCause(error, this.#password), code });
   }
