@@ -20,6 +20,8 @@ import { renderMatrix, runMatrix, summarize, turnCalls, type Cell } from "../sup
 import { FAULT_KINDS, FAULT_MARKER, FaultPlan, InjectedStoreFault } from "../support/faults.js";
 import { admit, turnInput } from "../support/fixtures.js";
 import { adminPool, describePostgres, dropSchema, freshSchema } from "../support/postgres.js";
+import { renderTurnMatrix, runTurnMatrix, turnServiceCalls, TURN_FAULT_KINDS } from "../support/turn-fault-matrix.js";
+import { TestClock } from "../turns/support.js";
 
 /** The calls a guarded read-then-write turn makes: admission (admitting server, then the worker's check), read, claim, settle. */
 const READ_THEN_WRITE = ["getReceipt#1", "putReceiptIfAbsent#1", "getReceipt#2", "recordSuccessfulRead#1", "claimMutation#1", "settleMutation#1"];
@@ -75,6 +77,29 @@ async function checkMatrix(name: string, store: GuardrailStore, prefix: string):
   expect([...retries].sort()).toEqual(["executed", "mutation_pending", "replayed"]);
   expect(cells.some((cell) => cell.wroteFirst && !cell.recorded)).toBe(true);
   return cells;
+}
+
+/** The turn-record calls `createTurnService` makes: a plain turn, an approval turn (submit, then decide), and `get`. */
+const TURN_SERVICE_CALLS = {
+  submit: ["beginTurn#1", "finishTurn#1"],
+  // Submit stores the pause; decide reads the turn, records the decision, reads it again, takes the resume, stores the outcome.
+  approval: ["beginTurn#1", "finishTurn#1", "getTurn#1", "getTurn#2", "resumeTurn#1", "finishTurn#2"],
+  get: ["getTurn#1", "getMutation#1"],
+} as const;
+
+/** The turn service's rows (test/support/turn-fault-matrix.ts) on a store whose clock is `clock`. */
+async function checkTurnMatrix(name: string, store: GuardrailStore, clock: TestClock): Promise<void> {
+  for (const [scenario, calls] of Object.entries(TURN_SERVICE_CALLS)) {
+    expect(await turnServiceCalls(scenario as keyof typeof TURN_SERVICE_CALLS, store)).toEqual(calls);
+  }
+  const rows = await runTurnMatrix(store, clock, TURN_SERVICE_CALLS);
+  console.log(`Turn service fault-injection rows, ${name} store\n\n${renderTurnMatrix(rows)}`);
+  expect(rows).toHaveLength(Object.values(TURN_SERVICE_CALLS).flat().length * TURN_FAULT_KINDS.length);
+  expect(rows.flatMap((row) => row.violations.map((violation) => `${row.scenario} ${row.call} ${row.kind}: ${violation}`))).toEqual([]);
+  // Both sides of the contract occur: faulted calls that reject, and retries that had to take an expired lease over.
+  expect(rows.some((row) => row.faulted.includes("InjectedStoreFault"))).toBe(true);
+  expect(rows.some((row) => row.faulted.includes("StoreContractError"))).toBe(true);
+  expect(rows.some((row) => row.retry.includes("running"))).toBe(true);
 }
 
 describe("the fault-injecting store", () => {
@@ -141,6 +166,33 @@ describe("store fault-injection matrix", () => {
   );
 });
 
+describe("turn service fault-injection rows", () => {
+  it(
+    "on the in-memory store",
+    async () => {
+      const clock = new TestClock();
+      await checkTurnMatrix("memory", new InMemoryGuardrailStore({ now: clock.now }), clock);
+    },
+    MATRIX_TIMEOUT_MS,
+  );
+
+  it(
+    "on the SQLite store",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "arkah-turn-faults-"));
+      const clock = new TestClock();
+      const store = SqliteGuardrailStore.open({ path: join(dir, "guardrails.sqlite"), now: clock.now });
+      try {
+        await checkTurnMatrix("SQLite", store, clock);
+      } finally {
+        store.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    MATRIX_TIMEOUT_MS,
+  );
+});
+
 describePostgres("store fault-injection matrix, on PostgreSQL", (url) => {
   let admin: pg.Pool;
   const schema = freshSchema("arkah_faults");
@@ -160,6 +212,22 @@ describePostgres("store fault-injection matrix, on PostgreSQL", (url) => {
         await checkMatrix("PostgreSQL", store, "pg");
       } finally {
         await store.close();
+      }
+    },
+    MATRIX_TIMEOUT_MS,
+  );
+
+  it(
+    "turn service rows, on the PostgreSQL store",
+    async () => {
+      const clock = new TestClock();
+      const turnSchema = freshSchema("arkah_turn_faults");
+      const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema: turnSchema, now: clock.now });
+      try {
+        await checkTurnMatrix("PostgreSQL", store, clock);
+      } finally {
+        await store.close();
+        await dropSchema(admin, turnSchema);
       }
     },
     MATRIX_TIMEOUT_MS,

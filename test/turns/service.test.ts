@@ -278,6 +278,37 @@ for (const kind of KINDS) {
       expect(notes.writes).toHaveLength(1);
     });
 
+    it("two decisions on the same pending request at once: one resumes the run to its one write, the other is not_pending", async () => {
+      const store = await open();
+      const { service, model, notes } = serviceHarness({
+        store,
+        approvals: true,
+        service: { mayDecide: (principal, turn) => principal === "approver" || principal === turn.principal },
+      });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      const calls = model.calls;
+      // The principal approves while an approver rejects: both read the request pending, one decision lands.
+      const answers = await Promise.all([
+        service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }),
+        service.decide({ approvalId, principal: "approver", decision: { decision: "reject", message: "no" } }),
+      ]);
+      const resumed = answers.filter((answer) => answer.status === "completed");
+      const refused = answers.filter((answer) => answer.status !== "completed");
+      expect(resumed).toHaveLength(1);
+      expect(completed(resumed[0] ?? { status: "none" }).replayed).toBe(false);
+      expect(refused).toHaveLength(1);
+      expect(refused[0]).toMatchObject({ status: "not_pending" });
+      // The run resumed once: the model's last step was asked once.
+      expect(model.calls).toBe(calls + 1);
+      // The stored decision is the winner's; the run did what it says: approved, one write; rejected, none.
+      const winner = (await store.getApproval(approvalId))?.operatorRef;
+      expect(["alice", "approver"]).toContain(winner);
+      expect(notes.writes).toHaveLength(winner === "alice" ? 1 : 0);
+      expect(notes.entries.filter((entry) => entry === "edit_note")).toHaveLength(winner === "alice" ? 1 : 0);
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...resumed[0], replayed: true });
+    });
+
     it("a turn whose worker gave up mid-run is taken over after its lease: resumed from the checkpoint, one admission, one write", async () => {
       const store = await open();
       const notes = new NotesService();

@@ -81,6 +81,8 @@ export function turnOf(overrides: Partial<TurnInput> = {}): TurnInput {
 
 export interface ServiceHarnessOptions {
   readonly store: GuardrailStore;
+  /** The store the agent's guardrails use; default `store` (a fault-injecting view for the service alone). */
+  readonly agentStore?: GuardrailStore;
   readonly approvals?: boolean;
   readonly hooks?: TurnHooks;
   readonly checkpointer?: BaseCheckpointSaver;
@@ -96,7 +98,7 @@ export function serviceHarness(options: ServiceHarnessOptions) {
   const model = new ScriptedModel(noteResponder());
   let moderations = 0;
   const guardrails = createDocumentGuardrails({
-    store: options.store,
+    store: options.agentStore ?? options.store,
     userMessageLabel: "user",
     authorize: () => true,
     tools: NOTE_POLICIES,

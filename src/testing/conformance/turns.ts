@@ -1,13 +1,12 @@
 /**
  * Turn records: the turn service's lifecycle. `beginTurn` inserts a turn once and leases it to one
  * worker; a lease that expired (at the store's clock) is taken over; `finishTurn` and `resumeTurn`
- * are compare-and-sets; prune removes finished turns only. Plus `getMutation`, the read-only view
- * of a turn's claim.
+ * are compare-and-sets; prune removes finished turns only. (`getMutation`, the read-only view of a
+ * turn's claim, is in the claims suite.)
  */
 import { expect } from "vitest";
 import {
   BeginTurnResultSchema,
-  MutationStatusSchema,
   ResumeTurnResultSchema,
   TurnRecordSchema,
   type BeginTurnResult,
@@ -19,19 +18,7 @@ import {
 } from "../../contracts.js";
 import { digest } from "../../digest.js";
 import { turnKey } from "../../keys.js";
-import {
-  acquire,
-  complete,
-  conform,
-  expectBoolean,
-  expectContractError,
-  expectInstant,
-  identity,
-  leaveUnknown,
-  RESULT,
-  SCOPE,
-  turn,
-} from "./fixtures.js";
+import { conform, expectBoolean, expectContractError, expectInstant, SCOPE } from "./fixtures.js";
 import type { StoreTest } from "./harness.js";
 
 const LEASE_MS = 30_000;
@@ -248,27 +235,6 @@ export function turnsSuite(test: StoreTest): void {
     expect((await getTurn(store, running.turnKey))?.state).toBe("running");
     expect((await getTurn(store))?.state).toBe("awaiting_approval");
     expect((await getTurn(store, fresh.turnKey))?.state).toBe("completed");
-  });
-
-  test("getMutation reads a turn's claim: none, pending, complete with its result, unknown, pruned", async ({ store, clock }) => {
-    const read = async (key: string) => {
-      const status = await store.getMutation(key);
-      if (status !== undefined) conform(MutationStatusSchema, status, "getMutation's answer");
-      return status;
-    };
-    const pending = identity(turn("m-pending"));
-    const done = identity(turn("m-complete"));
-    const unknown = identity(turn("m-unknown", "doc-unknown"));
-    expect(await read(pending.turnKey)).toBeUndefined();
-    await acquire(store, pending);
-    expect(await read(pending.turnKey)).toEqual({ state: "pending", toolName: pending.toolName, toolCallId: pending.toolCallId });
-    await complete(store, done);
-    expect(await read(done.turnKey)).toEqual({ state: "complete", toolName: done.toolName, toolCallId: done.toolCallId, result: RESULT });
-    await leaveUnknown(store, unknown);
-    expect(await read(unknown.turnKey)).toMatchObject({ state: "unknown" });
-    clock.advance(DAY);
-    await store.prune({ olderThan: new Date(clock.ms).toISOString() });
-    expect(await read(done.turnKey)).toEqual({ state: "pruned", toolName: done.toolName, toolCallId: done.toolCallId });
   });
 
   test("malformed turn input is rejected and changes nothing", async ({ store }) => {

@@ -1,0 +1,163 @@
+/**
+ * The turn service's rows of the store fault-injection matrix (issue 21): `createTurnService`
+ * drives the real `createAgent` loop (test/turns/support.ts) while one call the service makes to a
+ * turn-record method (`beginTurn`, `finishTurn`, `resumeTurn`, `getTurn`; `getMutation` for `get`)
+ * throws before it reaches the store, or reaches it, commits, and answers malformed (the answer is
+ * lost). The agent's guardrails use the healthy store: their own calls are the main matrix's rows.
+ * Then a healthy worker, same store, notes and checkpointer, retries (`submit`, and `decide` while
+ * the turn waits), moving the store's clock past the lease whenever the turn answers `running`.
+ *
+ * Each row is judged: the faulted call rejects with the store's own error or a `StoreContractError`
+ * (nothing untyped) or answers an outcome without store detail; at most one write and one entry
+ * into the write tool's body; the retry converges to `completed` with exactly one write; the turn
+ * is never left `running` once the lease expired and someone retried.
+ */
+import { MemorySaver } from "@langchain/langgraph";
+import { StoreContractError, turnKey, type GuardrailStore, type TurnAnswer } from "arkah-agent-guardrails";
+import { NotesService } from "../security/support.js";
+import { serviceHarness, type TestClock, turnOf } from "../turns/support.js";
+import { FaultPlan, FAULT_MARKER, InjectedStoreFault, type Fault, type StoreMethod } from "./faults.js";
+
+/** The turn-record methods the service calls; only these are faulted here. */
+const TURN_METHODS: ReadonlySet<StoreMethod> = new Set(["beginTurn", "finishTurn", "resumeTurn", "getTurn", "getMutation"]);
+/** Throw: before the call reaches the store. Malformed: after it committed, its answer lost. */
+export const TURN_FAULT_KINDS = ["throw", "malformed"] as const;
+export const TURN_SCENARIOS = ["submit", "approval", "get"] as const;
+export type TurnScenario = (typeof TURN_SCENARIOS)[number];
+
+const LEASE_MS = 1_000;
+
+export interface TurnRow {
+  readonly scenario: TurnScenario;
+  readonly call: string;
+  readonly kind: Fault["kind"];
+  /** How the faulted operations ended: each answer's status, or the error's name. */
+  readonly faulted: readonly string[];
+  /** The retry's steps, in order (`running` steps moved the clock past the lease). */
+  readonly retry: readonly string[];
+  readonly writes: number;
+  readonly violations: readonly string[];
+}
+
+interface Attempt {
+  readonly outcomes: string[];
+  readonly violations: string[];
+}
+
+/** Runs one operation of the faulted worker: its answer, or a typed rejection. */
+async function attempt<T extends { status: string }>(into: Attempt, operation: () => Promise<T>): Promise<T | undefined> {
+  try {
+    const answer = await operation();
+    into.outcomes.push(answer.status);
+    if (JSON.stringify(answer).includes(FAULT_MARKER)) into.violations.push(`store detail in the ${answer.status} answer`);
+    return answer;
+  } catch (error) {
+    const typed = error instanceof InjectedStoreFault || StoreContractError.isInstance(error);
+    into.outcomes.push(error instanceof Error ? error.name : "non-error");
+    if (!typed) into.violations.push(`untyped rejection: ${error instanceof Error ? error.name : String(error)}`);
+    else if (StoreContractError.isInstance(error) && error.message.includes(FAULT_MARKER)) into.violations.push("store detail in a StoreContractError");
+    return undefined;
+  }
+}
+
+/** The faulted worker's work for a scenario: submit; then, for approvals, decide what it paused on; or read the turn. */
+async function faultedWork(scenario: TurnScenario, store: GuardrailStore, plan: FaultPlan, notes: NotesService, checkpointer: MemorySaver) {
+  const into: Attempt = { outcomes: [], violations: [] };
+  const worker = serviceHarness({
+    store: plan.store(store),
+    agentStore: store,
+    notes,
+    checkpointer,
+    approvals: scenario === "approval",
+    service: { leaseMs: LEASE_MS },
+  });
+  const turn = turnOf({ turnId: plan.fault === undefined ? `healthy-${scenario}` : `${scenario}-${plan.fault.method}-${String(plan.fault.occurrence)}-${plan.fault.kind}` });
+  if (scenario === "get") {
+    // The healthy store runs the turn; `get` reads it through the faulted view.
+    await serviceHarness({ store, notes, checkpointer, service: { leaseMs: LEASE_MS } }).service.submit({ turn });
+    await attempt(into, () => worker.service.get(turnKey(turn)));
+    return { turn, into };
+  }
+  const answer = await attempt(into, () => worker.service.submit({ turn }));
+  if (scenario === "approval" && answer?.status === "awaiting_approval") {
+    const approvalId = answer.approvals[0]?.approvalId ?? "";
+    await attempt(into, () => worker.service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+  }
+  return { turn, into };
+}
+
+/** The turn-record calls a healthy scenario makes through the service, in order. */
+export async function turnServiceCalls(scenario: TurnScenario, store: GuardrailStore): Promise<string[]> {
+  const plan = new FaultPlan(undefined);
+  const notes = new NotesService();
+  const { into } = await faultedWork(scenario, store, plan, notes, new MemorySaver());
+  await plan.drain();
+  if (into.violations.length > 0 || notes.writes.length !== 1) throw new Error(`a healthy ${scenario} turn: ${into.outcomes.join(", ")}`);
+  return plan.calls.filter((call) => TURN_METHODS.has(call.split("#")[0] as StoreMethod));
+}
+
+/** One row: the scenario with `fault`, then a healthy worker's retry until the turn converges. */
+export async function runTurnRow(scenario: TurnScenario, store: GuardrailStore, clock: TestClock, fault: Fault): Promise<TurnRow> {
+  const notes = new NotesService();
+  const checkpointer = new MemorySaver();
+  const plan = new FaultPlan(fault);
+  const { turn, into } = await faultedWork(scenario, store, plan, notes, checkpointer);
+  await plan.drain();
+  const violations = [...into.violations];
+  if (!plan.fired) violations.push("the fault never fired");
+  if (notes.writes.length > 1) violations.push(`${String(notes.writes.length)} writes after the faulted call`);
+
+  const retrier = serviceHarness({ store, notes, checkpointer, approvals: scenario === "approval", service: { leaseMs: LEASE_MS } });
+  const retry: string[] = [];
+  let last: TurnAnswer | undefined;
+  for (let step = 0; step < 6 && last?.status !== "completed"; step++) {
+    last = await retrier.service.submit({ turn });
+    retry.push(last.status);
+    // A turn whose holder failed stays running until its lease expires: then the retry takes it over.
+    if (last.status === "running") clock.advance(LEASE_MS);
+    if (last.status === "awaiting_approval") {
+      const approvalId = last.approvals[0]?.approvalId ?? "";
+      const decided = await retrier.service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } });
+      retry.push(`decide:${decided.status}`);
+    }
+  }
+  if (last?.status !== "completed") violations.push(`the retry did not converge (${retry.join(", ")})`);
+  if ((await store.getTurn(turnKey(turn)))?.state !== "completed") violations.push("the turn is not stored completed");
+  if (notes.writes.length !== 1) violations.push(`${String(notes.writes.length)} writes`);
+  const bodies = notes.entries.filter((entry) => entry === "edit_note").length;
+  if (bodies !== 1) violations.push(`the write's body started ${String(bodies)} times`);
+  if (scenario === "get") {
+    const view = await retrier.service.get(turnKey(turn));
+    if (view.status !== "found" || view.state !== "completed" || view.mutation?.state !== "complete") violations.push("get does not read the completed turn");
+  }
+  return {
+    scenario,
+    call: `${fault.method}#${String(fault.occurrence)}`,
+    kind: fault.kind,
+    faulted: into.outcomes,
+    retry,
+    writes: notes.writes.length,
+    violations,
+  };
+}
+
+/** Every row on one store: each turn-record call (`turnServiceCalls`) of each scenario, each fault kind. */
+export async function runTurnMatrix(store: GuardrailStore, clock: TestClock, calls: Readonly<Record<TurnScenario, readonly string[]>>): Promise<TurnRow[]> {
+  const rows: TurnRow[] = [];
+  for (const scenario of TURN_SCENARIOS) {
+    for (const call of calls[scenario]) {
+      const [method, occurrence] = call.split("#") as [StoreMethod, string];
+      for (const kind of TURN_FAULT_KINDS) rows.push(await runTurnRow(scenario, store, clock, { method, occurrence: Number(occurrence), kind }));
+    }
+  }
+  return rows;
+}
+
+export function renderTurnMatrix(rows: readonly TurnRow[]): string {
+  const header = "| scenario | faulted call | fault | faulted answers | retry | writes | violations |\n|---|---|---|---|---|---|---|";
+  const lines = rows.map(
+    (row) =>
+      `| ${row.scenario} | ${row.call} | ${row.kind} | ${row.faulted.join(", ")} | ${row.retry.join(", ")} | ${String(row.writes)} | ${row.violations.length === 0 ? "none" : row.violations.join("; ")} |`,
+  );
+  return [header, ...lines].join("\n");
+}
