@@ -261,18 +261,21 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   /** Runs (or resumes) the turn's graph under our lease and stores where it stopped. */
   async function run(record: TurnRecord, token: string, input: { messages: BaseMessage[] } | Command | null, signal?: AbortSignal) {
     let outcome: TurnOutcome;
+    const runSignal = perRunSignal(signal);
     try {
       const result = await agent.invoke(input, {
         ...threadOf(record),
         // Context is per invocation, never checkpointed: every run and resume passes the turn again.
         context: turnContext(record.input),
-        ...(signal === undefined ? {} : { signal }),
+        ...(runSignal === undefined ? {} : { signal: runSignal.signal }),
       });
       outcome = await settled(record, result.messages);
     } catch (error) {
       // The caller gave up, the turn did not fail: it stays running, and is taken over once the lease expires.
       if (signal?.aborted === true) throw error;
       outcome = await failure(record, error);
+    } finally {
+      runSignal?.dispose();
     }
     return finish(record, token, outcome);
   }
@@ -516,4 +519,26 @@ function parseSubmit(input: SubmitTurnInput, label: string) {
 function messagesOf(values: unknown): BaseMessage[] {
   const messages = typeof values === "object" && values !== null ? (values as { messages?: unknown }).messages : undefined;
   return Array.isArray(messages) ? messages.filter((message): message is BaseMessage => BaseMessage.isInstance(message)) : [];
+}
+
+/**
+ * A signal for one `agent.invoke` that aborts when the caller's does. LangGraph's `Pregel.stream`
+ * (@langchain/langgraph 1.7.3) adds an abort listener to the signal it is given and never removes
+ * it, about 2 KB held per run for as long as that signal lives: a long-lived caller signal (a
+ * server's shutdown signal) would keep every run. Ours is removed when the run ends.
+ */
+function perRunSignal(signal: AbortSignal | undefined): { signal: AbortSignal; dispose: () => void } | undefined {
+  if (signal === undefined) return undefined;
+  const controller = new AbortController();
+  const abort = () => {
+    controller.abort(signal.reason);
+  };
+  if (signal.aborted) abort();
+  else signal.addEventListener("abort", abort, { once: true });
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      signal.removeEventListener("abort", abort);
+    },
+  };
 }

@@ -5,6 +5,7 @@
  * a reused key with other input is refused, approvals pause and only the principal (or whom
  * `mayDecide` allows) resumes, and a turn whose worker gave up is taken over from its checkpoint.
  */
+import { getEventListeners } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -366,3 +367,16 @@ for (const kind of KINDS) {
     });
   });
 }
+
+describe("turn service and the caller's signal", () => {
+  it("a long-lived signal given to many submits holds no listener once they finish (LangGraph's would stay, one per run)", async () => {
+    const clock = new TestClock();
+    const { service, notes } = serviceHarness({ store: new InMemoryGuardrailStore({ now: clock.now }) });
+    const serverWide = new AbortController();
+    for (const turnId of ["req-0001", "req-0002", "req-0003"]) {
+      completed(await service.submit({ turn: turnOf({ turnId }), signal: serverWide.signal }));
+    }
+    expect(notes.writes).toHaveLength(3);
+    expect(getEventListeners(serverWide.signal, "abort")).toHaveLength(0);
+  });
+});
