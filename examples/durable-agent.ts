@@ -213,8 +213,8 @@ try {
   show(reconciled.stdout + reconciled.stderr);
   say(`reconcile --completed: exit ${String(reconciled.code)}`);
   const repeated = arkahGuardrails([...reconcileArgs, "--operator-ref", "OPS-1234"]);
-  show(repeated.stderr);
-  say(`the same reconcile again: exit ${String(repeated.code)} (wrong state: nothing changed)`);
+  show(repeated.stdout + repeated.stderr);
+  say(`the same reconcile again: exit ${String(repeated.code)} (already reconciled: nothing changed)`);
 
   say();
   say("--- turn 2 again: the client's transport retry (same turn id, same call) ---");
@@ -269,7 +269,7 @@ const expected = [
   "",
   '--- operator: the document service shows revision 2, "Field notes (final)": the write happened ---',
   "reconcile --completed: exit 0",
-  "the same reconcile again: exit 4 (wrong state: nothing changed)",
+  "the same reconcile again: exit 0 (already reconciled: nothing changed)",
   "",
   "--- turn 2 again: the client's transport retry (same turn id, same call) ---",
   'read_document [success]: {"title":"Field notes (final)","revision":2}',
