@@ -54,10 +54,12 @@ mkdir -p "$work/pack"
 quiet pnpm pack --pack-destination "$work/pack"
 tarball=$(find "$work/pack" -maxdepth 1 -name '*.tgz' -print -quit)
 [ -n "$tarball" ] || die "pnpm pack produced no tarball"
-say "  $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB, $(tar -tzf "$tarball" | wc -l) files"
+# Listed once into a file: `tar | grep -q` would fail under pipefail when grep stops reading early.
+tar -tzf "$tarball" >"$work/pack/files.txt"
+say "  $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB, $(wc -l <"$work/pack/files.txt") files"
 # What a fresh clone's pack must ship: the builds, the CLI and the API reference the README links.
 for file in dist/index.js dist/index.cjs dist/index.d.ts dist/cli/index.js docs/api/README.md; do
-  tar -tzf "$tarball" | grep -qx "package/$file" || die "the tarball has no $file"
+  grep -qx "package/$file" "$work/pack/files.txt" || die "the tarball has no $file"
 done
 done_step
 
