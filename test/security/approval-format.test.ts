@@ -16,7 +16,7 @@ import type { HITLRequest, HITLResponse } from "langchain";
 import { describe, expect, it } from "vitest";
 import { ConfigurationError, createDocumentGuardrails, digest, InMemoryGuardrailStore, requireApproval, type ToolPolicy } from "arkah-agent-guardrails";
 import { admit, outcomeOf } from "../support/fixtures.js";
-import { secureAgent, USER } from "../security/support.js";
+import { secureAgent, USER } from "./support.js";
 
 const noteScope = (args: Readonly<Record<string, unknown>>) => (typeof args.noteId === "string" ? args.noteId : undefined);
 const SCOPED: Record<string, ToolPolicy> = {
