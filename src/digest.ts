@@ -7,24 +7,18 @@
  * path, instead of being hashed in some lossy form.
  */
 import * as crypto from "node:crypto";
-import { errorBrand } from "./errors.js";
+import { CodedError } from "./errors.js";
 
 /** A JSON value was not plain, lossless JSON data. `path` is e.g. `$.items[2].title`. */
-export class DigestError extends Error {
-  /** Always `unsupported_value`: recognise the error by it, not by its message. */
-  readonly code = "unsupported_value";
+export class DigestError extends CodedError<"unsupported_value"> {
+  protected static override readonly brandName: string = "DigestError";
+
   /** Where the value failed, as a JSON path from `$`. */
   readonly path: string;
 
   constructor(path: string, problem: string) {
-    super(`Cannot digest the value at ${path}: ${problem}.`);
+    super("unsupported_value", `Cannot digest the value at ${path}: ${problem}.`);
     this.path = path;
-    errorBrand.brand(this, "DigestError");
-  }
-
-  /** Whether `error` is a DigestError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is DigestError {
-    return errorBrand.hasBrand(error, "DigestError");
   }
 }
 

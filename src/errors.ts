@@ -38,6 +38,81 @@ function brand(error: Error, name: string): void {
   error.name = name;
 }
 
+/** The brand an error carries (its class name), or undefined for anything not branded. */
+function brandOf(error: unknown): string | undefined {
+  const value = readSafely(error, BRAND);
+  return typeof value === "string" ? value : undefined;
+}
+
+/** A class derived from `GuardrailsError`, as its inherited static methods see it. */
+type ErrorClass<T> = abstract new (...args: never[]) => T;
+
+/**
+ * The base of every error this package throws. Each class carries its name as a brand under a
+ * registered symbol, so `isInstance` and `find` (inherited, answering for the class they are called
+ * on) also recognise errors from the package's other build, where `instanceof` fails.
+ * `GuardrailsError.isInstance(error)` is true for any of them.
+ */
+export abstract class GuardrailsError extends Error {
+  /** The brand this class stamps on its instances; a subclass names itself (minifiers rename classes). */
+  protected static readonly brandName: string | undefined = undefined;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    const name = new.target.brandName;
+    if (name !== undefined) brand(this, name);
+  }
+
+  /** Whether `error` is an instance of this class, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
+  static isInstance<T>(this: ErrorClass<T>, error: unknown): error is T {
+    const name = (this as unknown as typeof GuardrailsError).brandName;
+    return name === undefined ? brandOf(error) !== undefined : hasBrand(error, name);
+  }
+
+  /**
+   * The instance of this class behind a caught error, if any: walks the `cause` chain, since
+   * `agent.invoke` rejects with LangChain's `MiddlewareError`, which keeps the original as its `cause`.
+   */
+  static find<T>(this: ErrorClass<T>, error: unknown): T | undefined {
+    const name = (this as unknown as typeof GuardrailsError).brandName;
+    if (name !== undefined) return findBranded(error, name) as T | undefined;
+    let current: unknown = error;
+    for (let depth = 0; depth < 16 && current !== undefined && current !== null; depth++) {
+      if (brandOf(current) !== undefined) return current as T;
+      current = readSafely(current, "cause");
+    }
+    return undefined;
+  }
+}
+
+/** @internal The shape of an error whose kind is a `code` to branch on, with a message for people. */
+export abstract class CodedError<Code extends string> extends GuardrailsError {
+  /** What went wrong: branch on this, not on the message. */
+  readonly code: Code;
+
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * @internal The shape of a store's database failure during one of its operations. The message names the operation, where
+ * the database is, what happened and what state the operation left; the driver's error is the `cause`.
+ */
+export abstract class StoreOperationError extends GuardrailsError {
+  /** The store method, e.g. `claimMutation`. */
+  readonly operation: string;
+  /** The database's own error code (SQLite's result code, PostgreSQL's SQLSTATE, `ECONNREFUSED`), when there is one. */
+  readonly code: string | undefined;
+
+  constructor(operation: string, message: string, options: { cause: unknown; code?: string | undefined }) {
+    super(message, { cause: options.cause });
+    this.operation = operation;
+    this.code = options.code;
+  }
+}
+
 /** Why a turn was not admitted. */
 export type AdmissionErrorCode =
   /** The turn input failed validation (empty ids, duplicate labels, no user segment...). */
@@ -57,62 +132,21 @@ export type AdmissionErrorCode =
  * A run was refused before any model or tool call because its user turn is not admitted.
  * Thrown, never returned to the model: nothing of the turn runs.
  */
-export class AdmissionError extends Error {
-  /** Why the turn was not admitted: branch on this, not on the message. */
-  readonly code: AdmissionErrorCode;
-
-  constructor(code: AdmissionErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-    brand(this, "AdmissionError");
-  }
-
-  /** Whether `error` is a AdmissionError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is AdmissionError {
-    return hasBrand(error, "AdmissionError");
-  }
-
-  /**
-   * The `AdmissionError` behind a caught error, if any. `agent.invoke` rejects with LangChain's
-   * `MiddlewareError`, which keeps the original as its `cause`.
-   */
-  static find(error: unknown): AdmissionError | undefined {
-    return findBranded(error, "AdmissionError") as AdmissionError | undefined;
-  }
+export class AdmissionError extends CodedError<AdmissionErrorCode> {
+  protected static override readonly brandName: string = "AdmissionError";
 }
 
 /** Invalid options passed to a factory or constructor. The message names the fix. */
-export class ConfigurationError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    brand(this, "ConfigurationError");
-  }
-
-  /** Whether `error` is a ConfigurationError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is ConfigurationError {
-    return hasBrand(error, "ConfigurationError");
-  }
+export class ConfigurationError extends GuardrailsError {
+  protected static override readonly brandName: string = "ConfigurationError";
 }
 
 /**
  * A value crossing the `GuardrailStore` boundary is invalid: a malformed argument, or a stored
  * record that no longer parses. Nothing was written.
  */
-export class StoreContractError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    brand(this, "StoreContractError");
-  }
-
-  /** Whether `error` is a StoreContractError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is StoreContractError {
-    return hasBrand(error, "StoreContractError");
-  }
-
-  /** The `StoreContractError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
-  static find(error: unknown): StoreContractError | undefined {
-    return findBranded(error, "StoreContractError") as StoreContractError | undefined;
-  }
+export class StoreContractError extends GuardrailsError {
+  protected static override readonly brandName: string = "StoreContractError";
 }
 
 /**
@@ -120,7 +154,9 @@ export class StoreContractError extends Error {
  * The claim stays `pending` (closed), so the call never runs again; an operator must reconcile it
  * by its `mutationKey`. The store's own error is the `cause`.
  */
-export class SettlementError extends Error {
+export class SettlementError extends GuardrailsError {
+  protected static override readonly brandName: string = "SettlementError";
+
   /** The mutation tool whose outcome could not be recorded. */
   readonly toolName: string;
   /** The call whose outcome could not be recorded. */
@@ -143,17 +179,6 @@ export class SettlementError extends Error {
     this.toolCallId = fields.toolCallId;
     this.mutationKey = fields.mutationKey;
     this.outcome = fields.outcome;
-    brand(this, "SettlementError");
-  }
-
-  /** Whether `error` is a SettlementError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is SettlementError {
-    return hasBrand(error, "SettlementError");
-  }
-
-  /** The `SettlementError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
-  static find(error: unknown): SettlementError | undefined {
-    return findBranded(error, "SettlementError") as SettlementError | undefined;
   }
 }
 
@@ -169,25 +194,8 @@ export type ApprovalErrorCode =
  * A person's approval decision could not be applied. Thrown (the run fails) rather than told to
  * the model: the model did not write these arguments, so blaming it would be false.
  */
-export class ApprovalError extends Error {
-  /** What was wrong with the approval: branch on this, not on the message. */
-  readonly code: ApprovalErrorCode;
-
-  constructor(code: ApprovalErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-    brand(this, "ApprovalError");
-  }
-
-  /** Whether `error` is a ApprovalError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is ApprovalError {
-    return hasBrand(error, "ApprovalError");
-  }
-
-  /** The `ApprovalError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
-  static find(error: unknown): ApprovalError | undefined {
-    return findBranded(error, "ApprovalError") as ApprovalError | undefined;
-  }
+export class ApprovalError extends CodedError<ApprovalErrorCode> {
+  protected static override readonly brandName: string = "ApprovalError";
 }
 
 /** How a middleware inside the guardrails broke the seal on a governed call. */
@@ -215,7 +223,9 @@ export type SealViolation =
  * happened: released when the tool body provably never started, else `complete` with the body's
  * own result, or `unknown`.
  */
-export class SealError extends Error {
+export class SealError extends GuardrailsError {
+  protected static override readonly brandName: string = "SealError";
+
   /** How the seal was broken. */
   readonly violation: SealViolation;
   /** The tool of the call whose seal was broken. */
@@ -232,17 +242,6 @@ export class SealError extends Error {
     this.violation = violation;
     this.toolName = fields.toolName;
     this.toolCallId = fields.toolCallId;
-    brand(this, "SealError");
-  }
-
-  /** Whether `error` is a SealError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is SealError {
-    return hasBrand(error, "SealError");
-  }
-
-  /** The `SealError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
-  static find(error: unknown): SealError | undefined {
-    return findBranded(error, "SealError") as SealError | undefined;
   }
 }
 
@@ -250,19 +249,15 @@ export class SealError extends Error {
  * Throw this from a tool to ask the middleware for another attempt. Nothing else is retried,
  * and only tools whose retry policy allows more than one attempt are retried.
  */
-export class RetryableToolError extends Error {
+export class RetryableToolError extends GuardrailsError {
+  protected static override readonly brandName: string = "RetryableToolError";
+
   /** The earliest the next attempt may start, e.g. from a `Retry-After` header. */
   readonly retryAfterMs: number | undefined;
 
   constructor(message: string, options?: { cause?: unknown; retryAfterMs?: number }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.retryAfterMs = options?.retryAfterMs;
-    brand(this, "RetryableToolError");
-  }
-
-  /** Whether `error` is a RetryableToolError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is RetryableToolError {
-    return hasBrand(error, "RetryableToolError");
   }
 }
 
@@ -274,22 +269,8 @@ export class RetryableToolError extends Error {
  * tool body itself throws it, on its first attempt; anything else that fails stays `unknown`.
  * From any other tool it is an ordinary failure (`tool_failed`).
  */
-export class NoEffectError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    brand(this, "NoEffectError");
-  }
-
-  /** Whether `error` is a NoEffectError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is NoEffectError {
-    return hasBrand(error, "NoEffectError");
-  }
-}
-
-/** The brand an error carries (its class name), or undefined for anything not branded. */
-function brandOf(error: unknown): string | undefined {
-  const value = readSafely(error, BRAND);
-  return typeof value === "string" ? value : undefined;
+export class NoEffectError extends GuardrailsError {
+  protected static override readonly brandName: string = "NoEffectError";
 }
 
 /** @internal Used by modules that define their own branded errors, and by the logger. */

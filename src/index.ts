@@ -124,6 +124,7 @@ export {
   AdmissionError,
   ApprovalError,
   ConfigurationError,
+  GuardrailsError,
   NoEffectError,
   RetryableToolError,
   SealError,

@@ -2,12 +2,20 @@ import { MiddlewareError } from "langchain";
 import { describe, expect, it } from "vitest";
 import {
   AdmissionError,
+  ApprovalError,
   ConfigurationError,
   digest,
   DigestError,
+  GuardrailsError,
+  NoEffectError,
   RetryableToolError,
+  SealError,
+  SettlementError,
   StoreContractError,
 } from "arkah-agent-guardrails";
+import { PostgresStoreError } from "arkah-agent-guardrails/postgres";
+import { SqliteStoreError } from "arkah-agent-guardrails/sqlite";
+import { TurnServiceError } from "../../src/turns/errors.js";
 
 const BRAND = Symbol.for("arkah-agent-guardrails.error");
 
@@ -187,5 +195,70 @@ describe("DigestError", () => {
     }
     expect(DigestError.isInstance(caught)).toBe(true);
     expect((caught as DigestError).path).toBe("$.items[2]");
+  });
+});
+
+describe("GuardrailsError, the one base", () => {
+  const ours: Error[] = [
+    new AdmissionError("denied", "no"),
+    new ApprovalError("edit_rejected", "no"),
+    new ConfigurationError("fix it"),
+    new StoreContractError("bad"),
+    new SettlementError({ toolName: "t", toolCallId: "c", mutationKey: "k", outcome: "unknown" }, { cause: new Error("db") }),
+    new SealError("tool_swapped", { toolName: "t", toolCallId: "c" }),
+    new RetryableToolError("again"),
+    new NoEffectError("nothing written"),
+    new DigestError("$", "nope"),
+    new TurnServiceError("invalid_input", "bad turn"),
+    new SqliteStoreError("claimMutation", "locked", { cause: new Error("busy"), code: "SQLITE_BUSY" }),
+    new PostgresStoreError("claimMutation", "down", { cause: new Error("refused"), code: "ECONNREFUSED" }),
+  ];
+
+  it("recognises every error of the package, and only those", () => {
+    for (const error of ours) {
+      expect(error, error.name).toBeInstanceOf(GuardrailsError);
+      expect(GuardrailsError.isInstance(error), error.name).toBe(true);
+      expect(GuardrailsError.isInstance(fromOtherCopy(error.name)), error.name).toBe(true);
+    }
+    for (const value of [new Error("x"), { name: "AdmissionError" }, null, undefined, "ConfigurationError"]) {
+      expect(GuardrailsError.isInstance(value)).toBe(false);
+    }
+  });
+
+  it("finds the nearest error of the package in a cause chain", () => {
+    const inner = new ConfigurationError("inner");
+    const wrapped = MiddlewareError.wrap(new Error("plain", { cause: inner }), "documentGuardrails");
+    expect(GuardrailsError.find(wrapped)).toBe(inner);
+    expect(GuardrailsError.find(new Error("x"))).toBeUndefined();
+  });
+
+  it("gives every subclass isInstance and find for its own brand", () => {
+    const sealed = new SealError("body_called", { toolName: "t", toolCallId: "c" });
+    const chain = new Error("outer", { cause: new Error("mid", { cause: sealed }) });
+    expect(SealError.find(chain)).toBe(sealed);
+    expect(ConfigurationError.find(chain)).toBeUndefined();
+    expect(NoEffectError.find(new Error("x", { cause: new NoEffectError("n") }))?.message).toBe("n");
+    expect(TurnServiceError.isInstance(new AdmissionError("denied", "no"))).toBe(false);
+  });
+
+  it("gives the coded errors one shape: code, message, cause", () => {
+    const cause = new Error("root");
+    for (const error of [
+      new AdmissionError("denied", "m", { cause }),
+      new ApprovalError("edit_rejected", "m", { cause }),
+      new TurnServiceError("invalid_input", "m", { cause }),
+    ]) {
+      expect([error.code.length > 0, error.message, error.cause], error.name).toEqual([true, "m", cause]);
+    }
+  });
+
+  it("gives the two database errors one shape: operation, code, cause", () => {
+    const cause = new Error("driver");
+    const sqlite = new SqliteStoreError("settleMutation", "m", { cause, code: "SQLITE_FULL" });
+    const postgres = new PostgresStoreError("settleMutation", "m", { cause, code: "57P01" });
+    expect([sqlite.operation, sqlite.code, sqlite.cause]).toEqual(["settleMutation", "SQLITE_FULL", cause]);
+    expect([postgres.operation, postgres.code, postgres.cause]).toEqual(["settleMutation", "57P01", cause]);
+    expect(SqliteStoreError.isInstance(postgres)).toBe(false);
+    expect(PostgresStoreError.isInstance(sqlite)).toBe(false);
   });
 });

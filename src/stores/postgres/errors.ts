@@ -3,7 +3,7 @@
  * naming the operation, where the database is and what state the operation may have left), with
  * the password redacted from everything a logger could print.
  */
-import { errorBrand } from "../../errors.js";
+import { StoreOperationError } from "../../errors.js";
 
 /**
  * The database failed during a store operation (unreachable, connection terminated, a server
@@ -11,28 +11,8 @@ import { errorBrand } from "../../errors.js";
  * state the operation may have left. The `cause` is a copy of the driver's error with the password
  * redacted (its message, stack and the fields that say where it failed; see `sanitizedCause`).
  */
-export class PostgresStoreError extends Error {
-  /** The store method, e.g. `claimMutation`. */
-  readonly operation: string;
-  /** The PostgreSQL SQLSTATE or the system error code (`ECONNREFUSED`), when there is one. */
-  readonly code: string | undefined;
-
-  constructor(operation: string, message: string, options: { cause: unknown; code?: string | undefined }) {
-    super(message, { cause: options.cause });
-    this.operation = operation;
-    this.code = options.code;
-    errorBrand.brand(this, "PostgresStoreError");
-  }
-
-  /** Whether `error` is a PostgresStoreError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is PostgresStoreError {
-    return errorBrand.hasBrand(error, "PostgresStoreError");
-  }
-
-  /** The `PostgresStoreError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
-  static find(error: unknown): PostgresStoreError | undefined {
-    return errorBrand.findBranded(error, "PostgresStoreError") as PostgresStoreError | undefined;
-  }
+export class PostgresStoreError extends StoreOperationError {
+  protected static override readonly brandName: string = "PostgresStoreError";
 }
 
 /** What each operation may have left behind when the database fails under it. */

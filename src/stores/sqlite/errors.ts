@@ -5,7 +5,7 @@
  */
 import { accessSync, constants, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { errorBrand, StoreContractError } from "../../errors.js";
+import { StoreContractError, StoreOperationError } from "../../errors.js";
 
 /**
  * The database failed during a store operation: its write lock was held by another connection for
@@ -13,28 +13,8 @@ import { errorBrand, StoreContractError } from "../../errors.js";
  * names the operation, the file, what happened and what state the operation left; better-sqlite3's
  * error is the `cause`. Every operation is one transaction, so a failure writes nothing.
  */
-export class SqliteStoreError extends Error {
-  /** The store method, e.g. `claimMutation`. */
-  readonly operation: string;
-  /** SQLite's extended result code (`SQLITE_BUSY`, `SQLITE_FULL`...), when there is one. */
-  readonly code: string | undefined;
-
-  constructor(operation: string, message: string, options: { cause: unknown; code?: string | undefined }) {
-    super(message, { cause: options.cause });
-    this.operation = operation;
-    this.code = options.code;
-    errorBrand.brand(this, "SqliteStoreError");
-  }
-
-  /** Whether `error` is a SqliteStoreError, also one from the package's other build (ESM or CommonJS), where `instanceof` fails. */
-  static isInstance(error: unknown): error is SqliteStoreError {
-    return errorBrand.hasBrand(error, "SqliteStoreError");
-  }
-
-  /** The `SqliteStoreError` behind a caught error (LangChain wraps it in `MiddlewareError`). */
-  static find(error: unknown): SqliteStoreError | undefined {
-    return errorBrand.findBranded(error, "SqliteStoreError") as SqliteStoreError | undefined;
-  }
+export class SqliteStoreError extends StoreOperationError {
+  protected static override readonly brandName: string = "SqliteStoreError";
 }
 
 /** What each operation left behind when it failed: the transaction rolled back, so its state before. */
