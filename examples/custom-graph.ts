@@ -36,11 +36,11 @@ const model = new ScriptedModel([
   { toolCalls: [{ id: "call-1", name: "read_note", args: { noteId: "note-7" } }] },
   { toolCalls: [{ id: "call-2", name: "edit_note", args: { noteId: "note-7", body: "Buy oat milk" } }] },
   { content: "Done." },
-]).bindTools([...tools]);
+]).bindTools(tools);
 const graph = new StateGraph(MessagesAnnotation)
   .addNode("agent", async ({ messages }) => ({ messages: [await model.invoke(messages)] }))
   // handleToolErrors: false lets the guardrails' own errors fail the run, as they do in createAgent.
-  .addNode("tools", new ToolNode([...tools], { handleToolErrors: false }))
+  .addNode("tools", new ToolNode(tools, { handleToolErrors: false }))
   .addEdge(START, "agent")
   .addConditionalEdges("agent", toolsCondition, ["tools", END])
   .addEdge("tools", "agent")

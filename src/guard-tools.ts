@@ -55,13 +55,13 @@ const MessagesSchema = z.array(z.custom<BaseMessage>((value) => BaseMessage.isIn
 export function guardTools<const T extends readonly StructuredTool[]>(
   tools: T,
   options: GuardToolsOptions,
-): { readonly [K in keyof T]: StructuredTool } {
-  if ("unregisteredTools" in options) {
+): GovernedTools<T> {
+  const core = documentCore(options, "guardTools");
+  if (core.options.unregisteredTools !== undefined) {
     throw new ConfigurationError(
       "invalid guardTools options: unregisteredTools does not apply; every tool in the list needs a policy in tools",
     );
   }
-  const core = documentCore(options, "guardTools");
   if (!Array.isArray(tools) || tools.length === 0) {
     throw new ConfigurationError("guardTools: pass a non-empty array of tools built with tool()");
   }
@@ -78,8 +78,14 @@ export function guardTools<const T extends readonly StructuredTool[]>(
     core.checkSealable(original); // the same check the middleware makes at the first model call
     return new GovernedTool(original as StructuredTool, core);
   });
-  return twins as unknown as { readonly [K in keyof T]: StructuredTool };
+  return twins as unknown as GovernedTools<T>;
 }
+
+/**
+ * The twins, one per tool and in order: a mutable array (or tuple), as `ToolNode` and `bindTools`
+ * take it. Each is a `StructuredTool` whose `invoke` answers a `ToolMessage` or a `Command`.
+ */
+export type GovernedTools<T extends readonly StructuredTool[]> = { -readonly [K in keyof T]: StructuredTool };
 
 /** A governed twin: the original's face, the core's decisions. */
 class GovernedTool extends StructuredTool {
@@ -106,7 +112,8 @@ class GovernedTool extends StructuredTool {
     markTwin(this);
   }
 
-  // The result is the call's ToolMessage (or the original's Command), whatever the input's form.
+  // Always the call's ToolMessage (or the original's Command), whatever the input's form; `never`
+  // fits the base class's generic signature, which promises a ToolMessage for a tool-call input.
   override invoke(input: unknown, config?: ToolRunnableConfig): Promise<never> {
     return this.#govern(input, config) as Promise<never>;
   }

@@ -211,4 +211,4 @@ export {
   type TurnServiceOptions,
   type TurnView,
 } from "./turns/index.js";
-export { guardTools, type GuardToolsOptions } from "./guard-tools.js";
+export { guardTools, type GovernedTools, type GuardToolsOptions } from "./guard-tools.js";

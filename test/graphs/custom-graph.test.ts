@@ -153,7 +153,7 @@ describe("guardTools: the twins", () => {
     const twins = guardTools(noteTools(service).all, options);
     const agent = createAgent({
       model: new ScriptedModel(readThenWrite),
-      tools: [...twins],
+      tools: twins,
       middleware: [createDocumentGuardrails(options)],
       checkpointer: new MemorySaver(),
     });

@@ -53,10 +53,10 @@ export function notesGraph(options: NotesGraphOptions) {
     ...options.guardrails,
   });
   const model = new ScriptedModel(options.script);
-  const bound = model.bindTools([...twins]);
+  const bound = model.bindTools(twins);
   const graph = new StateGraph(GraphState)
     .addNode("agent", async (state) => ({ messages: [await bound.invoke(state.messages)] }))
-    .addNode("tools", new ToolNode([...twins], { handleToolErrors: options.handleToolErrors ?? true }))
+    .addNode("tools", new ToolNode(twins, { handleToolErrors: options.handleToolErrors ?? true }))
     .addEdge(START, "agent")
     .addConditionalEdges("agent", toolsCondition, ["tools", END])
     .addEdge("tools", "agent")
