@@ -18,6 +18,7 @@ import {
   guardTools,
   InMemoryGuardrailStore,
   requireApproval,
+  RetryableToolError,
   turnContext,
 } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
@@ -103,6 +104,23 @@ describe("guardTools: retries and approvals through LangGraph", () => {
     expect(g.service.writes).toHaveLength(1);
     expect(g.service.entries).toEqual(["read_note", "edit_note"]);
     expect((await decisions(g.store)).at(-1)).toBe("edit_note replayed");
+  });
+
+  it("the tool policy's retry: a RetryableToolError before the write runs the body again under a new seal, one write", async () => {
+    const g = notesGraph({
+      script: readThenWrite,
+      guardrails: { tools: { ...NOTE_POLICIES, edit_note: { kind: "mutation", retry: { maxAttempts: 2, delayMs: 0, idempotent: true } } } },
+      hooks: {
+        beforeWrite: (attempt) => {
+          if (attempt === 1) throw new RetryableToolError("service busy");
+        },
+      },
+    });
+    await g.admit();
+    await g.run();
+    expect(g.service.entries).toEqual(["read_note", "edit_note", "edit_note"]);
+    expect(g.service.writes).toHaveLength(1);
+    expect(await decisions(g.store)).toEqual(["read_note executed", "edit_note failed retried", "edit_note executed"]);
   });
 
   it("an approval pauses the write (interrupt), and Command({ resume }) applies it: exactly one write", async () => {
