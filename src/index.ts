@@ -212,3 +212,4 @@ export {
   type TurnServiceOptions,
   type TurnView,
 } from "./turns/index.js";
+export { guardTools, type GovernedTools, type GuardToolsOptions } from "./guard-tools.js";

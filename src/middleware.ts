@@ -4,10 +4,10 @@
  * first refusal wins and reaches the model as an error `ToolMessage`, and every decision is
  * recorded in the audit trail.
  */
-import { createMiddleware, type AgentMiddleware } from "langchain";
+import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type ToolCallRequest } from "langchain";
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
-import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
+import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
 import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
@@ -15,17 +15,17 @@ import { guardTool } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
 import { ApprovalFormatSchema } from "./guardrails/langchain-format.js";
 import type { Guardrail } from "./guardrails/port.js";
-import { resolveGuardrails } from "./guardrails/list.js";
-import { resolveLogger, type GuardrailLogger } from "./logger.js";
+import type { GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
-import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
+import { contextOf, createGovernance, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
-import { markGoverned } from "./one-middleware.js";
+import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
+import type { ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
@@ -126,7 +126,7 @@ const OptionsSchema = z.strictObject({
 });
 
 /** A tool's policy with its defaults applied. */
-interface ResolvedPolicy {
+export interface ResolvedPolicy {
   readonly kind: ToolKind;
   readonly scope: ScopeOf | undefined;
   readonly owner: "tool" | "middleware";
@@ -189,53 +189,10 @@ export function createDocumentGuardrails(options: DocumentGuardrailsOptions): Do
 export function createDocumentGuardrails(
   options: DocumentGuardrailsOptions,
 ): DocumentGuardrails<TurnContextSchema> | DocumentGuardrails<undefined> {
-  const parsed = OptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    throw new ConfigurationError(`invalid createDocumentGuardrails options: ${z.prettifyError(parsed.error)}`);
-  }
-  const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
-  const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
-  const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
-  const kindOf = (toolName: string) => policies.get(toolName)?.kind;
-  const guardrails = resolveGuardrails(parsed.data.guardrails);
-  const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
-  const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
-
-  const governance: Governance = {
-    store,
-    audit,
-    logger,
-    guardrails,
-    telemetry: parsed.data.telemetry,
-    approvalFormat: parsed.data.approvalFormat ?? "arkah",
-  };
-  const coverage = new ToolCoverage(policies.keys(), parsed.data.unregisteredTools);
-  /**
-   * A governed tool the guardrails could not seal would be refused on every call: fail at once.
-   * A sealable one has its body guarded from now on (src/execution/seal.ts).
-   */
-  const sealable = new WeakSet<object>();
-  const checkSealable = (tool: unknown) => {
-    if (typeof tool !== "object" || tool === null || sealable.has(tool)) return;
-    const { name } = tool as { name?: unknown };
-    if (typeof name !== "string" || !policies.has(name)) return;
-    if (!isSealable(tool)) {
-      throw new ConfigurationError(
-        `tools.${name}: not a LangChain StructuredTool (what tool() builds) that the guardrails can guard (a frozen or ` +
-          "non-extensible tool cannot be), so they cannot seal its calls; build it with tool() and do not freeze it",
-      );
-    }
-    if (returnsArtifacts(tool) && policies.get(name)?.kind === "mutation") {
-      // Allowed, because MCP tools (@langchain/mcp-adapters) all declare it and most return text with
-      // an empty artifact; a result with a real artifact is refused at run time (src/pipeline/execute.ts).
-      logger.warn(
-        'a mutation declares responseFormat "content_and_artifact": a result whose artifact is not empty is refused unsupported_result and its claim left unknown, since a replay returns text only',
-        { toolName: name },
-      );
-    }
-    guardTool(tool);
-    sealable.add(tool);
-  };
+  const core = documentCore(options, "createDocumentGuardrails");
+  const { options: validated, policies, governance, gate, checkSealable } = core;
+  const { guardrails } = governance;
+  const coverage = new ToolCoverage(policies.keys(), validated.unregisteredTools);
 
   const middleware = createMiddleware({
     name: "DocumentGuardrails",
@@ -250,34 +207,8 @@ export function createDocumentGuardrails(
       return handler(governed);
     },
 
-    // The decision table of docs/architecture.md, one stage a line; the first refusal wins.
-    wrapToolCall: async (request, handler) => {
-      request.runtime.signal?.throwIfAborted(); // an aborted run executes nothing
-      const { messages } = request.state;
-      const { turn, humanIndex } = await gate.admit(request.runtime.context, messages); // 1
-      const name = request.toolCall.name;
-      const kind = kindOf(name);
-      const callTurn = { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey };
-      const call = new GovernedCall(governance, request, callTurn, kind);
-      const policy = policies.get(name);
-      const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
-      const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
-      const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
-      return observeCall(call, policy !== undefined, async () => {
-        const refused =
-          checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
-          (await parse(call)) ?? // 4: invalid_arguments
-          checkScope(call, policy?.scope) ?? // 5: out_of_scope
-          (await authorizeCall(call, asked)) ?? // 6: unauthorized
-          // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation is
-          // refused what its claim would certainly refuse before a person is asked
-          (await guard(call, asked, policy?.scope, mutation === undefined ? undefined : mutationPreflight(call, mutation)));
-        if (refused !== undefined) return refused;
-        const attempts = policy ?? unreachable();
-        if (mutation === undefined) return runRead(call, handler, { ...attempts, requireText: true }); // 8
-        return runMutation(call, handler, attempts, mutation); // 9
-      });
-    },
+    // The decision table of docs/architecture.md (one core with guardTools' twins).
+    wrapToolCall: (request, handler) => core.govern(request, handler),
   });
 
   /** Every registered tool, its kind, retry owner and the guardrails that check it; the coverage. */
@@ -301,14 +232,107 @@ export function createDocumentGuardrails(
   });
 }
 
-function fixedTurn(input: unknown, userMessageLabel: string): ResolvedTurn | undefined {
+/** What `createDocumentGuardrails` and `guardTools` share: one enforcement core. */
+export interface DocumentCore {
+  /** The options as validated. */
+  readonly options: z.infer<typeof OptionsSchema>;
+  readonly policies: ReadonlyMap<string, ResolvedPolicy>;
+  readonly governance: Governance;
+  readonly gate: TurnGate;
+  /**
+   * Fails at once (`ConfigurationError`) for a governed tool the guardrails could not seal, or one
+   * that is already a governed twin; a sealable one has its body guarded from now on
+   * (src/execution/seal.ts). Tools without a policy are left alone.
+   */
+  readonly checkSealable: (tool: unknown) => void;
+  /**
+   * The decision table of docs/architecture.md for one tool call, one stage a line; the first
+   * refusal wins. `handler` runs the tool the request names, as LangChain's ToolNode does.
+   */
+  readonly govern: (request: ToolCallRequest, handler: ToolCallHandler) => Promise<ToolResult>;
+}
+
+/** Validates the options and builds the core; throws `ConfigurationError` naming `factory`. */
+export function documentCore(options: DocumentGuardrailsOptions, factory: "createDocumentGuardrails" | "guardTools"): DocumentCore {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new ConfigurationError(`invalid ${factory} options: ${z.prettifyError(parsed.error)}`);
+  }
+  const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
+  const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
+  const kindOf = (toolName: string) => policies.get(toolName)?.kind;
+  const governance = createGovernance(parsed.data);
+  const { logger } = governance; // sanitizes every warning's fields
+  const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
+
+  const sealable = new WeakSet<object>();
+  const checkSealable = (tool: unknown) => {
+    if (typeof tool !== "object" || tool === null || sealable.has(tool)) return;
+    const { name } = tool as { name?: unknown };
+    if (typeof name !== "string" || !policies.has(name)) return;
+    if (isTwin(tool)) {
+      throw new ConfigurationError(
+        `tools.${name}: already a governed twin (guardTools), which checks, claims and audits each call itself; ` +
+          "give createDocumentGuardrails' agent (or guardTools) the original tool",
+      );
+    }
+    if (!isSealable(tool)) {
+      throw new ConfigurationError(
+        `tools.${name}: not a LangChain StructuredTool (what tool() builds) that the guardrails can guard (a frozen or ` +
+          "non-extensible tool cannot be), so they cannot seal its calls; build it with tool() and do not freeze it",
+      );
+    }
+    if (returnsArtifacts(tool) && policies.get(name)?.kind === "mutation") {
+      // Allowed, because MCP tools (@langchain/mcp-adapters) all declare it and most return text with
+      // an empty artifact; a result with a real artifact is refused at run time (src/pipeline/execute.ts).
+      logger.warn(
+        'a mutation declares responseFormat "content_and_artifact": a result whose artifact is not empty is refused unsupported_result and its claim left unknown, since a replay returns text only',
+        { toolName: name },
+      );
+    }
+    guardTool(tool);
+    sealable.add(tool);
+  };
+
+  const govern = async (request: ToolCallRequest, handler: ToolCallHandler): Promise<ToolResult> => {
+    request.runtime.signal?.throwIfAborted(); // an aborted run executes nothing
+    const { messages } = request.state;
+    const { turn, humanIndex } = await gate.admit(request.runtime.context, messages); // 1
+    const name = request.toolCall.name;
+    const kind = kindOf(name);
+    const callTurn = { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey };
+    const call = new GovernedCall(governance, request, callTurn, kind);
+    const policy = policies.get(name);
+    const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
+    const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
+    const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
+    return observeCall(call, policy !== undefined, async () => {
+      const refused =
+        checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
+        (await parse(call)) ?? // 4: invalid_arguments
+        checkScope(call, policy?.scope) ?? // 5: out_of_scope
+        (await authorizeCall(call, asked)) ?? // 6: unauthorized
+        // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation is
+        // refused what its claim would certainly refuse before a person is asked
+        (await guard(call, asked, policy?.scope, mutation === undefined ? undefined : mutationPreflight(call, mutation)));
+      if (refused !== undefined) return refused;
+      const attempts = policy ?? unreachable();
+      if (mutation === undefined) return runRead(call, handler, { ...attempts, requireText: true }); // 8
+      return runMutation(call, handler, attempts, mutation); // 9
+    });
+  };
+
+  return { options: parsed.data, policies, governance, gate, checkSealable, govern };
+}
+
+function fixedTurn(input: unknown, userMessageLabel: string, factory: string): ResolvedTurn | undefined {
   if (input === undefined) return undefined;
   try {
     const turn = resolveTurn(input);
     userSegment(turn.input, userMessageLabel);
     return turn;
   } catch (error) {
-    throw new ConfigurationError(`invalid createDocumentGuardrails input: ${(error as Error).message}`, {
+    throw new ConfigurationError(`invalid ${factory} input: ${(error as Error).message}`, {
       cause: error,
     });
   }

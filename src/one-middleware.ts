@@ -34,3 +34,18 @@ function stackedError(outer: GuardrailsFactory, inner: GuardrailsFactory): Confi
       "use createDocumentGuardrails alone and pass the tool guardrails' checks to its guardrails option (createToolGuardrails is for agents that edit no document)",
   );
 }
+
+/**
+ * The governed twins `guardTools` builds. A twin checks, claims and audits each call itself, so a
+ * guardrails middleware (or `guardTools`) that met one would govern every call twice: it refuses
+ * to take one, at the first model call (or when the twins are built), naming the fix.
+ */
+const TWIN = Symbol.for("arkah-agent-guardrails.governed-twin");
+
+export function markTwin(tool: object): void {
+  Object.defineProperty(tool, TWIN, { value: true, enumerable: false, writable: false, configurable: false });
+}
+
+export function isTwin(tool: object): boolean {
+  return TWIN in tool;
+}

@@ -8,7 +8,7 @@ import type { ToolMessage } from "@langchain/core/messages";
 import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
-import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
+import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
 import type { GuardrailStore } from "./contracts.js";
 import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
@@ -16,15 +16,14 @@ import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
-import { resolveGuardrails } from "./guardrails/list.js";
 import { appliesTo, type Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
-import { resolveLogger, type GuardrailLogger } from "./logger.js";
+import type { GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
-import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
+import { contextOf, createGovernance, GovernedCall, type AuthorizeRuntime, type CallTurn } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
-import { markGoverned } from "./one-middleware.js";
+import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { adoptTool, authorizeCall, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -118,21 +117,11 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   if (!parsed.success) {
     throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
-  const { store, authorize, tools } = parsed.data;
-  const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
-  const guardrails = resolveGuardrails(parsed.data.guardrails);
-  const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
+  const { authorize, tools } = parsed.data;
+  const governance = createGovernance(parsed.data);
+  const { guardrails } = governance;
   const registered = new Set(tools);
   const coverage = new ToolCoverage(registered, parsed.data.unregisteredTools);
-
-  const governance: Governance = {
-    store,
-    audit,
-    logger,
-    guardrails,
-    telemetry: parsed.data.telemetry,
-    approvalFormat: parsed.data.approvalFormat ?? "arkah",
-  };
   // Fails closed: no authorize is no permission.
   const decide: ToolAuthorize = authorize ?? (() => false);
 
@@ -143,7 +132,12 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
       coverage.observe(request.tools);
       checkApprovalsCanPause(guardrails, request.runtime.configurable);
       // A listed tool's body is guarded before the model can call anything (src/execution/seal.ts).
-      for (const tool of request.tools) if (registered.has((tool as { name?: unknown }).name as string) && isSealable(tool)) guardTool(tool);
+      for (const tool of request.tools) {
+        const { name } = tool as { name?: unknown };
+        if (typeof name !== "string" || !registered.has(name)) continue;
+        if (isTwin(tool)) throw twinError(name);
+        if (isSealable(tool)) guardTool(tool);
+      }
       return handler(governed);
     },
     wrapToolCall: async (request, handler) => {
@@ -176,6 +170,12 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     })),
   });
   return Object.assign(middleware, { report });
+}
+
+function twinError(name: string): ConfigurationError {
+  return new ConfigurationError(
+    `tools: ${name} is already a governed twin (guardTools), which checks and audits each call itself; give the agent the original tool`,
+  );
 }
 
 /** Without a document policy: a listed tool the guardrails can seal, and a well-formed call id. */

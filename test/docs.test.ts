@@ -49,6 +49,26 @@ describe("README", () => {
   });
 });
 
+describe("README: your own graph (guardTools)", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("embeds examples/custom-graph.ts verbatim", () => {
+    const block = /<!-- custom-graph:start -->\n```ts\n([\s\S]*?)```\n<!-- custom-graph:end -->/.exec(readme)?.[1];
+    expect(block).toBe(readFileSync(new URL("../examples/custom-graph.ts", import.meta.url), "utf8"));
+  });
+
+  it("runs the example: a hand-built graph reads, then edits the note once", async () => {
+    const lines: unknown[][] = [];
+    vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => {
+      lines.push(args);
+    });
+    await import("../examples/custom-graph.js");
+    expect(lines).toEqual([["Done.", { body: "Buy oat milk", revision: 4 }]]);
+  });
+});
+
 describe("docs/guardrails.md: resuming an approval with a shared middleware", () => {
   afterEach(() => {
     vi.restoreAllMocks();

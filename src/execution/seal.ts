@@ -270,7 +270,7 @@ function isToolCall(input: unknown): input is { readonly type: "tool_call"; read
 }
 
 /** The call id and arguments of a tool invocation, as `StructuredTool.invoke` reads them. */
-function invocation(input: unknown, config: unknown): { readonly id: string | undefined; readonly args: unknown } {
+export function invocation(input: unknown, config: unknown): { readonly id: string | undefined; readonly args: unknown } {
   if (isToolCall(input)) {
     const call = input as { id?: unknown; args?: unknown };
     return { id: typeof call.id === "string" ? call.id : undefined, args: call.args };

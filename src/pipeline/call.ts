@@ -5,14 +5,15 @@
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallRequest } from "langchain";
-import type { AuditDraft, AuditTrail } from "../audit.js";
+import { AuditTrail, type AuditDraft, type AuditOptions } from "../audit.js";
 import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
 import { findStep, type StepCall } from "../decision/transcript.js";
 import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { ApprovalFormat } from "../guardrails/langchain-format.js";
+import { resolveGuardrails } from "../guardrails/list.js";
 import type { Guardrail } from "../guardrails/port.js";
-import type { GuardrailLogger } from "../logger.js";
+import { resolveLogger, type GuardrailLogger } from "../logger.js";
 import type { GuardrailTelemetry, TelemetryCallObserver, TelemetryStep } from "../telemetry.js";
 import { refusal } from "../tool-messages.js";
 
@@ -46,6 +47,33 @@ export interface Governance {
   readonly telemetry: GuardrailTelemetry | undefined;
   /** The approval interrupt's payload and resume value (`approvalFormat` option). */
   readonly approvalFormat: ApprovalFormat;
+}
+
+/** The validated options every guardrails factory turns into its `Governance`. */
+export interface GovernanceOptions {
+  readonly store?: GuardrailStore | undefined;
+  readonly guardrails?: readonly Guardrail[] | undefined;
+  readonly audit?: AuditOptions | undefined;
+  readonly logger?: GuardrailLogger | undefined;
+  readonly telemetry?: GuardrailTelemetry | undefined;
+  readonly approvalFormat?: ApprovalFormat | undefined;
+}
+
+/**
+ * What every stage shares, with the defaults applied: the schema guardrail first, a logger that
+ * sanitizes every warning's fields, the audit trail on the store. Throws `ConfigurationError` for
+ * a guardrail list with two of one name.
+ */
+export function createGovernance(options: GovernanceOptions): Governance {
+  const logger = resolveLogger(options.logger);
+  return {
+    store: options.store,
+    audit: new AuditTrail(options.store, options.audit ?? {}, logger),
+    logger,
+    guardrails: resolveGuardrails(options.guardrails),
+    telemetry: options.telemetry,
+    approvalFormat: options.approvalFormat ?? "arkah",
+  };
 }
 
 /** The arguments a call is decided on: as written (by the model or an approver) and as parsed. */

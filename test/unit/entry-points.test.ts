@@ -13,6 +13,7 @@ const ENTRY_POINTS: Readonly<Record<string, { readonly load: () => Promise<Recor
       "createDocumentGuardrails",
       "createTurnService",
       "createToolGuardrails",
+      "guardTools",
       "createSchemaGuardrail",
       "requireApproval",
       "admitTurn",
