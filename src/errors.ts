@@ -198,7 +198,7 @@ export class ApprovalError extends CodedError<ApprovalErrorCode> {
   protected static override readonly brandName: string = "ApprovalError";
 }
 
-/** How a middleware inside the guardrails broke the seal on a governed call. */
+/** How code inside the guardrails (a middleware after them, a tool body) broke the seal on a governed call. */
 export type SealViolation =
   /** The tool was invoked with other arguments (or another call id) than the ones checked. */
   | "arguments_rewritten"
@@ -235,9 +235,10 @@ export class SealError extends GuardrailsError {
 
   constructor(violation: SealViolation, fields: { toolName: string; toolCallId: string }) {
     super(
-      `a middleware inside the guardrails broke the seal on ${fields.toolName} call ${fields.toolCallId} (${violation}): ` +
-        "the guardrails run a call once, with the tool and the arguments they checked. Place middleware that rewrites " +
-        "calls, swaps tools or retries before the guardrails in `middleware`, or use the tool policy's `retry`",
+      `the seal on ${fields.toolName} call ${fields.toolCallId} was broken (${violation}) by code inside the guardrails ` +
+        "(a middleware placed after them, or a tool body reaching for another governed tool): the guardrails run a call " +
+        "once, with the tool and the arguments they checked. Place middleware that rewrites calls, swaps tools or retries " +
+        "before the guardrails in `middleware`, or use the tool policy's `retry`",
     );
     this.violation = violation;
     this.toolName = fields.toolName;
