@@ -211,3 +211,14 @@ export {
   type TurnServiceOptions,
   type TurnView,
 } from "./turns/index.js";
+// Tool identity and the pinned inventory (issue 22 items 3 and 4).
+export { IdentityFieldError, type ToolIdentityOptions } from "./keys.js";
+export { type InventoryOptions } from "./pipeline/coverage.js";
+export {
+  compareManifests,
+  parseToolManifest,
+  ToolManifestSchema,
+  type ManifestDrift,
+  type ManifestTool,
+  type ToolManifest,
+} from "./inventory.js";

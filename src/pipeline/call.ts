@@ -13,6 +13,7 @@ import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { ApprovalFormat } from "../guardrails/langchain-format.js";
 import type { Guardrail } from "../guardrails/port.js";
 import type { GuardrailLogger } from "../logger.js";
+import type { ToolIdentities } from "./coverage.js";
 import type { GuardrailTelemetry, TelemetryCallObserver, TelemetryStep } from "../telemetry.js";
 import { refusal } from "../tool-messages.js";
 
@@ -46,6 +47,8 @@ export interface Governance {
   readonly telemetry: GuardrailTelemetry | undefined;
   /** The approval interrupt's payload and resume value (`approvalFormat` option). */
   readonly approvalFormat: ApprovalFormat;
+  /** The governed tools' declared identity fields and the reviewed manifest, when there are any. */
+  readonly identities?: ToolIdentities | undefined;
 }
 
 /** The arguments a call is decided on: as written (by the model or an approver) and as parsed. */
