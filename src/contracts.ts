@@ -103,6 +103,17 @@ export const ToolPolicySchema = z
      * document is `authorize`'s job.
      */
     scope: z.custom<ScopeOf>((value) => typeof value === "function", "scope must be a function (args) => string | undefined").optional(),
+    /**
+     * Configuration fields that are part of the tool's identity (e.g. `["baseUrl"]`): each names a
+     * property of the tool object, or else of its `metadata`, holding plain JSON. Their values join
+     * the tool's fingerprint, and a call after one of them changed (in this process) is refused
+     * `tool_changed`. Never logged. A field found in neither place fails the first model call.
+     */
+    identity: z
+      .array(z.string().min(1))
+      .min(1)
+      .refine((fields) => new Set(fields).size === fields.length, "list each identity field once")
+      .optional(),
   })
   .refine((policy) => policy.scope === undefined || policy.kind === "document-read" || policy.kind === "mutation", {
     error: "scope binds document-read and mutation tools only",
@@ -1004,6 +1015,7 @@ export const REFUSAL_CODES = {
   tool_failed: "tool_failed",
   unsupported_result: "unsupported_result",
   no_effect: "no_effect",
+  tool_changed: "tool_changed",
 } as const;
 /** One of {@link REFUSAL_CODES}: the `guardrail` field of a refused call's `ToolMessage`. */
 export type RefusalCode = (typeof REFUSAL_CODES)[keyof typeof REFUSAL_CODES];

@@ -213,3 +213,14 @@ export {
   type TurnView,
 } from "./turns/index.js";
 export { guardTools, type GovernedTools, type GuardToolsOptions } from "./guard-tools.js";
+// Tool identity and the pinned inventory (issue 22 items 3 and 4).
+export { IdentityFieldError, type ToolIdentityOptions } from "./keys.js";
+export { type InventoryOptions } from "./pipeline/coverage.js";
+export {
+  compareManifests,
+  parseToolManifest,
+  ToolManifestSchema,
+  type ManifestDrift,
+  type ManifestTool,
+  type ToolManifest,
+} from "./inventory.js";

@@ -5,7 +5,8 @@
  */
 import type { ServerTool } from "@langchain/core/tools";
 import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
-import { digest, sha256Hex } from "./digest.js";
+import { canonicalJson, digest, sha256Hex } from "./digest.js";
+import { implementationOf } from "./execution/tool.js";
 import { declaredSchema } from "./guardrails/schema.js";
 
 /** Identifies a user turn: `(scopeId, turnId)`. The policy version is deliberately left out. */
@@ -32,29 +33,121 @@ export interface FingerprintedTool {
   readonly schema?: unknown;
 }
 
-/** Fingerprints already computed, per tool object: a tool is fingerprinted once, not per call. */
-const fingerprints = new WeakMap<object, string>();
+/** What a tool declares as part of its identity besides its name, description, schema and body. */
+export interface ToolIdentityOptions {
+  /**
+   * Configuration fields (an endpoint, a base URL) whose values are part of the tool's identity:
+   * each names a property of the tool object, or else of its `metadata`. A field found in neither
+   * is an error. The values must be plain JSON; they are digested, never logged.
+   */
+  readonly identity?: readonly string[];
+}
+
+/** A declared identity field found neither on the tool nor in its `metadata`. */
+export class IdentityFieldError extends Error {
+  readonly field: string;
+
+  constructor(field: string) {
+    super(`identity field "${field}" is neither a property of the tool nor in its metadata`);
+    this.field = field;
+  }
+}
+
+/** What a fingerprint was computed from: the references, so an unchanged tool is recognised without hashing. */
+interface Observation {
+  readonly name: unknown;
+  readonly description: unknown;
+  readonly schema: unknown;
+  readonly body: unknown;
+  readonly values: readonly unknown[];
+  /** Canonical JSON of the declared values when one is an object (changed in place, its reference stays). */
+  readonly valuesJson: string | undefined;
+  readonly fingerprint: string;
+}
+
+/** A tool's identity under one declaration: the fingerprint it was first given in this process, and the latest. */
+interface Identity {
+  readonly first: string;
+  last: Observation;
+}
+
+/** Per tool object, per declaration of identity fields. */
+const identities = new WeakMap<object, Map<string, Identity>>();
+const NO_FIELDS: readonly string[] = [];
 
 /**
- * Identifies a tool as the model is shown it: its name, its description (`""` when it has none)
- * and its declared input schema as JSON Schema (a zod schema converted, a JSON Schema as is; `null`
- * when it declares none). A verdict, an approval or a claim recorded under one fingerprint says
- * which tool was decided on: change the tool's description or schema and its fingerprint changes.
- * Computed once per tool object.
+ * Identifies a tool: its name, its description (`""` when it has none), its declared input schema
+ * as JSON Schema (a zod schema converted, a JSON Schema as is; `null` when it declares none), the
+ * SHA-256 of its implementation's source text (`func` of a `tool()`, the `_call` of a
+ * `StructuredTool` subclass, as `Function.prototype.toString` gives it; `null` when it has none)
+ * and the values of the configuration fields it declares as identity (`null` when it declares
+ * none). A verdict, an approval or a claim recorded under one fingerprint says which tool was
+ * decided on. Cheap when nothing changed: the digest is recomputed only when one of those
+ * references (or an object-valued field's content) differs from the last time.
  */
-export function toolFingerprint(tool: FingerprintedTool): string {
-  const known = fingerprints.get(tool);
-  if (known !== undefined) return known;
-  const { name, description } = tool;
+export function toolFingerprint(tool: FingerprintedTool, options: ToolIdentityOptions = {}): string {
+  return identifyTool(tool, options.identity).fingerprint;
+}
+
+/**
+ * @internal The tool's fingerprint now, and the one it was first given in this process under the
+ * same declaration: they differ when its declared configuration, description, schema or body
+ * changed since. Throws `DigestError` (a schema or field value that is not plain JSON) or
+ * `IdentityFieldError`.
+ */
+export function identifyTool(
+  tool: FingerprintedTool,
+  fields: readonly string[] = NO_FIELDS,
+): { readonly fingerprint: string; readonly first: string } {
+  const key = fields.join("\u0000");
+  let byFields = identities.get(tool);
+  const known = byFields?.get(key);
+  const { name, description, schema } = tool;
+  const body = implementationOf(tool);
+  const values = fields.map((field) => identityValue(tool, field));
+  if (known !== undefined && unchanged(known.last, name, description, schema, body, values)) {
+    return { fingerprint: known.last.fingerprint, first: known.first };
+  }
   const fingerprint = digest({
     kind: "arkah.tool",
-    v: 1,
+    v: 2,
     name: typeof name === "string" ? name : "",
     description: typeof description === "string" ? description : "",
     schema: declaredSchema(tool as ServerTool) ?? null,
+    implementation: body === undefined ? null : sha256Hex(Function.prototype.toString.call(body)),
+    identity: fields.length === 0 ? null : Object.fromEntries(fields.map((field, index) => [field, values[index]])),
   });
-  fingerprints.set(tool, fingerprint);
-  return fingerprint;
+  const valuesJson = values.some((value) => typeof value === "object" && value !== null) ? canonicalJson(values) : undefined;
+  const last: Observation = { name, description, schema, body, values, valuesJson, fingerprint };
+  if (known !== undefined) {
+    known.last = last;
+    return { fingerprint, first: known.first };
+  }
+  if (byFields === undefined) {
+    byFields = new Map();
+    identities.set(tool, byFields);
+  }
+  byFields.set(key, { first: fingerprint, last });
+  return { fingerprint, first: fingerprint };
+}
+
+function unchanged(last: Observation, name: unknown, description: unknown, schema: unknown, body: unknown, values: readonly unknown[]): boolean {
+  if (!Object.is(last.name, name) || !Object.is(last.description, description) || !Object.is(last.schema, schema) || last.body !== body) {
+    return false;
+  }
+  for (const [index, value] of values.entries()) if (!Object.is(last.values[index], value)) return false;
+  return last.valuesJson === undefined || last.valuesJson === canonicalJson(values);
+}
+
+/** A declared field's value: the tool's own (or inherited) property, else its `metadata`'s. */
+function identityValue(tool: object, field: string): unknown {
+  const value: unknown = Reflect.get(tool, field);
+  if (value !== undefined) return value;
+  const metadata: unknown = Reflect.get(tool, "metadata");
+  if (typeof metadata === "object" && metadata !== null && Object.hasOwn(metadata, field)) {
+    return (metadata as Record<string, unknown>)[field];
+  }
+  throw new IdentityFieldError(field);
 }
 
 /** A tool call as the model proposed it. */

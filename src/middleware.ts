@@ -18,7 +18,8 @@ import type { Guardrail } from "./guardrails/port.js";
 import type { GuardrailLogger } from "./logger.js";
 import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { contextOf, createGovernance, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
-import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
+import { ToolCoverage, ToolIdentities, type Coverage, type InventoryOptions } from "./pipeline/coverage.js";
+import { ToolManifestSchema, type ToolManifest } from "./inventory.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
 import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
@@ -92,6 +93,12 @@ export interface DocumentGuardrailsOptions {
    * Studio answer.
    */
   readonly approvalFormat?: "arkah" | "langchain";
+  /**
+   * The reviewed tool manifest (`report().manifest`, checked in) the running tools must match, and
+   * what a drift does: `onDrift: "fail"` (default) fails the model call with a `ConfigurationError`
+   * listing it; `"refuse"` refuses each drifting tool's calls `tool_changed`.
+   */
+  readonly inventory?: InventoryOptions;
 }
 
 /** What `report()` says about one governed tool. */
@@ -123,6 +130,7 @@ const OptionsSchema = z.strictObject({
   telemetry: TelemetrySchema.optional(),
   unregisteredTools: z.enum(["refuse", "fail"]).optional(),
   approvalFormat: ApprovalFormatSchema.optional(),
+  inventory: z.strictObject({ manifest: ToolManifestSchema, onDrift: z.enum(["fail", "refuse"]).optional() }).optional(),
 });
 
 /** A tool's policy with its defaults applied. */
@@ -165,6 +173,11 @@ export interface GuardrailsReport {
   readonly tools: readonly ToolReport[];
   /** Undefined until the agent's model was first called (its request lists the agent's tools). */
   readonly coverage: Coverage | undefined;
+  /**
+   * The manifest of the governed tools the agent exposed at its model calls (undefined before the
+   * first): check it in, and pass the reviewed one as `inventory.manifest`.
+   */
+  readonly manifest: ToolManifest | undefined;
 }
 
 /** The middleware `createDocumentGuardrails` builds, typed by where the turn comes from. */
@@ -174,6 +187,8 @@ export type DocumentGuardrails<TContext extends TurnContextSchema | undefined> =
 > & {
   /** What the middleware governs, for a reviewer or a startup check. */
   report(): GuardrailsReport;
+  /** The manifest of these tools (the agent's, as passed to `createAgent`) without running the agent. */
+  manifest(tools: readonly unknown[]): ToolManifest;
 };
 
 /**
@@ -192,7 +207,7 @@ export function createDocumentGuardrails(
   const core = documentCore(options, "createDocumentGuardrails");
   const { options: validated, policies, governance, gate, checkSealable } = core;
   const { guardrails } = governance;
-  const coverage = new ToolCoverage(policies.keys(), validated.unregisteredTools);
+  const coverage = new ToolCoverage(policies.keys(), validated.unregisteredTools, governance.identities);
 
   const middleware = createMiddleware({
     name: "DocumentGuardrails",
@@ -214,6 +229,7 @@ export function createDocumentGuardrails(
   /** Every registered tool, its kind, retry owner and the guardrails that check it; the coverage. */
   const report = (): GuardrailsReport => ({
     coverage: coverage.report(),
+    manifest: coverage.manifest(),
     tools: [...policies].map(([name, policy]) => ({
       name,
       kind: policy.kind,
@@ -229,6 +245,7 @@ export function createDocumentGuardrails(
   return Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
     contextSchema: AnyContextSchema,
     report,
+    manifest: (agentTools: readonly unknown[]) => coverage.manifestOf(agentTools),
   });
 }
 
@@ -261,7 +278,12 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
   const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
   const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
   const kindOf = (toolName: string) => policies.get(toolName)?.kind;
-  const governance = createGovernance(parsed.data);
+  const identities = new ToolIdentities(
+    new Map(Object.entries(tools).flatMap(([name, policy]) => (policy.identity === undefined ? [] : [[name, policy.identity]]))),
+    new Map([...policies].map(([name, policy]) => [name, policy.kind])),
+    parsed.data.inventory,
+  );
+  const governance: Governance = { ...createGovernance(parsed.data), identities };
   const { logger } = governance; // sanitizes every warning's fields
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
 

@@ -30,6 +30,8 @@ export const EXIT = {
    * request already decided, applied or expired. Nothing changed.
    */
   wrongState: 4,
+  /** compare: the tools do not match the reviewed manifest. */
+  drift: 5,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 

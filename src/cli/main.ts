@@ -25,6 +25,7 @@ import {
   type OutputSink,
 } from "./commands.js";
 import { DEFAULT_SCHEMA } from "../stores/postgres/schema-name.js";
+import { compare, moduleManifest, parseManifestText, printManifest } from "./inventory.js";
 import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 
 export interface CliIo extends OutputSink {
@@ -79,7 +80,20 @@ const COMMAND_OPTIONS = {
   expire: {
     "older-than": { type: "string" },
   },
+  manifest: {
+    module: { type: "string" },
+    export: { type: "string" },
+  },
+  compare: {
+    expected: { type: "string" },
+    actual: { type: "string" },
+    module: { type: "string" },
+    export: { type: "string" },
+  },
 } as const satisfies Record<string, Options>;
+
+/** Commands that read no store. */
+const STORELESS = new Set<Command>(["manifest", "compare"]);
 
 type Command = keyof typeof COMMAND_OPTIONS;
 
@@ -98,6 +112,7 @@ const EXIT_HELP = `Exit codes:
   3  not found (reconcile: the turn key has no mutation claim; decide: no request has the approval id)
   4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled;
      decide: the request is not pending: already decided, applied or expired); nothing changed
+  5  drift (compare: the tools do not match the reviewed manifest)
 
 Set ARKAH_DEBUG=1 to print stack traces.`;
 
@@ -106,6 +121,7 @@ const HELP: Record<Command | "global", string> = {
 
 Usage:
   ${BIN} (--sqlite PATH | --postgres URL [--schema NAME]) COMMAND [options]
+  ${BIN} (manifest | compare) [options]     (no store)
   ${BIN} COMMAND --help
   ${BIN} --version
 
@@ -116,6 +132,8 @@ Commands:
   approvals   list approval requests (the calls waiting for a person, and what became of them)
   decide      approve, reject or edit one pending approval request
   expire      expire pending approval requests older than a duration
+  manifest    print the tool manifest of a module's guardrails (no store)
+  compare     compare a reviewed tool manifest with another or with a module's (no store)
 
 ${STORE_HELP}
 
@@ -211,6 +229,28 @@ when it resumes, whatever the resume value says. A request that is not pending i
                      audit trail
 
 ${STORE_HELP}
+
+${EXIT_HELP}
+`,
+  manifest: `Usage: ${BIN} manifest --module PATH [--export NAME]
+
+Prints the tool manifest of a module's guardrails as JSON: every governed tool the module's tools
+include, with its kind and fingerprint (its code, description, schema and declared configuration).
+Check it in after review, and pass it to createDocumentGuardrails as inventory: { manifest }.
+  --module PATH   a JavaScript module whose export is { guardrails, tools }: the
+                  createDocumentGuardrails middleware and the tools given to createAgent (or a
+                  function, possibly async, returning them). It is imported: its top level runs
+  --export NAME   the export to read (default: default)
+
+${EXIT_HELP}
+`,
+  compare: `Usage:
+  ${BIN} compare --expected FILE --actual FILE
+  ${BIN} compare --expected FILE --module PATH [--export NAME]
+
+Compares the reviewed manifest (--expected) with another manifest or with the manifest of a
+module's guardrails (as 'manifest' prints it), and prints each difference: a tool missing, an
+extra tool, a kind or a fingerprint changed. Exits 5 when there is any, 0 when they match.
 
 ${EXIT_HELP}
 `,
@@ -451,6 +491,9 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo, ta
     }
     case "decide":
       return prepareDecide(values, io);
+    case "manifest":
+    case "compare":
+      throw new Error("unreachable: inventory commands read no store");
     case "expire": {
       const olderThan = str(values, "older-than");
       if (olderThan === undefined) throw usage("--older-than DURATION is required (e.g. 24h)", command);
@@ -534,7 +577,8 @@ async function run(argv: readonly string[], io: CliIo): Promise<ExitCode> {
     await io.out(HELP[command ?? "global"]);
     return EXIT.ok;
   }
-  if (command === undefined) throw usage("missing command (inspect, reconcile, audit, approvals, decide or expire)");
+  if (command === undefined) throw usage("missing command (inspect, reconcile, audit, approvals, decide, expire, manifest or compare)");
+  if (STORELESS.has(command)) return runInventory(command, values, io);
   const target = storeTarget(values, command);
   const job = await prepare(command, values, io, target);
   const opened = await openStore(target, io.now === undefined ? {} : { now: io.now });
@@ -545,6 +589,32 @@ async function run(argv: readonly string[], io: CliIo): Promise<ExitCode> {
     await opened.close();
   }
   return code;
+}
+
+/** `manifest` and `compare`: every flag checked before a module is loaded or a file read. */
+async function runInventory(command: Command, values: Parsed["values"], io: CliIo): Promise<ExitCode> {
+  for (const flag of ["sqlite", "postgres", "schema"]) {
+    if (values[flag] !== undefined) throw usage(`--${flag}: ${command} reads no store`, command);
+  }
+  const modulePath = str(values, "module");
+  const exportName = str(values, "export") ?? "default";
+  if (modulePath === "") throw usage("--module: the path is empty", command);
+  if (exportName === "") throw usage("--export: the name is empty", command);
+  if (modulePath === undefined && values.export !== undefined) throw usage("--export applies to --module only", command);
+  if (command === "manifest") {
+    if (modulePath === undefined) throw usage("--module PATH is required", command);
+    return printManifest(await moduleManifest(modulePath, exportName), io);
+  }
+  const expected = str(values, "expected");
+  const actual = str(values, "actual");
+  if (expected === undefined) throw usage("--expected FILE is required (the reviewed manifest)", command);
+  if ((actual === undefined) === (modulePath === undefined)) throw usage("give exactly one of --actual FILE or --module PATH", command);
+  const reviewed = parseManifestText("--expected", expected, await readTextFile("--expected", expected));
+  const running =
+    actual === undefined
+      ? await moduleManifest(modulePath ?? "", exportName)
+      : parseManifestText("--actual", actual, await readTextFile("--actual", actual));
+  return compare(reviewed, running, io);
 }
 
 /** Runs the CLI; resolves to the exit code. Never rejects. */

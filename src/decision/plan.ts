@@ -155,4 +155,6 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
   unsupported_result: "The tool returned a result the guardrails cannot record, so it was withheld.",
   no_effect:
     "The change was not made: the service refused it and nothing was written (the document may have changed meanwhile). Read the document again, then make the change again if it is still wanted.",
+  tool_changed:
+    "This tool is not the one that was reviewed: its code, description, schema or configuration changed, so it cannot run. Do not retry it; tell the user an operator has to check the tool.",
 };

@@ -22,7 +22,16 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { SealError, type SealViolation } from "../errors.js";
 import type { JsonValue } from "../contracts.js";
 import { digest } from "../digest.js";
-import { classBodyOf, guardedClasses, guardedTools, takesInputString, type SealableTool } from "./tool.js";
+import {
+  classBodyOf,
+  currentBody,
+  guardedClasses,
+  guardedTools,
+  originalBodies,
+  originalClassBodies,
+  takesInputString,
+  type SealableTool,
+} from "./tool.js";
 
 /** The checked execution a seal admits. */
 export interface SealedCall {
@@ -199,6 +208,8 @@ export function guardTool(tool: SealableTool): Originals {
   const func = Object.getOwnPropertyDescriptor(tool, "func")?.value as unknown;
   const classBody = classBodyOf(tool);
   const originals: Originals = { invoke, call };
+  // The implementation a fingerprint covers, before a guard stands in its place.
+  originalBodies.set(tool, currentBody(tool) ?? null);
   const define = (key: string, value: Method) =>
     Object.defineProperty(tool, key, { value, writable: false, configurable: false, enumerable: false });
 
@@ -245,6 +256,7 @@ function guardClass(proto: object): void {
   if (guardedClasses.has(proto)) return;
   const descriptor = Object.getOwnPropertyDescriptor(proto, "_call");
   const body = descriptor?.value as Method;
+  originalClassBodies.set(proto, body);
   Object.defineProperty(proto, "_call", {
     ...descriptor,
     value: function guardedClassCall(this: unknown, ...args: unknown[]) {

@@ -22,6 +22,18 @@ export const guardedTools = new WeakSet<object>();
 /** Class prototypes whose `_call` is guarded. */
 export const guardedClasses = new WeakSet<object>();
 
+/**
+ * A tool's body as it was before the guards replaced it (`guardTool` records it first): the
+ * implementation a fingerprint covers, which after guarding is no longer reachable on the tool.
+ * `null` for a tool without a body of its own to guard.
+ */
+export const originalBodies = new WeakMap<object, Body | null>();
+/** A class's `_call` as it was before `guardClass` replaced it. */
+export const originalClassBodies = new WeakMap<object, Body>();
+
+/** A tool body, as far as a fingerprint is concerned: a function whose source text it reads. */
+export type Body = (this: unknown, ...args: never[]) => unknown;
+
 /** LangChain's own `_call`s that only hand over to `this.func` (guarded on the tool itself). */
 const FORWARDING = new Set<unknown>([Reflect.get(DynamicStructuredTool.prototype, "_call"), Reflect.get(DynamicTool.prototype, "_call")]);
 
@@ -39,6 +51,29 @@ export function classBodyOf(tool: object): object | undefined {
     return FORWARDING.has(descriptor.value) ? undefined : proto;
   }
   return undefined;
+}
+
+/**
+ * The function whose source is the tool's implementation, found as the seal finds the body: its
+ * own `func` (what `tool()` and `DynamicStructuredTool` run), else its own `_call`, else its
+ * `StructuredTool` subclass's `_call` (`classBodyOf`). The original, when the seal guarded it.
+ */
+export function implementationOf(tool: object): Body | undefined {
+  const recorded = originalBodies.get(tool);
+  if (recorded !== undefined) return recorded ?? undefined;
+  return currentBody(tool);
+}
+
+/** The body `implementationOf` means, on a tool the seal has not guarded (yet). */
+export function currentBody(tool: object): Body | undefined {
+  const func = Object.getOwnPropertyDescriptor(tool, "func")?.value as unknown;
+  if (typeof func === "function") return func as Body;
+  const own = Object.getOwnPropertyDescriptor(tool, "_call")?.value as unknown;
+  if (typeof own === "function") return own as Body;
+  const proto = classBodyOf(tool);
+  if (proto === undefined) return undefined;
+  const body = originalClassBodies.get(proto) ?? (Object.getOwnPropertyDescriptor(proto, "_call")?.value as unknown);
+  return typeof body === "function" ? (body as Body) : undefined;
 }
 
 /**

@@ -98,7 +98,7 @@ const NO_TOOL = Object.freeze({});
 /** What the guardrails are asked about: the call's parsed and written arguments, and its tool's schema. */
 export function checkedCall(
   tool: ClientTool | ServerTool | undefined,
-  call: { readonly id: string; readonly name: string; readonly kind?: ToolKind | undefined },
+  call: { readonly id: string; readonly name: string; readonly kind?: ToolKind | undefined; readonly fingerprint?: string | undefined },
   checked: Omit<Extract<ParsedArguments, { readonly ok: true }>, "ok">,
 ): CheckedCall {
   return {
@@ -110,7 +110,8 @@ export function checkedCall(
     argsDigest: checked.argsDigest,
     kind: call.kind,
     schema: declaredSchema(tool),
-    toolFingerprint: toolFingerprint(tool ?? NO_TOOL),
+    // The pipeline's fingerprint (with the tool's declared identity fields) when it has one.
+    toolFingerprint: call.fingerprint ?? toolFingerprint(tool ?? NO_TOOL),
     parsedByZod: zodSchemaOf(tool) !== undefined,
   };
 }

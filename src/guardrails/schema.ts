@@ -202,12 +202,17 @@ export function argumentIssueDetails(toolName: string, issues: readonly Argument
   return { valid: false, tool: toolName, error, issues: issues.map((issue) => ({ path: issue.path, message: issue.message })) };
 }
 
-/** The tool's declared input schema as JSON Schema, cached per tool. */
-const declaredSchemas = new WeakMap<object, JsonSchema | undefined>();
+/**
+ * The tool's declared input schema as JSON Schema, cached per tool for the schema object it was
+ * converted from: a tool given another schema object is converted again (a fingerprint sees it).
+ */
+const declaredSchemas = new WeakMap<object, { readonly source: unknown; readonly schema: JsonSchema | undefined }>();
 
 export function declaredSchema(tool: ClientTool | ServerTool | undefined): JsonSchema | undefined {
   if (tool === undefined || typeof tool !== "object") return undefined;
-  if (declaredSchemas.has(tool)) return declaredSchemas.get(tool);
+  const source = (tool as { schema?: unknown }).schema;
+  const cached = declaredSchemas.get(tool);
+  if (cached !== undefined && cached.source === source) return cached.schema;
   const schema = zodSchemaOf(tool);
   let converted: JsonSchema | undefined;
   if (schema !== undefined) {
@@ -227,7 +232,7 @@ export function declaredSchema(tool: ClientTool | ServerTool | undefined): JsonS
   // A frozen copy: guardrails get it as a copy, and neither the tool's own schema object nor
   // LangChain's cached one (sent to the model) can be changed through it.
   const copy = converted === undefined || typeof converted === "boolean" ? converted : deepFreeze(structuredClone(converted));
-  declaredSchemas.set(tool, copy);
+  declaredSchemas.set(tool, { source, schema: copy });
   return copy;
 }
 

@@ -14,6 +14,7 @@ import type { ApprovalFormat } from "../guardrails/langchain-format.js";
 import { resolveGuardrails } from "../guardrails/list.js";
 import type { Guardrail } from "../guardrails/port.js";
 import { resolveLogger, type GuardrailLogger } from "../logger.js";
+import type { ToolIdentities } from "./coverage.js";
 import type { GuardrailTelemetry, TelemetryCallObserver, TelemetryStep } from "../telemetry.js";
 import { refusal } from "../tool-messages.js";
 
@@ -47,6 +48,8 @@ export interface Governance {
   readonly telemetry: GuardrailTelemetry | undefined;
   /** The approval interrupt's payload and resume value (`approvalFormat` option). */
   readonly approvalFormat: ApprovalFormat;
+  /** The governed tools' declared identity fields and the reviewed manifest, when there are any. */
+  readonly identities?: ToolIdentities | undefined;
 }
 
 /** The validated options every guardrails factory turns into its `Governance`. */

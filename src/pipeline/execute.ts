@@ -27,6 +27,7 @@ import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema }
 import { hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
+import { recheckTool } from "./stages.js";
 
 /** How often the middleware itself may run a call's tool (the tool policy's `retry`). */
 export interface Attempts {
@@ -89,6 +90,8 @@ export async function runRead(
   handler: ToolCallHandler,
   options: Attempts & { readonly requireText: boolean },
 ): Promise<ToolResult> {
+  const changed = recheckTool(call);
+  if (changed !== undefined) return changed;
   const unapproved = await applyApproval(call);
   if (unapproved !== undefined) return unapproved;
   const { finding, outcome } = await sealedRun(call, handler, options);
@@ -135,6 +138,8 @@ export async function runMutation(
   attempts: Attempts,
   context: MutationContext,
 ): Promise<ToolResult> {
+  const changed = recheckTool(call);
+  if (changed !== undefined) return changed;
   const stepRefusal = checkMutationStep(call.id, call.step ?? [], context.kindOf);
   if (stepRefusal !== undefined) return call.refuse(stepRefusal.refuse);
   // The reads the transcript shows in this turn; the claim itself asks the store about them.
@@ -155,7 +160,7 @@ export async function runMutation(
       id: call.id,
       name: call.name,
       argsDigest: call.checked.argsDigest,
-      toolFingerprint: toolFingerprint(sealedTool),
+      toolFingerprint: call.fingerprint ?? toolFingerprint(sealedTool),
     });
     const answer = await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope, readEvidence });
     const claimed = trusted ? answer : parseClaimResult(answer);

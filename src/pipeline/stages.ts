@@ -9,7 +9,7 @@ import { isSealable, parseArguments, type ParsedArguments, type SealableTool } f
 import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
 import { hasCheckpointer } from "../guardrails/resume.js";
 import { argumentIssueDetails } from "../guardrails/schema.js";
-import { toolFingerprint } from "../keys.js";
+import { identifyTool } from "../keys.js";
 import { isAuthorized } from "../options.js";
 import type { GovernedCall } from "./call.js";
 
@@ -38,19 +38,51 @@ export function checkStep(call: GovernedCall): Promise<ToolMessage> | undefined 
   return adoptTool(call, request.tool);
 }
 
-/** Takes the call's tool, once its identity is known: a tool without a fingerprint is refused. */
+/**
+ * Takes the call's tool, once its identity is known: a tool without a fingerprint is refused
+ * `unregistered_tool`; one whose fingerprint changed since it was first fingerprinted in this
+ * process (its body, description, schema or declared configuration), or that does not match the
+ * reviewed manifest, `tool_changed`, so it never runs under decisions made for another tool.
+ */
 export function adoptTool(call: GovernedCall, tool: SealableTool): Promise<ToolMessage> | undefined {
+  let changed: boolean;
   try {
-    call.fingerprint = toolFingerprint(tool);
+    ({ fingerprint: call.fingerprint, changed } = checkIdentity(call, tool));
   } catch (error) {
-    call.governance.logger.warn("a governed tool's declared schema is not plain JSON, so it has no fingerprint; refused", {
+    call.governance.logger.warn("a governed tool has no fingerprint (a declared schema or identity field that is not plain JSON, or a missing identity field); refused", {
       toolName: call.name,
       error,
     });
     return call.refuse("unregistered_tool");
   }
+  if (changed) return call.refuse("tool_changed");
   call.tool = tool;
   return undefined;
+}
+
+/**
+ * The tool's fingerprint, and whether it is not the tool decisions were made for: it changed since
+ * its first fingerprint in this process, or the reviewed manifest pins another. Cheap when nothing
+ * changed (`identifyTool` compares references). Throws when it has no fingerprint.
+ */
+export function checkIdentity(call: GovernedCall, tool: SealableTool): { readonly fingerprint: string; readonly changed: boolean } {
+  const { identities } = call.governance;
+  const { fingerprint, first } = identities?.identify(call.name, tool) ?? identifyTool(tool);
+  return { fingerprint, changed: fingerprint !== first || identities?.admits(call.name, fingerprint) === false };
+}
+
+/**
+ * Just before the tool runs: it is still the tool every stage decided on (an `authorize`, a
+ * guardrail or an approval in between could have reconfigured it). Otherwise `tool_changed`.
+ */
+export function recheckTool(call: GovernedCall): Promise<ToolMessage> | undefined {
+  let fingerprint: string | undefined;
+  try {
+    fingerprint = checkIdentity(call, sealable(call)).fingerprint;
+  } catch {
+    fingerprint = undefined; // it had one when it was adopted: whatever it is now, it is not that tool
+  }
+  return fingerprint === call.fingerprint ? undefined : call.refuse("tool_changed");
 }
 
 /** Parses the arguments exactly as the tool will; every later stage sees the result. */

@@ -68,6 +68,16 @@ describe("report(): what the guardrails govern of the agent", () => {
       governed: ["read_document", "remember", "rename_document", "search_sources"],
       ungoverned: ["peek"],
       level: "partial",
+      inventory: "unpinned",
+      drift: [],
+    });
+    // The manifest a reviewer checks in: the governed tools the agent exposed, by name.
+    expect(guardrails.report().manifest).toEqual({
+      format: "arkah.tool-manifest",
+      version: 1,
+      tools: Object.keys(byName)
+        .sort()
+        .map((name) => ({ name, kind: TOOL_POLICIES[name]?.kind, fingerprint: byName[name] })),
     });
   });
 
@@ -199,7 +209,7 @@ describe("createToolGuardrails fails closed", () => {
     expect(runs).toEqual({ peeks: 0, reads: 1 });
     expect(guardrails.report()).toEqual({
       tools: [{ name: "lookup", fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/) as string, guardrails: ["schema"] }],
-      coverage: { agentTools: ["lookup", "peek"], governed: ["lookup"], ungoverned: ["peek"], level: "partial" },
+      coverage: { agentTools: ["lookup", "peek"], governed: ["lookup"], ungoverned: ["peek"], level: "partial", inventory: "unpinned", drift: [] },
     });
   });
 

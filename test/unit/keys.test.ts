@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
-import { DynamicStructuredTool } from "@langchain/core/tools";
+import { DynamicStructuredTool, StructuredTool } from "@langchain/core/tools";
 import { tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   digest,
   DigestError,
+  IdentityFieldError,
   moderationDigest,
   MutationIdentitySchema,
   mutationKey,
@@ -17,7 +18,7 @@ import {
 } from "arkah-agent-guardrails";
 import { sha256Hex } from "../../src/digest.js";
 import { declaredSchema } from "../../src/guardrails/schema.js";
-import { mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
+import { identifyTool, mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
@@ -259,24 +260,54 @@ describe("toolFingerprint", () => {
   const jsonTool = (description: string | undefined, input: unknown = JSON_SCHEMA) =>
     new DynamicStructuredTool({ name: "rename_document", description: description ?? "", schema: input as never, func: () => Promise.resolve("ok") });
 
-  it("follows the documented formula: name, description and the declared schema as JSON Schema", () => {
+  const source = (body: unknown) => sha256Hex(Function.prototype.toString.call(body));
+
+  it("follows the documented formula: name, description, the declared schema as JSON Schema, the body's source and the declared fields", () => {
     const zodTool = rename();
     expect(toolFingerprint(zodTool)).toBe(
-      digest({ kind: "arkah.tool", v: 1, name: "rename_document", description: "Rename the document.", schema: declaredSchema(zodTool) }),
+      digest({
+        kind: "arkah.tool",
+        v: 2,
+        name: "rename_document",
+        description: "Rename the document.",
+        schema: declaredSchema(zodTool),
+        implementation: source(zodTool.func),
+        identity: null,
+      }),
     );
     // A JSON Schema tool's schema is taken as is.
-    expect(toolFingerprint(jsonTool("Rename it."))).toBe(
-      digest({ kind: "arkah.tool", v: 1, name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA }),
+    const json = jsonTool("Rename it.");
+    expect(toolFingerprint(json)).toBe(
+      digest({ kind: "arkah.tool", v: 2, name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA, implementation: source(json.func), identity: null }),
+    );
+    const configured = new DynamicStructuredTool({
+      name: "fetch_page",
+      description: "Fetch a page.",
+      schema: JSON_SCHEMA as never,
+      func: () => Promise.resolve("ok"),
+      metadata: { baseUrl: "https://a.example" },
+    });
+    expect(toolFingerprint(configured, { identity: ["baseUrl"] })).toBe(
+      digest({
+        kind: "arkah.tool",
+        v: 2,
+        name: "fetch_page",
+        description: "Fetch a page.",
+        schema: JSON_SCHEMA,
+        implementation: source(configured.func),
+        identity: { baseUrl: "https://a.example" },
+      }),
     );
     expect(toolFingerprint(zodTool)).toMatch(HEX64);
   });
 
-  it("matches the fixed vector for a JSON Schema tool", () => {
-    expect(toolFingerprint(jsonTool("Rename it."))).toBe("735b56fd560f491269e9476780e0a518f55ac91f3b064ab020f29f3add834940");
-    expect(toolFingerprint(jsonTool("Rename it."))).toBe(
+  it("matches the fixed vector for a tool without a body of its own", () => {
+    const described = { name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA };
+    expect(toolFingerprint(described)).toBe("2610cfa94a79dbd7c1d207fd45633da0dcba1ead5613620ecc9592d6550a491e");
+    expect(toolFingerprint(described)).toBe(
       sha256(
-        '{"description":"Rename it.","kind":"arkah.tool","name":"rename_document","schema":{"additionalProperties":false,' +
-          '"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"},"v":1}',
+        '{"description":"Rename it.","identity":null,"implementation":null,"kind":"arkah.tool","name":"rename_document",' +
+          '"schema":{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"},"v":2}',
       ),
     );
   });
@@ -286,9 +317,11 @@ describe("toolFingerprint", () => {
     expect(converted).toMatchObject({ type: "object", properties: { title: { type: "string" } } });
   });
 
-  it("an absent description is the empty string, an absent schema null", () => {
+  it("an absent description is the empty string, an absent schema and body null", () => {
     const bare = { name: "ping", invoke: () => Promise.resolve("pong") };
-    expect(toolFingerprint(bare)).toBe(digest({ kind: "arkah.tool", v: 1, name: "ping", description: "", schema: null }));
+    expect(toolFingerprint(bare)).toBe(
+      digest({ kind: "arkah.tool", v: 2, name: "ping", description: "", schema: null, implementation: null, identity: null }),
+    );
     expect(toolFingerprint({ ...bare, description: 7 })).toBe(toolFingerprint(bare));
   });
 
@@ -300,22 +333,61 @@ describe("toolFingerprint", () => {
     expect(toolFingerprint(jsonTool("d", { ...JSON_SCHEMA, required: [] }))).not.toBe(toolFingerprint(jsonTool("d")));
   });
 
-  it("is the same for two tool objects declaring the same thing, and not its function", () => {
+  it("follows the body: two tools declaring the same thing with other functions differ, the same source text does not", () => {
+    const direct = (func: () => Promise<string>) =>
+      new DynamicStructuredTool({ name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA as never, func });
+    expect(toolFingerprint(direct(() => Promise.resolve("something else")))).not.toBe(toolFingerprint(direct(() => Promise.resolve("ok"))));
+    // The source text, not the function object: a second closure of the same code is the same tool.
+    expect(toolFingerprint(jsonTool("d"))).toBe(toolFingerprint(jsonTool("d")));
+  });
+
+  it("cannot see the function tool() wraps: LangChain's func closes over it, so only the wrapper's source is covered", () => {
     const other = tool(() => "something else", { name: "rename_document", description: "Rename the document.", schema });
     expect(toolFingerprint(other)).toBe(toolFingerprint(rename()));
   });
 
-  it("is computed once per tool object", () => {
-    const reads: string[] = [];
-    const watched = new Proxy(rename(), {
-      get(target, property, receiver) {
-        if (property === "description") reads.push("description");
-        return Reflect.get(target, property, receiver) as unknown;
-      },
-    });
-    const first = toolFingerprint(watched);
-    expect(toolFingerprint(watched)).toBe(first);
-    expect(toolFingerprint(watched)).toBe(first);
-    expect(reads).toEqual(["description"]);
+  it("covers a StructuredTool subclass's _call", () => {
+    class Pinger extends StructuredTool {
+      name = "ping";
+      description = "Ping.";
+      schema = z.object({});
+      _call() {
+        return Promise.resolve("pong");
+      }
+    }
+    class Ponger extends Pinger {
+      override _call() {
+        return Promise.resolve("pong!");
+      }
+    }
+    expect(toolFingerprint(new Pinger())).toBe(toolFingerprint(new Pinger()));
+    expect(toolFingerprint(new Ponger())).not.toBe(toolFingerprint(new Pinger()));
+  });
+
+  it("is recomputed when a reference it covers changed, and remembers the first fingerprint", () => {
+    const config = { baseUrl: "https://a.example" };
+    const watched = tool(() => "ok", { name: "fetch_page", description: "Fetch.", schema, metadata: { config, region: "eu" } });
+    const fields = ["config", "region"];
+    const first = identifyTool(watched, fields);
+    expect(first.first).toBe(first.fingerprint);
+    expect(identifyTool(watched, fields)).toEqual(first);
+    config.baseUrl = "https://b.example"; // changed in place: same reference, other content
+    const moved = identifyTool(watched, fields);
+    expect(moved.fingerprint).not.toBe(first.fingerprint);
+    expect(moved.first).toBe(first.fingerprint);
+    config.baseUrl = "https://a.example";
+    expect(identifyTool(watched, fields).fingerprint).toBe(first.fingerprint);
+    (watched.metadata as Record<string, unknown>).region = "us";
+    expect(identifyTool(watched, fields).fingerprint).not.toBe(first.fingerprint);
+    watched.description = "Fetch a page.";
+    expect(toolFingerprint(watched)).not.toBe(toolFingerprint(tool(() => "ok", { name: "fetch_page", description: "Fetch.", schema })));
+    // Another declaration is another identity, with its own first fingerprint.
+    expect(identifyTool(watched, ["region"]).first).toBe(identifyTool(watched, ["region"]).fingerprint);
+  });
+
+  it("refuses a declared field the tool does not have, and a value that is not plain JSON", () => {
+    const plain = tool(() => "ok", { name: "fetch_page", description: "Fetch.", schema, metadata: { when: new Date(0) } });
+    expect(() => toolFingerprint(plain, { identity: ["baseUrl"] })).toThrow(IdentityFieldError);
+    expect(() => toolFingerprint(plain, { identity: ["when"] })).toThrow(DigestError);
   });
 });
