@@ -142,7 +142,6 @@ export {
   type StoredCursor,
   type StoredReads,
   type UnknownScopeEntry,
-  type UnresolvedIndexEntry,
 } from "./records.js";
 
 // -- Steps shared by every shipped store --------------------------------------------------------

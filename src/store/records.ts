@@ -31,8 +31,6 @@ export const KEY_VALUE_COLLECTIONS = {
   reads: "reads",
   /** turn key -> {@link StoredClaim}: the turn's mutation slot. */
   claims: "claims",
-  /** zero-padded claim sequence number -> {@link UnresolvedIndexEntry}: pending and unknown claims, in claim order. */
-  unresolved: "unresolved",
   /** scope id -> {@link UnknownScopeEntry}: the scope's turns with an `unknown` claim. */
   unknownScopes: "unknownScopes",
   /** {@link verdictStorageKey} -> {@link VerdictRecord}. */
@@ -77,7 +75,7 @@ const EpochMsSchema = z.number().refine(Number.isFinite, "expected a finite epoc
 export interface StoredClaim {
   readonly identity: MutationIdentity;
   readonly token: string;
-  /** The claim counter's number for it: claim order, the tie-break of `listUnresolved`. */
+  /** The claim counter's number for it: claim order, the tie-break of `listUnresolved` among equal times. */
   readonly seq: number;
   /** Epoch milliseconds of the store's clock when claimed. */
   readonly claimedAtMs: number;
@@ -112,13 +110,6 @@ export interface StoredReads {
 }
 /** Parses {@link StoredReads}. */
 export const StoredReadsSchema: z.ZodType<StoredReads> = z.strictObject({ turnKey: DigestSchema, digests: z.array(DigestSchema) });
-
-/** An entry of the unresolved index: the turn whose claim has this claim number. */
-export interface UnresolvedIndexEntry {
-  readonly turnKey: string;
-}
-/** Parses an {@link UnresolvedIndexEntry}. */
-export const UnresolvedIndexEntrySchema: z.ZodType<UnresolvedIndexEntry> = z.strictObject({ turnKey: DigestSchema });
 
 /** The turns of a scope whose claim is `unknown`: they block the scope's other claims. */
 export interface UnknownScopeEntry {
@@ -176,13 +167,6 @@ export const RECORD_KINDS = {
   receipt: kind<AdmissionReceipt>(KEY_VALUE_COLLECTIONS.receipts, "admission receipt", AdmissionReceiptSchema, (record) => record.turnKey),
   reads: kind<StoredReads>(KEY_VALUE_COLLECTIONS.reads, "read evidence", StoredReadsSchema, (record) => record.turnKey),
   claim: kind<StoredClaim>(KEY_VALUE_COLLECTIONS.claims, "mutation claim", StoredClaimSchema, (record) => record.identity.turnKey),
-  unresolved: kind<UnresolvedIndexEntry>(
-    KEY_VALUE_COLLECTIONS.unresolved,
-    "unresolved claim index entry",
-    UnresolvedIndexEntrySchema,
-    // The entry names a turn; the claim it is read with must carry the same number (checked there).
-    (_record, key) => key,
-  ),
   unknownScope: kind<UnknownScopeEntry>(KEY_VALUE_COLLECTIONS.unknownScopes, "unknown-claims index entry", UnknownScopeEntrySchema, (record) => record.scopeId),
   verdict: kind<VerdictRecord>(KEY_VALUE_COLLECTIONS.verdicts, "verdict record", VerdictRecordSchema, verdictStorageKey),
   approval: kind<StoredApproval>(KEY_VALUE_COLLECTIONS.approvals, "approval request", StoredApprovalSchema, (stored) => stored.record.approvalId),

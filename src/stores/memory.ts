@@ -3,11 +3,10 @@
  * single-process development; use the SQLite or PostgreSQL store in production.
  *
  * It is `KeyValueGuardrailStore` on Maps: every operation is the base's, and this file is only the
- * storage. A step runs against the Maps with its writes buffered; they are applied when the step
- * resolves, and only if no other step committed meanwhile (else the step runs again on the new
- * state), so steps are serializable although they await.
+ * storage. Steps run synchronously (`atomicSync`), so no two interleave; a step's writes are
+ * buffered and applied only when it returns.
  */
-import { KeyValueGuardrailStore, type KeyValueScanOptions, type KeyValueTransaction } from "../store/key-value.js";
+import { KeyValueGuardrailStore, type KeyValueScanOptions, type KeyValueSyncTransaction } from "../store/key-value.js";
 import type { JsonValue } from "../contracts.js";
 import { brandTrustedStore } from "./validate.js";
 
@@ -26,13 +25,14 @@ class Collection {
   #sorted: string[] | undefined = [];
 
   set(key: string, value: unknown): void {
-    if (this.#sorted !== undefined && !this.entries.has(key)) {
-      // Appending in ascending key order (audit events, claims) keeps the sorted list valid.
-      const last = this.#sorted.at(-1);
-      if (last === undefined || last < key) this.#sorted.push(key);
-      else this.#sorted = undefined;
-    }
+    const size = this.entries.size;
     this.entries.set(key, value);
+    const sorted = this.#sorted;
+    if (sorted === undefined || this.entries.size === size) return;
+    // A new key: appending in ascending key order (audit events) keeps the sorted list valid.
+    const last = sorted.length === 0 ? undefined : sorted[sorted.length - 1];
+    if (last === undefined || last < key) sorted.push(key);
+    else this.#sorted = undefined;
   }
 
   delete(key: string): void {
@@ -61,75 +61,71 @@ function firstAfter(keys: readonly string[], after: string | undefined): number 
   return low;
 }
 
-class MemoryTransaction implements KeyValueTransaction {
+class MemoryTransaction implements KeyValueSyncTransaction {
   readonly #data: Map<string, Collection>;
-  /** collection -> key -> the value written, or DELETED. */
-  writes: Map<string, Map<string, unknown>> | undefined;
+  /** Buffered writes, flat: collection, key, value (or DELETED), in write order. A step writes a few. */
+  readonly writes: unknown[] = [];
 
   constructor(data: Map<string, Collection>) {
     this.#data = data;
   }
 
-  get(collection: string, key: string): Promise<unknown> {
-    const written = this.writes?.get(collection)?.get(key);
-    if (written !== undefined) return Promise.resolve(written === DELETED ? undefined : written);
-    return Promise.resolve(this.#data.get(collection)?.entries.get(key));
+  get(collection: string, key: string): unknown {
+    const writes = this.writes;
+    for (let index = writes.length - 3; index >= 0; index -= 3) {
+      if (writes[index + 1] === key && writes[index] === collection) {
+        const written = writes[index + 2];
+        return written === DELETED ? undefined : written;
+      }
+    }
+    return this.#data.get(collection)?.entries.get(key);
   }
 
   put(collection: string, key: string, value: JsonValue): void {
-    this.#buffer(collection).set(key, value);
+    this.writes.push(collection, key, value);
   }
 
   delete(collection: string, key: string): void {
-    this.#buffer(collection).set(key, DELETED);
+    this.writes.push(collection, key, DELETED);
   }
 
-  #buffer(collection: string): Map<string, unknown> {
-    this.writes ??= new Map();
-    let buffer = this.writes.get(collection);
-    if (buffer === undefined) {
-      buffer = new Map();
-      this.writes.set(collection, buffer);
-    }
-    return buffer;
-  }
-
-  scan(collection: string, options: KeyValueScanOptions = {}): Promise<(readonly [string, unknown])[]> {
+  scan(collection: string, options: KeyValueScanOptions = {}): (readonly [string, unknown])[] {
     const { after, limit = Number.POSITIVE_INFINITY } = options;
     const stored = this.#data.get(collection);
-    const buffer = this.writes?.get(collection);
+    const buffered = new Map<string, unknown>();
+    for (let index = 0; index < this.writes.length; index += 3) {
+      if (this.writes[index] === collection) buffered.set(this.writes[index + 1] as string, this.writes[index + 2]);
+    }
     let keys = stored?.sortedKeys() ?? [];
-    if (buffer !== undefined) keys = [...new Set([...keys, ...buffer.keys()])].sort(compareKeys);
+    if (buffered.size > 0) keys = [...new Set([...keys, ...buffered.keys()])].sort(compareKeys);
     const entries: (readonly [string, unknown])[] = [];
     for (let index = firstAfter(keys, after); index < keys.length && entries.length < limit; index++) {
       const key = keys[index] ?? "";
-      const written = buffer?.get(key);
-      const value = written === undefined ? stored?.entries.get(key) : written === DELETED ? undefined : written;
-      if (value !== undefined) entries.push([key, value]);
+      const value = buffered.has(key) ? buffered.get(key) : stored?.entries.get(key);
+      if (value !== undefined && value !== DELETED) entries.push([key, value]);
     }
-    return Promise.resolve(entries);
+    return entries;
   }
 
   commit(): void {
-    if (this.writes === undefined) return;
-    for (const [name, buffer] of this.writes) {
+    const writes = this.writes;
+    for (let index = 0; index < writes.length; index += 3) {
+      const name = writes[index] as string;
+      const key = writes[index + 1] as string;
+      const value = writes[index + 2];
       let collection = this.#data.get(name);
       if (collection === undefined) {
         collection = new Collection();
         this.#data.set(name, collection);
       }
-      for (const [key, value] of buffer) {
-        if (value === DELETED) collection.delete(key);
-        else collection.set(key, value);
-      }
+      if (value === DELETED) collection.delete(key);
+      else collection.set(key, value);
     }
   }
 }
 
 export class InMemoryGuardrailStore extends KeyValueGuardrailStore {
   readonly #data = new Map<string, Collection>();
-  /** Bumped by every commit that wrote: a step that saw another version runs again. */
-  #version = 0;
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
     super(options);
@@ -137,22 +133,16 @@ export class InMemoryGuardrailStore extends KeyValueGuardrailStore {
     if (new.target === InMemoryGuardrailStore) brandTrustedStore(this, InMemoryGuardrailStore.prototype);
   }
 
-  /** The Maps keep the base's own values by reference: no re-parsing, unless a subclass replaced `atomic`. */
+  /** The Maps keep the base's own values by reference: no re-parsing, unless a subclass replaced the storage. */
   protected override recordsAreTrusted(): boolean {
-    return this.atomic === InMemoryGuardrailStore.prototype.atomic;
+    return this.atomicSync === InMemoryGuardrailStore.prototype.atomicSync;
   }
 
-  protected override async atomic<T>(step: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
-    for (;;) {
-      const version = this.#version;
-      const tx = new MemoryTransaction(this.#data);
-      const result = await step(tx);
-      if (this.#version !== version) continue;
-      if (tx.writes !== undefined) {
-        tx.commit();
-        this.#version++;
-      }
-      return result;
-    }
+  /** Synchronous, so no other step runs meanwhile; the writes are applied only if `step` returns. */
+  protected override atomicSync<T>(step: (tx: KeyValueSyncTransaction) => T): T {
+    const tx = new MemoryTransaction(this.#data);
+    const result = step(tx);
+    tx.commit();
+    return result;
   }
 }
