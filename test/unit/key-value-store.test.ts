@@ -4,7 +4,8 @@
  * with no storage is refused at construction.
  */
 import { describe, expect, it } from "vitest";
-import { digest, mutationKey, StoreContractError, toolFingerprint, turnKey, type MutationIdentity, type TurnRef } from "arkah-agent-guardrails";
+import { digest, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
+import { type MutationIdentity } from "arkah-agent-guardrails/store";
 import { KEY_VALUE_COLLECTIONS, KeyValueGuardrailStore } from "arkah-agent-guardrails/store";
 import { JsonKeyValueStore } from "../support/json-key-value-store.js";
 

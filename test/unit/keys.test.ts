@@ -7,7 +7,6 @@ import {
   digest,
   DigestError,
   moderationDigest,
-  MutationIdentitySchema,
   mutationKey,
   toolFingerprint,
   turnKey,
@@ -15,6 +14,9 @@ import {
   type ToolCallRef,
   type TurnRef,
 } from "arkah-agent-guardrails";
+import {
+  MutationIdentitySchema,
+} from "arkah-agent-guardrails/store";
 import { sha256Hex } from "../../src/digest.js";
 import { declaredSchema } from "../../src/guardrails/schema.js";
 import { mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
