@@ -129,6 +129,7 @@ export {
   KeyValueGuardrailStore,
   type KeyValueGuardrailStoreOptions,
   type KeyValueScanOptions,
+  type KeyValueSyncTransaction,
   type KeyValueTransaction,
 } from "./key-value.js";
 export {

@@ -73,7 +73,9 @@ const EpochMsSchema = z.number().refine(Number.isFinite, "expected a finite epoc
 
 /** A turn's mutation claim as the base stores it. */
 export interface StoredClaim {
+  /** The identity it was claimed under. */
   readonly identity: MutationIdentity;
+  /** The claim token `claimMutation` issued: a settlement or release needs it. */
   readonly token: string;
   /** The claim counter's number for it: claim order, the tie-break of `listUnresolved` among equal times. */
   readonly seq: number;
@@ -104,6 +106,7 @@ export const StoredClaimSchema: z.ZodType<StoredClaim> = z
 
 /** A turn's read evidence. */
 export interface StoredReads {
+  /** The turn. */
   readonly turnKey: string;
   /** Every evidence digest recorded for the turn, each once. */
   readonly digests: readonly string[];
@@ -113,7 +116,9 @@ export const StoredReadsSchema: z.ZodType<StoredReads> = z.strictObject({ turnKe
 
 /** The turns of a scope whose claim is `unknown`: they block the scope's other claims. */
 export interface UnknownScopeEntry {
+  /** The scope. */
   readonly scopeId: string;
+  /** Its turns whose claim is `unknown` (at least one: an empty entry is deleted). */
   readonly turnKeys: readonly string[];
 }
 /** Parses an {@link UnknownScopeEntry}. */
@@ -124,7 +129,9 @@ export const UnknownScopeEntrySchema: z.ZodType<UnknownScopeEntry> = z.strictObj
 
 /** An approval request as stored: the record and its request number (the tie-break of `listApprovals`). */
 export interface StoredApproval {
+  /** The approval counter's number for it: request order. */
   readonly seq: number;
+  /** The request as it stands. */
   readonly record: ApprovalRecord;
 }
 /** Parses a {@link StoredApproval}. */
@@ -132,7 +139,9 @@ export const StoredApprovalSchema: z.ZodType<StoredApproval> = z.strictObject({ 
 
 /** A sink's audit cursor. */
 export interface StoredCursor {
+  /** The sink's name. */
   readonly sink: string;
+  /** The sequence number delivered up to. */
   readonly seq: number;
 }
 /** Parses a {@link StoredCursor}. */

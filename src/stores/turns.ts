@@ -19,7 +19,9 @@ import { parseStoreValue } from "./validate.js";
 
 /** What a transition answers, and the record to store (none: nothing changes). */
 export interface TurnTransition<A> {
+  /** What the store answers. */
   readonly answer: A;
+  /** The record to store, in the same transaction; undefined: nothing changes. */
   readonly write: TurnRecord | undefined;
 }
 
