@@ -14,8 +14,10 @@ import {
   mutationKey,
   toolFingerprint,
   turnKey,
-  type MutationIdentity,
 } from "arkah-agent-guardrails";
+import {
+  type MutationIdentity,
+} from "arkah-agent-guardrails/store";
 import { interleave, measure, per, roundOptions, type Interleaved, type RoundOptions } from "./harness.js";
 
 interface BareRecord {

@@ -58,7 +58,7 @@ tarball=$(find "$work/pack" -maxdepth 1 -name '*.tgz' -print -quit)
 tar -tzf "$tarball" >"$work/pack/files.txt"
 say "  $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB, $(wc -l <"$work/pack/files.txt") files"
 # What a fresh clone's pack must ship: the builds, the CLI and the API reference the README links.
-for file in dist/index.js dist/index.cjs dist/index.d.ts dist/cli/index.js docs/api/README.md; do
+for file in dist/index.js dist/index.cjs dist/index.d.ts dist/store.js dist/store.cjs dist/store.d.ts dist/cli/index.js docs/api/README.md; do
   grep -qx "package/$file" "$work/pack/files.txt" || die "the tarball has no $file"
 done
 done_step

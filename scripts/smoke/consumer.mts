@@ -7,6 +7,7 @@ import {
   admitTurn,
   createDocumentGuardrails,
 } from "arkah-agent-guardrails";
+import { KeyValueGuardrailStore, MutationIdentitySchema } from "arkah-agent-guardrails/store";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 
 /** Fails to compile when `T` is `any`, which is what a broken declaration chain tends to produce. */
@@ -20,10 +21,13 @@ use(admitTurn);
 use(InMemoryGuardrailStore);
 use(REFUSAL_CODES);
 use(ScriptedModel);
+use(KeyValueGuardrailStore);
+use(MutationIdentitySchema);
 
 const functions: ((...args: never[]) => unknown)[] = [createDocumentGuardrails, admitTurn];
 const classes: (abstract new (...args: never[]) => unknown)[] = [
   InMemoryGuardrailStore,
+  KeyValueGuardrailStore,
   ScriptedModel,
   AdmissionError,
 ];

@@ -19,9 +19,11 @@ import {
   createDocumentGuardrails,
   InMemoryGuardrailStore,
   type GuardrailStore,
-  type MutationSettlement,
   type TurnInput,
 } from "arkah-agent-guardrails";
+import {
+  type MutationSettlement,
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 import {
   admit,

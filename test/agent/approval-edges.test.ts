@@ -22,9 +22,11 @@ import {
   turnContext,
   type ApprovalDecisionResult,
   type ApprovalRequest,
-  type DecideApprovalInput,
   type GuardrailStore,
 } from "arkah-agent-guardrails";
+import {
+  type DecideApprovalInput,
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { FaultPlan, type Fault } from "../support/faults.js";
 import { admit, DocumentService, documentTools, ForwardingStore, outcomeOf, rejection, rename, turnInput } from "../support/fixtures.js";

@@ -30,10 +30,12 @@ import {
   type Authorize,
   type Guardrail,
   type GuardrailVerdict,
-  type StoredAuditEvent,
   type TurnInput,
-  StoredAuditEventSchema,
 } from "arkah-agent-guardrails";
+import {
+  type StoredAuditEvent,
+  StoredAuditEventSchema,
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   admit,

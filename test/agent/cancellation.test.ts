@@ -13,13 +13,15 @@ import {
   AdmissionError,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
+  type ToolPolicy,
+  type TurnInput,
+} from "arkah-agent-guardrails";
+import {
   type ClaimOptions,
   type ClaimResult,
   type MutationIdentity,
   type ReadEvidence,
-  type ToolPolicy,
-  type TurnInput,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   deferred,

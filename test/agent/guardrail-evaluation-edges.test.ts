@@ -30,9 +30,11 @@ import {
   type Guardrail,
   type GuardrailStore,
   type GuardrailVerdict,
+} from "arkah-agent-guardrails";
+import {
   type VerdictKey,
   type VerdictRecord,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { approvalId } from "../../src/guardrails/approvals.js";
 import {

@@ -18,10 +18,12 @@ import {
   InMemoryGuardrailStore,
   StoreContractError,
   turnContext,
+} from "arkah-agent-guardrails";
+import {
   type ClaimOptions,
   type ClaimResult,
   type MutationIdentity,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import {
   admit,

@@ -18,9 +18,11 @@ import {
   requireApproval,
   StoreContractError,
   type GuardrailStore,
+} from "arkah-agent-guardrails";
+import {
   type VerdictKey,
   type VerdictRecord,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { FaultPlan, InjectedStoreFault, type Fault } from "../support/faults.js";
 import { admit, DocumentService, ForwardingStore, guardedAgent, outcomeOf, read, rename, turnInput, USER_MESSAGE } from "../support/fixtures.js";
 

@@ -28,10 +28,12 @@ import {
   type ApprovalSubmission,
   type GuardrailStore,
   type JsonValue,
-  type MutationIdentity,
-  type MutationSettlement,
   type TurnRef,
 } from "arkah-agent-guardrails";
+import {
+  type MutationIdentity,
+  type MutationSettlement,
+} from "arkah-agent-guardrails/store";
 import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import {

@@ -7,7 +7,8 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { digest, mutationKey, turnKey, type UnresolvedMutation } from "arkah-agent-guardrails";
+import { digest, mutationKey, turnKey } from "arkah-agent-guardrails";
+import { type UnresolvedMutation } from "arkah-agent-guardrails/store";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { readEffects, startWorker, tempDir, type Worker } from "./support.js";
 import { processTurn, SCOPE_ID, WRITE_ARGS, WRITE_CALL_ID, WRITE_RESULT, type MutationOutcome } from "./workers/guarded-turn.js";

@@ -12,14 +12,16 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   SettlementError,
   type AdmissionReceipt,
+  type GuardrailStore,
+} from "arkah-agent-guardrails";
+import {
   type ClaimOptions,
   type ClaimResult,
-  type GuardrailStore,
   type MutationIdentity,
   type MutationSettlement,
   type ReadEvidence,
   type RecordReadOptions,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { SqliteGuardrailStore, SqliteStoreError } from "arkah-agent-guardrails/sqlite";
 import { admit, DocumentService, ForwardingStore, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput } from "../support/fixtures.js";
 import { startWorker, tempDir, type Worker } from "./support.js";

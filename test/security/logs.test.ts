@@ -27,9 +27,11 @@ import {
   type Guardrail,
   type GuardrailLogger,
   type GuardrailStore,
-  type MutationSettlement,
   type ToolPolicy,
 } from "arkah-agent-guardrails";
+import {
+  type MutationSettlement,
+} from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import { ForwardingStore, outcomeOf, turnInput, USER_MESSAGE } from "../support/fixtures.js";
 import { NotesService, secureAgent } from "./support.js";

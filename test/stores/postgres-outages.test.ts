@@ -13,7 +13,8 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SettlementError, turnKey, type GuardrailStore, type MutationSettlement, type ClaimOptions, type ClaimResult, type MutationIdentity } from "arkah-agent-guardrails";
+import { SettlementError, turnKey, type GuardrailStore } from "arkah-agent-guardrails";
+import { type MutationSettlement, type ClaimOptions, type ClaimResult, type MutationIdentity } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore, PostgresStoreError } from "arkah-agent-guardrails/postgres";
 import { startEmbeddedPostgres, type EmbeddedServer } from "../../scripts/postgres/embedded.js";
 import { admit, DocumentService, ForwardingStore, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput } from "../support/fixtures.js";

@@ -15,9 +15,11 @@ import {
   turnKey,
   type AdmissionReceipt,
   type ApprovalSubmission,
-  type ClaimResult,
   digest,
 } from "arkah-agent-guardrails";
+import {
+  type ClaimResult,
+} from "arkah-agent-guardrails/store";
 import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
 import {
   adminPool,

@@ -19,16 +19,18 @@ import {
   type AdmissionReceipt,
   type ApprovalDecision,
   type AuditSinkEvent,
-  type ApprovalQuery,
   type ApprovalSubmission,
   type AuditEvent,
   type GuardrailStore,
+  type TurnRef,
+} from "arkah-agent-guardrails";
+import {
+  type ApprovalQuery,
   type MutationIdentity,
   type MutationResult,
-  type TurnRef,
   type VerdictKey,
   type VerdictRecord,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 

@@ -1,24 +1,26 @@
 import { describe, expect, it } from "vitest";
 import {
+  digest,
+  DigestSchema,
+  RetryPolicySchema,
+  TOOL_KINDS,
+  ToolPolicySchema,
+  TurnInputSchema,
+  type TurnInput,
+} from "arkah-agent-guardrails";
+import {
   AdmissionReceiptSchema,
   ApprovalDecisionResultSchema,
   ApprovalRecordSchema,
   AUDIT_DECISIONS,
   ClaimOptionsSchema,
   ClaimResultSchema,
-  digest,
-  DigestSchema,
   MutationResultSchema,
   MutationSettlementSchema,
   ReadEvidenceSchema,
-  RetryPolicySchema,
   SegmentSchema,
-  TOOL_KINDS,
   ToolKindSchema,
-  ToolPolicySchema,
-  TurnInputSchema,
-  type TurnInput,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 
 const D = digest("x");
 

@@ -8,7 +8,6 @@ import {
   DigestError,
   IdentityFieldError,
   moderationDigest,
-  MutationIdentitySchema,
   mutationKey,
   toolFingerprint,
   turnKey,
@@ -16,6 +15,9 @@ import {
   type ToolCallRef,
   type TurnRef,
 } from "arkah-agent-guardrails";
+import {
+  MutationIdentitySchema,
+} from "arkah-agent-guardrails/store";
 import { sha256Hex } from "../../src/digest.js";
 import { declaredSchema } from "../../src/guardrails/schema.js";
 import { identifyTool, mutationIdentity, readEvidenceDigest } from "../../src/keys.js";

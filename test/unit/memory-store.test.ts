@@ -8,10 +8,12 @@ import {
   turnKey,
   type AdmissionReceipt,
   type GuardrailStore,
-  type MutationIdentity,
-  type MutationResult,
   type TurnRef,
 } from "arkah-agent-guardrails";
+import {
+  type MutationIdentity,
+  type MutationResult,
+} from "arkah-agent-guardrails/store";
 import { isTrustedStore } from "../../src/stores/validate.js";
 
 const TURN: TurnRef = { scopeId: "doc-1", turnId: "turn-1" };

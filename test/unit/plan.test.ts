@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { REFUSAL_CODES, TOOL_KINDS, type ClaimResult, type RefusalCode, type ToolKind } from "arkah-agent-guardrails";
+import { REFUSAL_CODES, TOOL_KINDS, type RefusalCode, type ToolKind } from "arkah-agent-guardrails";
+import { type ClaimResult } from "arkah-agent-guardrails/store";
 import { checkCall, checkMutationStep, claimAction, REFUSAL_MESSAGES } from "../../src/decision/plan.js";
 import type { StepCall } from "../../src/decision/transcript.js";
 

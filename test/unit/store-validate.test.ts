@@ -4,19 +4,21 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import {
+  DigestSchema,
+  InMemoryGuardrailStore,
+  StoreContractError,
+} from "arkah-agent-guardrails";
+import {
   AuditEventSchema,
   ClaimOptionsSchema,
   ClaimResultSchema,
-  DigestSchema,
-  InMemoryGuardrailStore,
   MAX_READ_EVIDENCE,
   MutationIdentitySchema,
   MutationReleaseSchema,
   MutationSettlementSchema,
   ReadEvidenceSchema,
   RecordReadOptionsSchema,
-  StoreContractError,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import type { z } from "zod";
 import {

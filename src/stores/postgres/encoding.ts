@@ -17,6 +17,7 @@ import {
   type VerdictRecord,
 } from "../../contracts.js";
 import { StoreContractError } from "../../errors.js";
+import { existingClaimAnswer } from "../../store/decisions.js";
 import { parseClaimResult, parseStoreValue } from "../validate.js";
 
 
@@ -91,7 +92,7 @@ export function parseRow<T>(schema: z.ZodType<T>, value: unknown, what: string):
   return parsed.data;
 }
 
-/** The claim answer for an existing claim row, exactly as the in-memory store decides it. */
+/** The claim answer for an existing claim row, decided by the rule every store shares. */
 export function classify(row: Record<string, unknown>, mutationKey: string): ClaimResult {
   const claim = parseRow(ClaimRowSchema, row, "claim row");
   if (claim.state === "pruned") return parseClaimResult({ status: "conflict" });
@@ -103,17 +104,17 @@ export function classify(row: Record<string, unknown>, mutationKey: string): Cla
           "stored mutation result",
         )
       : undefined;
-  if (claim.mutation_key !== mutationKey) {
-    if (result === undefined) return parseClaimResult({ status: "conflict" });
-    const completed = {
-      toolName: decodeText(claim.tool_name, "claim tool name"),
-      toolCallId: decodeText(claim.tool_call_id, "claim tool call id"),
-      result,
-    };
-    return parseClaimResult({ status: "conflict", completed });
-  }
-  if (result !== undefined) return parseClaimResult({ status: "replay", result });
-  return parseClaimResult({ status: claim.state });
+  // Decoded only if the answer names the completed call, as before the rule was shared.
+  const identity = {
+    mutationKey: claim.mutation_key,
+    get toolName() {
+      return decodeText(claim.tool_name, "claim tool name");
+    },
+    get toolCallId() {
+      return decodeText(claim.tool_call_id, "claim tool call id");
+    },
+  };
+  return parseClaimResult(existingClaimAnswer({ state: claim.state, identity, result }, mutationKey));
 }
 
 export function identityFromRow(row: Record<string, unknown>) {

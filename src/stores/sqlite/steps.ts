@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
 import type { AuditEvent, ClaimResult, MutationIdentity, MutationRelease, MutationSettlement, ReadEvidence } from "../../contracts.js";
+import { existingClaimAnswer } from "../../store/decisions.js";
 import { releasedEvent } from "../events.js";
 import { claimFromRow, encodeText, epochMs, sameText } from "./encoding.js";
 import type { Statements } from "./statements.js";
@@ -38,19 +39,7 @@ export function prepareSteps(db: Database.Database, sql: Statements, timestamp: 
         return { status: "read_required" };
       }
       const row = sql.getClaim.get(identity.turnKey);
-      if (row !== undefined) {
-        const existing = claimFromRow(row);
-        if (existing.state === "pruned") return { status: "conflict" };
-        if (existing.identity.mutationKey !== identity.mutationKey) {
-          if (existing.state !== "complete" || existing.result === undefined) return { status: "conflict" };
-          const { toolName, toolCallId } = existing.identity;
-          return { status: "conflict", completed: { toolName, toolCallId, result: existing.result } };
-        }
-        if (existing.state === "complete" && existing.result !== undefined) {
-          return { status: "replay", result: existing.result };
-        }
-        return { status: existing.state === "unknown" ? "unknown" : "pending" };
-      }
+      if (row !== undefined) return existingClaimAnswer(claimFromRow(row), identity.mutationKey);
       const scopeId = encodeText(identity.scopeId);
       if (requireResolvedScope && sql.scopeHasUnknown.get(scopeId) !== undefined) {
         return { status: "scope_unresolved" };

@@ -17,13 +17,15 @@ import {
   type AdmissionReceipt,
   type ApprovalRecord,
   type AuditEvent,
-  type ClaimResult,
   type GuardrailStore,
+} from "arkah-agent-guardrails";
+import {
+  type ClaimResult,
   type MutationIdentity,
   type MutationResult,
   type StoredAuditEvent,
   type UnresolvedMutation,
-} from "arkah-agent-guardrails";
+} from "arkah-agent-guardrails/store";
 
 // ---------------------------------------------------------------------------------------------
 // The universe a program works in: few turns, calls and digests, so operations collide.

@@ -1,0 +1,72 @@
+/**
+ * `KeyValueGuardrailStore`'s own guarantees beyond the conformance kit: a record read under one key
+ * that names another fails closed, as does one that does not parse, and changes nothing; a subclass
+ * with no storage is refused at construction.
+ */
+import { describe, expect, it } from "vitest";
+import { digest, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
+import { type MutationIdentity } from "arkah-agent-guardrails/store";
+import { KEY_VALUE_COLLECTIONS, KeyValueGuardrailStore } from "arkah-agent-guardrails/store";
+import { JsonKeyValueStore } from "../support/json-key-value-store.js";
+
+function identity(turn: TurnRef): MutationIdentity {
+  const call = { id: "w1", name: "rename_document", args: { title: "Field notes" } };
+  return {
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(call.args),
+    mutationKey: mutationKey(turn, call),
+    toolFingerprint: toolFingerprint({ name: call.name }),
+  };
+}
+
+const A = identity({ scopeId: "doc-1", turnId: "turn-a" });
+const B = identity({ scopeId: "doc-1", turnId: "turn-b" });
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+}
+
+describe("KeyValueGuardrailStore: records are checked against the key they are read by", () => {
+  it("a claim stored under turn A that names turn B fails closed, and the slot is not taken", async () => {
+    const store = new JsonKeyValueStore();
+    const claimed = await store.claimMutation(B);
+    expect(claimed.status).toBe("acquired");
+    // Copy B's claim under A's key, as a corrupt backend (or someone with storage access) could.
+    store.writeRaw(KEY_VALUE_COLLECTIONS.claims, A.turnKey, store.readRaw(KEY_VALUE_COLLECTIONS.claims, B.turnKey));
+    const before = JSON.stringify([...store.data].map(([name, entries]) => [name, [...entries]]));
+    const error = await rejection(store.claimMutation(A));
+    expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
+    expect(String(error)).toMatch(/names another key/);
+    expect(await rejection(store.getMutation(A.turnKey)), "getMutation reads the same record").toBeInstanceOf(StoreContractError);
+    expect(JSON.stringify([...store.data].map(([name, entries]) => [name, [...entries]])), "nothing changed").toBe(before);
+  });
+
+  it("a record that does not parse fails closed", async () => {
+    const store = new JsonKeyValueStore();
+    store.writeRaw(KEY_VALUE_COLLECTIONS.claims, A.turnKey, { identity: A, token: "t", seq: 1, claimedAtMs: 0, state: "complete" });
+    const error = await rejection(store.claimMutation(A));
+    expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
+    expect(String(error)).toMatch(/a complete claim has a result/);
+  });
+
+  it("an audit counter that is not a count fails closed and appends nothing", async () => {
+    const store = new JsonKeyValueStore();
+    store.writeRaw(KEY_VALUE_COLLECTIONS.counters, "audit", -1);
+    const event = { at: "2025-01-02T03:04:05.000Z", decision: "executed" as const, turnKey: A.turnKey, scopeId: A.scopeId };
+    expect(await rejection(store.appendAudit(event))).toBeInstanceOf(StoreContractError);
+    expect(store.data.get(KEY_VALUE_COLLECTIONS.audit)?.size ?? 0).toBe(0);
+  });
+});
+
+describe("KeyValueGuardrailStore: storage", () => {
+  it("a subclass that implements neither atomic nor atomicSync is refused at construction", () => {
+    class NoStorage extends KeyValueGuardrailStore {}
+    expect(() => new NoStorage()).toThrow(/implements neither atomic nor atomicSync/);
+  });
+});
