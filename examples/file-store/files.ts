@@ -23,14 +23,14 @@
  */
 import { mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { StoreContractError, type JsonValue } from "arkah-agent-guardrails";
+import { StoreContractError } from "arkah-agent-guardrails";
 import { fileName, parseFileName } from "./names.js";
 
-/** One buffered write of a step: a value to store, or `undefined` to delete the record. */
+/** One buffered write of a step: the JSON text of the value to store, or `null` to delete the record. */
 export interface Write {
   readonly collection: string;
   readonly key: string;
-  readonly value: JsonValue | undefined;
+  readonly json: string | null;
 }
 
 /** Where a commit stands, for the crash tests' hook: after the journal is durable, and after each applied write. */
@@ -130,10 +130,10 @@ export class FileDirectory {
   /** Commits a step's writes, all or nothing (see the module comment). */
   async commit(writes: readonly Write[], hook: CommitHook | undefined): Promise<void> {
     if (writes.length === 0) return;
-    const entries: JournalEntry[] = writes.map(({ collection, key, value }) => [
+    const entries: JournalEntry[] = writes.map(({ collection, key, json }) => [
       fileName(collection),
       fileName(key),
-      value === undefined ? null : JSON.stringify({ key, value }),
+      json === null ? null : `{"key":${JSON.stringify(key)},"value":${json}}`,
     ]);
     await writeDurably(this.#pending, JSON.stringify({ v: 1, writes: entries }));
     await rename(this.#pending, this.#journal);

@@ -165,14 +165,14 @@ describe("file-store journal", () => {
     const directory = await opened();
     await directory.commit(
       [
-        { collection: "c", key: "b", value: 2 },
-        { collection: "c", key: "\ud800", value: "lone" },
-        { collection: "c", key: "a/..", value: { nested: [null] } },
-        { collection: "c", key: "x".repeat(400), value: true },
+        { collection: "c", key: "b", json: JSON.stringify(2) },
+        { collection: "c", key: "\ud800", json: JSON.stringify("lone") },
+        { collection: "c", key: "a/..", json: JSON.stringify({ nested: [null] }) },
+        { collection: "c", key: "x".repeat(400), json: JSON.stringify(true) },
       ],
       undefined,
     );
-    await directory.commit([{ collection: "c", key: "b", value: undefined }], undefined);
+    await directory.commit([{ collection: "c", key: "b", json: null }], undefined);
     expect(await directory.read("c", "b")).toBeUndefined();
     expect(await directory.read("c", "\ud800")).toBe("lone");
     expect(await directory.read("c", "a/..")).toEqual({ nested: [null] });
@@ -183,13 +183,13 @@ describe("file-store journal", () => {
 
   it("a commit cut off after its journal is durable is applied in full by the next recovery", async () => {
     const directory = await opened();
-    await directory.commit([{ collection: "c", key: "old", value: 1 }], undefined);
+    await directory.commit([{ collection: "c", key: "old", json: JSON.stringify(1) }], undefined);
     const points: CommitPoint[] = [];
     const crash = new Error("crash");
     const writes = [
-      { collection: "c", key: "a", value: 1 },
-      { collection: "c", key: "old", value: undefined },
-      { collection: "d", key: "b", value: 2 },
+      { collection: "c", key: "a", json: JSON.stringify(1) },
+      { collection: "c", key: "old", json: null },
+      { collection: "d", key: "b", json: JSON.stringify(2) },
     ];
     await expect(
       directory.commit(writes, (point) => {
