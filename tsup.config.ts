@@ -5,18 +5,19 @@ import { defineConfig } from "tsup";
  * Every public entry point: output path under dist/ (without extension) -> source file.
  * The output names must match package.json `exports` (and `bin`). Adding an entry is one line here,
  * plus its `exports` entry and its tsconfig `paths` line (vitest derives its aliases from those).
- * Entries whose source does not exist yet are skipped, except the two that must always ship.
+ * Entries whose source does not exist yet are skipped, except those that must always ship.
  */
 const ENTRIES: Record<string, string> = {
   index: "src/index.ts",
   "testing/index": "src/testing/index.ts",
+  store: "src/store/index.ts",
   sqlite: "src/stores/sqlite/index.ts",
   postgres: "src/stores/postgres/index.ts",
   "cli/index": "src/cli/index.ts",
   otel: "src/otel/index.ts",
 };
 
-const REQUIRED = new Set(["index", "testing/index"]);
+const REQUIRED = new Set(["index", "testing/index", "store"]);
 
 const entry = Object.fromEntries(
   Object.entries(ENTRIES).filter(([name, source]) => REQUIRED.has(name) || existsSync(source)),

@@ -64,16 +64,22 @@ export function approvalEvent(
   };
 }
 
+/** What {@link approvalDecisionOutcome} decides: the answer, and what to write. */
+export interface ApprovalDecisionOutcome {
+  /** `decideApproval`'s answer. */
+  readonly result: ApprovalDecisionResult;
+  /** The record to store, when the decision applied. */
+  readonly changed?: ApprovalRecord;
+  /** The audit event to append in the same transaction (none for `not_found`). */
+  readonly event?: AuditEvent;
+}
+
 /**
  * What `decideApproval` does to `record` (undefined: no such request), as every store decides it:
  * the answer, the record to store if it changed, and the audit event to append (none for
  * `not_found`, which has no request to attach it to).
  */
-export function decideOutcome(
-  record: ApprovalRecord | undefined,
-  input: DecideApprovalInput,
-  at: string,
-): { readonly result: ApprovalDecisionResult; readonly changed?: ApprovalRecord; readonly event?: AuditEvent } {
+export function approvalDecisionOutcome(record: ApprovalRecord | undefined, input: DecideApprovalInput, at: string): ApprovalDecisionOutcome {
   if (record === undefined) return { result: { decided: false, reason: "not_found" } };
   const operatorRef = input.operatorRef;
   if (record.status !== "pending") {
@@ -97,13 +103,16 @@ export function decideOutcome(
   };
 }
 
-/** The record `applyApproval` stores, or undefined if `record` cannot be applied. */
-export function appliedRecord(record: ApprovalRecord | undefined, appliedAt: string): ApprovalRecord | undefined {
+/**
+ * The record `applyApproval` stores (status `applied`, with `appliedAt`), or undefined when
+ * `record` cannot be applied: only an `approved` or `edited` request can.
+ */
+export function appliedApprovalRecord(record: ApprovalRecord | undefined, appliedAt: string): ApprovalRecord | undefined {
   if (record?.status !== "approved" && record?.status !== "edited") return undefined;
   return { ...record, status: "applied", appliedAt };
 }
 
-/** The record `expireApprovals` stores for a pending request. */
-export function expiredRecord(record: ApprovalRecord, expiredAt: string): ApprovalRecord {
+/** The record `expireApprovals` stores for a pending request it retires (status `expired`, with `expiredAt`). */
+export function expiredApprovalRecord(record: ApprovalRecord, expiredAt: string): ApprovalRecord {
   return { ...record, status: "expired", expiredAt };
 }

@@ -2,101 +2,14 @@
  * An in-process `GuardrailStore`: correct for one process, lost on restart. Use it for tests and
  * single-process development; use the SQLite or PostgreSQL store in production.
  *
- * Methods are `async` without awaiting so that a validation error becomes a rejection.
+ * It is `KeyValueGuardrailStore` on Maps: every operation is the base's, and this file is only the
+ * storage. A step runs against the Maps with its writes buffered; they are applied when the step
+ * resolves, and only if no other step committed meanwhile (else the step runs again on the new
+ * state), so steps are serializable although they await.
  */
-import { randomUUID } from "node:crypto";
-import {
-  AdmissionReceiptSchema,
-  AdvanceAuditCursorInputSchema,
-  ApplyApprovalInputSchema,
-  ApprovalQuerySchema,
-  ApprovalRequestSchema,
-  AuditQuerySchema,
-  AuditSinkNameSchema,
-  DecideApprovalInputSchema,
-  ExpireApprovalsInputSchema,
-  PruneOptionsSchema,
-  ReconciliationSchema,
-  VerdictKeySchema,
-  VerdictRecordSchema,
-  type AdmissionReceipt,
-  type AdvanceAuditCursorInput,
-  type ApplyApprovalInput,
-  type ApprovalDecisionResult,
-  type ApprovalQuery,
-  type ApprovalRecord,
-  type ApprovalSubmission,
-  type AuditEvent,
-  type AuditQuery,
-  type BeginTurnInput,
-  type BeginTurnResult,
-  type ClaimOptions,
-  type ClaimResult,
-  type DecideApprovalInput,
-  type ExpireApprovalsInput,
-  type ExpireApprovalsResult,
-  type FinishTurnInput,
-  type GuardrailStore,
-  type MutationIdentity,
-  type MutationRelease,
-  type MutationResult,
-  type MutationSettlement,
-  type MutationStatus,
-  type PruneOptions,
-  type PruneResult,
-  type ReadEvidence,
-  type RecordReadOptions,
-  type Reconciliation,
-  type ReconcileResult,
-  type ResumeTurnInput,
-  type ResumeTurnResult,
-  type StoredAuditEvent,
-  type TurnRecord,
-  type UnresolvedMutation,
-  type VerdictKey,
-  type VerdictRecord,
-} from "../contracts.js";
-import {
-  appliedRecord,
-  approvalEvent,
-  decideOutcome,
-  expiredRecord,
-  reconciledEvent,
-  releasedEvent,
-} from "./events.js";
-import {
-  beginTransition,
-  finishTransition,
-  parseBeginTurn,
-  parseFinishTurn,
-  parseResumeTurn,
-  PRUNABLE_TURN_STATES,
-  resumeTransition,
-} from "./turns.js";
-import {
-  brandTrustedStore,
-  parseAuditEvent,
-  parseClaimOptions,
-  parseDigest,
-  parseEvidence,
-  parseIdentity,
-  parseReadOptions,
-  parseRelease,
-  parseSettlement,
-  parseStoreValue,
-} from "./validate.js";
-
-interface ClaimRecord {
-  readonly identity: MutationIdentity;
-  readonly token: string;
-  /** Epoch milliseconds from the store's clock: formatted only when listed. */
-  readonly claimedAt: number;
-  /** `pruned`: a tombstone; the turn's slot is used and its result is gone. */
-  state: "pending" | "complete" | "unknown" | "pruned";
-  result: MutationResult | undefined;
-  /** Epoch milliseconds, for retention. */
-  settledAt: number | undefined;
-}
+import { KeyValueGuardrailStore, type KeyValueScanOptions, type KeyValueTransaction } from "../store/key-value.js";
+import type { JsonValue } from "../contracts.js";
+import { brandTrustedStore } from "./validate.js";
 
 /** `InMemoryGuardrailStore`'s options. */
 export interface InMemoryGuardrailStoreOptions {
@@ -104,353 +17,142 @@ export interface InMemoryGuardrailStoreOptions {
   readonly now?: () => Date;
 }
 
-const verdictKey = (key: VerdictKey) =>
-  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.toolFingerprint, key.guardrail, key.argsDigest]);
+/** A buffered delete. */
+const DELETED: unique symbol = Symbol("deleted");
 
-export class InMemoryGuardrailStore implements GuardrailStore {
-  readonly #now: () => Date;
-  /** The clock in epoch milliseconds (`Date.now` unless one was given). */
-  readonly #clock: () => number;
-  readonly #receipts = new Map<string, AdmissionReceipt>();
-  /** turn key -> evidence digests. */
-  readonly #reads = new Map<string, Set<string>>();
-  readonly #claims = new Map<string, ClaimRecord>();
-  /** Turn keys with an `unknown` claim, per scope: they block the scope's other turns. */
-  readonly #unknownByScope = new Map<string, Set<string>>();
-  readonly #verdicts = new Map<string, VerdictRecord>();
-  /** approval id -> request; Map order is request order, the tie-break of listApprovals. */
-  readonly #approvals = new Map<string, ApprovalRecord>();
-  readonly #audit: StoredAuditEvent[] = [];
-  /** sink name -> the seq delivered up to. */
-  readonly #cursors = new Map<string, number>();
-  /** turn key -> the turn service's record. */
-  readonly #turns = new Map<string, TurnRecord>();
+/** One collection: its entries in insertion order, and their keys sorted, computed when a scan needs them. */
+class Collection {
+  readonly entries = new Map<string, unknown>();
+  #sorted: string[] | undefined = [];
+
+  set(key: string, value: unknown): void {
+    if (this.#sorted !== undefined && !this.entries.has(key)) {
+      // Appending in ascending key order (audit events, claims) keeps the sorted list valid.
+      const last = this.#sorted.at(-1);
+      if (last === undefined || last < key) this.#sorted.push(key);
+      else this.#sorted = undefined;
+    }
+    this.entries.set(key, value);
+  }
+
+  delete(key: string): void {
+    if (this.entries.delete(key)) this.#sorted = undefined;
+  }
+
+  sortedKeys(): readonly string[] {
+    this.#sorted ??= [...this.entries.keys()].sort(compareKeys);
+    return this.#sorted;
+  }
+}
+
+/** UTF-16 code unit order, as the transaction contract specifies. */
+const compareKeys = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The first index in `keys` (sorted) whose key is after `after`. */
+function firstAfter(keys: readonly string[], after: string | undefined): number {
+  if (after === undefined) return 0;
+  let low = 0;
+  let high = keys.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((keys[middle] ?? "") <= after) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+class MemoryTransaction implements KeyValueTransaction {
+  readonly #data: Map<string, Collection>;
+  /** collection -> key -> the value written, or DELETED. */
+  writes: Map<string, Map<string, unknown>> | undefined;
+
+  constructor(data: Map<string, Collection>) {
+    this.#data = data;
+  }
+
+  get(collection: string, key: string): Promise<unknown> {
+    const written = this.writes?.get(collection)?.get(key);
+    if (written !== undefined) return Promise.resolve(written === DELETED ? undefined : written);
+    return Promise.resolve(this.#data.get(collection)?.entries.get(key));
+  }
+
+  put(collection: string, key: string, value: JsonValue): void {
+    this.#buffer(collection).set(key, value);
+  }
+
+  delete(collection: string, key: string): void {
+    this.#buffer(collection).set(key, DELETED);
+  }
+
+  #buffer(collection: string): Map<string, unknown> {
+    this.writes ??= new Map();
+    let buffer = this.writes.get(collection);
+    if (buffer === undefined) {
+      buffer = new Map();
+      this.writes.set(collection, buffer);
+    }
+    return buffer;
+  }
+
+  scan(collection: string, options: KeyValueScanOptions = {}): Promise<(readonly [string, unknown])[]> {
+    const { after, limit = Number.POSITIVE_INFINITY } = options;
+    const stored = this.#data.get(collection);
+    const buffer = this.writes?.get(collection);
+    let keys = stored?.sortedKeys() ?? [];
+    if (buffer !== undefined) keys = [...new Set([...keys, ...buffer.keys()])].sort(compareKeys);
+    const entries: (readonly [string, unknown])[] = [];
+    for (let index = firstAfter(keys, after); index < keys.length && entries.length < limit; index++) {
+      const key = keys[index] ?? "";
+      const written = buffer?.get(key);
+      const value = written === undefined ? stored?.entries.get(key) : written === DELETED ? undefined : written;
+      if (value !== undefined) entries.push([key, value]);
+    }
+    return Promise.resolve(entries);
+  }
+
+  commit(): void {
+    if (this.writes === undefined) return;
+    for (const [name, buffer] of this.writes) {
+      let collection = this.#data.get(name);
+      if (collection === undefined) {
+        collection = new Collection();
+        this.#data.set(name, collection);
+      }
+      for (const [key, value] of buffer) {
+        if (value === DELETED) collection.delete(key);
+        else collection.set(key, value);
+      }
+    }
+  }
+}
+
+export class InMemoryGuardrailStore extends KeyValueGuardrailStore {
+  readonly #data = new Map<string, Collection>();
+  /** Bumped by every commit that wrote: a step that saw another version runs again. */
+  #version = 0;
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
-    const now = options.now;
-    this.#now = now ?? (() => new Date());
-    this.#clock = now === undefined ? Date.now : () => now().getTime();
+    super(options);
     // A subclass may answer otherwise: only this class's own instances are trusted.
     if (new.target === InMemoryGuardrailStore) brandTrustedStore(this, InMemoryGuardrailStore.prototype);
   }
 
-  #timestamp(): string {
-    return this.#now().toISOString();
+  /** The Maps keep the base's own values by reference: no re-parsing, unless a subclass replaced `atomic`. */
+  protected override recordsAreTrusted(): boolean {
+    return this.atomic === InMemoryGuardrailStore.prototype.atomic;
   }
 
-  /** The clock's time in epoch milliseconds; a clock that answers an invalid date throws, as `#timestamp` would. */
-  #time(): number {
-    const ms = this.#clock();
-    if (Number.isNaN(ms)) throw new RangeError("Invalid time value");
-    return ms;
-  }
-
-  // -- admission ------------------------------------------------------------------------------
-
-  async getReceipt(turnKey: string): Promise<AdmissionReceipt | undefined> {
-    const receipt = this.#receipts.get(parseDigest(turnKey, "turn key"));
-    return receipt === undefined ? undefined : { ...receipt };
-  }
-
-  async putReceiptIfAbsent(receipt: AdmissionReceipt): Promise<AdmissionReceipt> {
-    const candidate = parseStoreValue(AdmissionReceiptSchema, receipt, "admission receipt");
-    const winner = this.#receipts.get(candidate.turnKey) ?? candidate;
-    this.#receipts.set(candidate.turnKey, winner);
-    return { ...winner };
-  }
-
-  // -- read evidence --------------------------------------------------------------------------
-
-  async recordSuccessfulRead(evidence: ReadEvidence, options?: RecordReadOptions): Promise<void> {
-    const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    const audit = parseReadOptions(options);
-    const digests = this.#reads.get(turnKey);
-    if (digests === undefined) this.#reads.set(turnKey, new Set([evidenceDigest]));
-    else digests.add(evidenceDigest);
-    if (audit !== undefined) this.#append(audit);
-  }
-
-  async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
-    const { turnKey, evidenceDigest } = parseEvidence(evidence);
-    return this.#reads.get(turnKey)?.has(evidenceDigest) === true;
-  }
-
-  // -- mutation claims ------------------------------------------------------------------------
-
-  async claimMutation(identity: MutationIdentity, options?: ClaimOptions): Promise<ClaimResult> {
-    const parsed = parseIdentity(identity);
-    const { requireResolvedScope, readEvidence } = parseClaimOptions(options);
-    // The evidence first: without it nothing else is decided.
-    if (readEvidence !== undefined && !this.#hasAnyRead(parsed.turnKey, readEvidence)) return { status: "read_required" };
-    return this.#claim(parsed, requireResolvedScope);
-  }
-
-  #hasAnyRead(turnKey: string, evidence: readonly string[]): boolean {
-    const digests = this.#reads.get(turnKey);
-    return digests !== undefined && evidence.some((digest) => digests.has(digest));
-  }
-
-  #claim(identity: MutationIdentity, requireResolvedScope: boolean): ClaimResult {
-    const existing = this.#claims.get(identity.turnKey);
-    if (existing !== undefined) {
-      if (existing.state === "pruned") return { status: "conflict" };
-      if (existing.identity.mutationKey !== identity.mutationKey) {
-        if (existing.state !== "complete" || existing.result === undefined) return { status: "conflict" };
-        const { toolName, toolCallId } = existing.identity;
-        return { status: "conflict", completed: { toolName, toolCallId, result: { ...existing.result } } };
+  protected override async atomic<T>(step: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
+    for (;;) {
+      const version = this.#version;
+      const tx = new MemoryTransaction(this.#data);
+      const result = await step(tx);
+      if (this.#version !== version) continue;
+      if (tx.writes !== undefined) {
+        tx.commit();
+        this.#version++;
       }
-      if (existing.state === "complete" && existing.result !== undefined) {
-        return { status: "replay", result: { ...existing.result } };
-      }
-      return { status: existing.state === "unknown" ? "unknown" : "pending" };
+      return result;
     }
-    if (requireResolvedScope && this.#unknownByScope.size > 0 && this.#unknownByScope.has(identity.scopeId)) {
-      return { status: "scope_unresolved" };
-    }
-    const token = randomUUID();
-    this.#claims.set(identity.turnKey, {
-      identity,
-      token,
-      claimedAt: this.#time(),
-      state: "pending",
-      result: undefined,
-      settledAt: undefined,
-    });
-    return { status: "acquired", token };
-  }
-
-  async settleMutation(settlement: MutationSettlement): Promise<boolean> {
-    const parsed = parseSettlement(settlement);
-    const claim = this.#claims.get(parsed.turnKey);
-    if (claim?.state !== "pending" || claim.token !== parsed.token) return false;
-    claim.settledAt = this.#time();
-    if (parsed.outcome === "complete") {
-      claim.state = "complete";
-      claim.result = parsed.result;
-    } else {
-      claim.state = "unknown";
-      this.#markUnknown(claim.identity, true);
-    }
-    if (parsed.audit !== undefined) this.#append(parsed.audit);
-    return true;
-  }
-
-  async releaseMutation(release: MutationRelease): Promise<boolean> {
-    const parsed = parseRelease(release);
-    const claim = this.#claims.get(parsed.turnKey);
-    if (claim?.state !== "pending" || claim.token !== parsed.token) return false;
-    // A pending claim is not counted against its scope: deleting it is all there is to undo.
-    this.#claims.delete(parsed.turnKey);
-    this.#append(releasedEvent(claim.identity, this.#timestamp()));
-    return true;
-  }
-
-  #markUnknown(identity: MutationIdentity, unknown: boolean): void {
-    const turns = this.#unknownByScope.get(identity.scopeId) ?? new Set<string>();
-    if (unknown) turns.add(identity.turnKey);
-    else turns.delete(identity.turnKey);
-    if (turns.size > 0) this.#unknownByScope.set(identity.scopeId, turns);
-    else this.#unknownByScope.delete(identity.scopeId);
-  }
-
-  // -- verdicts --------------------------------------------------------------------------------
-
-  async recordVerdict(record: VerdictRecord): Promise<VerdictRecord> {
-    const candidate = parseStoreValue(VerdictRecordSchema, record, "verdict record");
-    const key = verdictKey(candidate);
-    const winner = this.#verdicts.get(key) ?? candidate;
-    this.#verdicts.set(key, winner);
-    return structuredClone(winner);
-  }
-
-  async getVerdict(key: VerdictKey): Promise<VerdictRecord | undefined> {
-    const record = this.#verdicts.get(verdictKey(parseStoreValue(VerdictKeySchema, key, "verdict key")));
-    return record === undefined ? undefined : structuredClone(record);
-  }
-
-  // -- approval requests ----------------------------------------------------------------------
-
-  async requestApproval(request: ApprovalSubmission): Promise<ApprovalRecord> {
-    const candidate = parseStoreValue(ApprovalRequestSchema, request, "approval request");
-    const existing = this.#approvals.get(candidate.approvalId);
-    if (existing !== undefined) return structuredClone(existing);
-    const record: ApprovalRecord = { ...candidate, status: "pending" };
-    this.#approvals.set(record.approvalId, record);
-    this.#append(approvalEvent(record, "requested", this.#timestamp()));
-    return structuredClone(record);
-  }
-
-  async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
-    const record = this.#approvals.get(parseDigest(approvalId, "approval id"));
-    return record === undefined ? undefined : structuredClone(record);
-  }
-
-  async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
-    const parsed = parseStoreValue(DecideApprovalInputSchema, input, "approval decision");
-    const { result, changed, event } = decideOutcome(this.#approvals.get(parsed.approvalId), parsed, this.#timestamp());
-    if (changed !== undefined) this.#approvals.set(changed.approvalId, changed);
-    if (event !== undefined) this.#append(event);
-    return structuredClone(result);
-  }
-
-  async applyApproval(input: ApplyApprovalInput): Promise<boolean> {
-    const parsed = parseStoreValue(ApplyApprovalInputSchema, input, "approval application");
-    const applied = appliedRecord(this.#approvals.get(parsed.approvalId), parsed.appliedAt);
-    if (applied === undefined) return false;
-    this.#approvals.set(applied.approvalId, applied);
-    this.#append(approvalEvent(applied, "applied", this.#timestamp()));
-    return true;
-  }
-
-  async listApprovals(query: ApprovalQuery = {}): Promise<ApprovalRecord[]> {
-    const { status, turnKey, limit = 10_000 } = parseStoreValue(ApprovalQuerySchema, query, "approval query");
-    return this.#approvalsByTime()
-      .filter((record) => (status === undefined || record.status === status) && (turnKey === undefined || record.turnKey === turnKey))
-      .slice(0, limit)
-      .map((record) => structuredClone(record));
-  }
-
-  async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
-    const cutoff = Date.parse(parseStoreValue(ExpireApprovalsInputSchema, input, "approval expiry").olderThan);
-    const at = this.#timestamp();
-    let expired = 0;
-    for (const record of this.#approvalsByTime()) {
-      if (record.status !== "pending" || !(Date.parse(record.requestedAt) < cutoff)) continue;
-      const retired = expiredRecord(record, at);
-      this.#approvals.set(retired.approvalId, retired);
-      this.#append(approvalEvent(retired, "expired", at));
-      expired++;
-    }
-    return { expired };
-  }
-
-  /** Oldest request first; a stable sort keeps request order among equal times. */
-  #approvalsByTime(): ApprovalRecord[] {
-    return [...this.#approvals.values()].sort((a, b) => Date.parse(a.requestedAt) - Date.parse(b.requestedAt));
-  }
-
-  // -- audit trail ----------------------------------------------------------------------------
-
-  async appendAudit(event: AuditEvent): Promise<void> {
-    this.#append(parseAuditEvent(event));
-  }
-
-  #append(event: AuditEvent): void {
-    this.#audit.push({ ...event, seq: this.#audit.length + 1 });
-  }
-
-  async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
-    const from = since === undefined ? undefined : Date.parse(since);
-    const events: StoredAuditEvent[] = [];
-    for (const event of this.#audit) {
-      if (events.length >= limit) break;
-      if (event.seq <= afterSeq || (from !== undefined && Date.parse(event.at) < from)) continue;
-      if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;
-      events.push(structuredClone(event));
-    }
-    return events;
-  }
-
-  async getAuditCursor(sink: string): Promise<number> {
-    return this.#cursors.get(parseStoreValue(AuditSinkNameSchema, sink, "audit sink name")) ?? 0;
-  }
-
-  async advanceAuditCursor(input: AdvanceAuditCursorInput): Promise<boolean> {
-    const { sink, seq } = parseStoreValue(AdvanceAuditCursorInputSchema, input, "audit cursor advance");
-    if (seq <= (this.#cursors.get(sink) ?? 0)) return false;
-    this.#cursors.set(sink, seq);
-    return true;
-  }
-
-  // -- reconciliation and retention -----------------------------------------------------------
-
-  async listUnresolved(): Promise<UnresolvedMutation[]> {
-    const unresolved: UnresolvedMutation[] = [];
-    for (const claim of this.#claims.values()) {
-      if (claim.state === "pending" || claim.state === "unknown") {
-        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: new Date(claim.claimedAt).toISOString() });
-      }
-    }
-    // Map order is claim order; a stable sort keeps it among equal times.
-    return unresolved.sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt));
-  }
-
-  async reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
-    const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
-    const claim = this.#claims.get(parsed.turnKey);
-    if (claim === undefined) return { reconciled: false, reason: "not_found" };
-    if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
-    const state = claim.state;
-    const time = this.#time();
-    const at = new Date(time).toISOString();
-    this.#markUnknown(claim.identity, false);
-    if (parsed.resolution === "completed") {
-      claim.state = "complete";
-      claim.result = parsed.result;
-      claim.settledAt = time;
-    } else {
-      this.#claims.delete(parsed.turnKey);
-    }
-    const { identity } = claim;
-    this.#append(reconciledEvent(identity, parsed, at));
-    return { reconciled: true, state };
-  }
-
-  async prune(options: PruneOptions): Promise<PruneResult> {
-    const cutoff = Date.parse(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
-    const pruned = new Set<string>();
-    for (const [turnKey, claim] of this.#claims) {
-      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
-        claim.state = "pruned";
-        claim.result = undefined;
-        pruned.add(turnKey);
-      }
-    }
-    for (const turnKey of pruned) this.#reads.delete(turnKey);
-    for (const records of [this.#verdicts, this.#approvals]) {
-      for (const [key, record] of records) if (pruned.has(record.turnKey)) records.delete(key);
-    }
-    for (const [turnKey, record] of this.#turns) {
-      if (PRUNABLE_TURN_STATES.includes(record.state) && Date.parse(record.updatedAt) < cutoff) this.#turns.delete(turnKey);
-    }
-    return { turns: pruned.size };
-  }
-
-  async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
-    const claim = this.#claims.get(parseDigest(turnKey, "turn key"));
-    if (claim === undefined) return undefined;
-    const { toolName, toolCallId } = claim.identity;
-    return claim.result === undefined || claim.state !== "complete"
-      ? { state: claim.state, toolName, toolCallId }
-      : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
-  }
-
-  // -- turn records ---------------------------------------------------------------------------
-
-  async beginTurn(input: BeginTurnInput): Promise<BeginTurnResult> {
-    const parsed = parseBeginTurn(input);
-    const { answer, write } = beginTransition(this.#turns.get(parsed.turn.turnKey), parsed, this.#timestamp(), randomUUID());
-    if (write !== undefined) this.#turns.set(write.turnKey, write);
-    return structuredClone(answer);
-  }
-
-  async finishTurn(input: FinishTurnInput): Promise<boolean> {
-    const parsed = parseFinishTurn(input);
-    const { answer, write } = finishTransition(this.#turns.get(parsed.turnKey), parsed, this.#timestamp());
-    if (write !== undefined) this.#turns.set(write.turnKey, write);
-    return answer;
-  }
-
-  async resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
-    const parsed = parseResumeTurn(input);
-    const { answer, write } = resumeTransition(this.#turns.get(parsed.turnKey), parsed, this.#timestamp(), randomUUID());
-    if (write !== undefined) this.#turns.set(write.turnKey, write);
-    return structuredClone(answer);
-  }
-
-  async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
-    const record = this.#turns.get(parseDigest(turnKey, "turn key"));
-    return record === undefined ? undefined : structuredClone(record);
   }
 }

@@ -25,8 +25,11 @@ export interface TurnTransition<A> {
 
 const plus = (at: string, ms: number): string => new Date(Date.parse(at) + ms).toISOString();
 
+/** `beginTurn`'s input, detached; a `StoreContractError` if invalid. */
 export const parseBeginTurn = (input: unknown): BeginTurnInput => parseStoreValue(BeginTurnInputSchema, input, "beginTurn input");
+/** `finishTurn`'s input, detached. */
 export const parseFinishTurn = (input: unknown): FinishTurnInput => parseStoreValue(FinishTurnInputSchema, input, "finishTurn input");
+/** `resumeTurn`'s input, detached. */
 export const parseResumeTurn = (input: unknown): ResumeTurnInput => parseStoreValue(ResumeTurnInputSchema, input, "resumeTurn input");
 /** A stored turn record, as read back (a row, a map entry): a corrupt one fails closed. */
 export const parseTurnRecord = (value: unknown, what = "turn record"): TurnRecord => parseStoreValue(TurnRecordSchema, value, what);

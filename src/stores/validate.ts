@@ -155,10 +155,12 @@ function fastCompleted(value: unknown): CompletedMutation | undefined {
   return { toolName, toolCallId, result };
 }
 
+/** A digest crossing the store boundary (a turn key, an approval id); `what` names it in the error. */
 export function parseDigest(value: unknown, what: string): string {
   return isDigest(value) ? value : parseStoreValue(DigestSchema, value, what);
 }
 
+/** `claimMutation`'s identity, detached; a `StoreContractError` if invalid. */
 export function parseIdentity(value: unknown): MutationIdentity {
   const record = exactRecord(value, IDENTITY_KEYS);
   if (record !== undefined) {
@@ -178,6 +180,7 @@ export function parseIdentity(value: unknown): MutationIdentity {
   return parseStoreValue(MutationIdentitySchema, value, "mutation identity");
 }
 
+/** `recordSuccessfulRead`'s and `hasSuccessfulRead`'s evidence, detached. */
 export function parseEvidence(value: unknown): ReadEvidence {
   const record = exactRecord(value, EVIDENCE_KEYS);
   if (record !== undefined) {
@@ -187,6 +190,7 @@ export function parseEvidence(value: unknown): ReadEvidence {
   return parseStoreValue(ReadEvidenceSchema, value, "read evidence");
 }
 
+/** `settleMutation`'s settlement (with its optional audit event), detached. */
 export function parseSettlement(value: unknown): MutationSettlement {
   const complete = exactRecord(value, COMPLETE_KEYS);
   if (complete !== undefined) {
@@ -208,6 +212,7 @@ export function parseSettlement(value: unknown): MutationSettlement {
   return parseStoreValue(MutationSettlementSchema, value, "mutation settlement");
 }
 
+/** `releaseMutation`'s release, detached. */
 export function parseRelease(value: unknown): MutationRelease {
   const record = exactRecord(value, RELEASE_KEYS);
   if (record !== undefined) {
@@ -241,7 +246,10 @@ function fastEvidenceList(value: unknown): string[] | undefined {
   return digests;
 }
 
-/** A claim's options; an omitted argument means the defaults (`null` is not omitted). */
+/**
+ * `claimMutation`'s options; an omitted argument (`undefined`) means the defaults. `null` is not
+ * omitted: it is rejected, like any other value the schema does not accept.
+ */
 export function parseClaimOptions(options: unknown): ParsedClaimOptions {
   if (options === undefined) return DEFAULT_CLAIM_OPTIONS;
   const record = exactRecord(options, OPTION_KEYS);
@@ -350,7 +358,7 @@ export function parseAuditEvent(value: unknown): AuditEvent {
   return fastAuditEvent(value) ?? parseStoreValue(AuditEventSchema, value, "audit event");
 }
 
-/** A store's answer to `claimMutation`. */
+/** A store's answer to `claimMutation`, as the middleware checks an untrusted store's answer. */
 export function parseClaimResult(value: unknown): ClaimResult {
   const status = typeof value === "object" && value !== null ? (value as { status?: unknown }).status : undefined;
   if (status === "acquired") {

@@ -25,6 +25,10 @@ const ENTRY_POINTS: Readonly<Record<string, { readonly load: () => Promise<Recor
     load: () => import("arkah-agent-guardrails/testing"),
     functions: ["ScriptedModel", "validateGuardrailStore"],
   },
+  "arkah-agent-guardrails/store": {
+    load: () => import("arkah-agent-guardrails/store"),
+    functions: ["KeyValueGuardrailStore", "parseIdentity", "approvalDecisionOutcome", "existingClaimAnswer", "beginTransition"],
+  },
   "arkah-agent-guardrails/sqlite": {
     load: () => import("arkah-agent-guardrails/sqlite"),
     functions: ["SqliteGuardrailStore"],

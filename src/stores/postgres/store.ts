@@ -67,7 +67,7 @@ import {
   type VerdictRecord,
 } from "../../contracts.js";
 import { ConfigurationError, StoreContractError } from "../../errors.js";
-import { appliedRecord, approvalEvent, decideOutcome, expiredRecord, reconciledEvent } from "../events.js";
+import { appliedApprovalRecord, approvalEvent, approvalDecisionOutcome, expiredApprovalRecord, reconciledEvent } from "../events.js";
 import {
   brandTrustedStore,
   parseAuditEvent,
@@ -392,7 +392,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
       this.#transaction(async (client) => {
         const { rows } = await this.#query(this.#sql.lockApproval, [parsed.approvalId], client);
         const current = rows[0] === undefined ? undefined : approvalFromRow(rows[0]);
-        const { result, changed, event } = decideOutcome(current, parsed, this.#timestamp());
+        const { result, changed, event } = approvalDecisionOutcome(current, parsed, this.#timestamp());
         if (changed !== undefined) await this.#storeApproval(changed, client);
         if (event !== undefined) await this.#append(event, client);
         return structuredClone(result);
@@ -405,7 +405,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
     return this.#run("applyApproval", () =>
       this.#transaction(async (client) => {
         const { rows } = await this.#query(this.#sql.lockApproval, [parsed.approvalId], client);
-        const applied = appliedRecord(rows[0] === undefined ? undefined : approvalFromRow(rows[0]), parsed.appliedAt);
+        const applied = appliedApprovalRecord(rows[0] === undefined ? undefined : approvalFromRow(rows[0]), parsed.appliedAt);
         if (applied === undefined) return false;
         await this.#storeApproval(applied, client);
         await this.#append(approvalEvent(applied, "applied", this.#timestamp()), client);
@@ -432,7 +432,7 @@ export class PostgresGuardrailStore implements GuardrailStore {
         const { rows } = await this.#query(this.#sql.lockPendingBefore, [epochMs(olderThan)], client);
         const at = this.#timestamp();
         for (const row of rows) {
-          const retired = expiredRecord(approvalFromRow(row), at);
+          const retired = expiredApprovalRecord(approvalFromRow(row), at);
           await this.#storeApproval(retired, client);
           await this.#append(approvalEvent(retired, "expired", at), client);
         }

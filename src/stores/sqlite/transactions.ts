@@ -18,7 +18,7 @@ import type {
   ReconcileResult,
   VerdictRecord,
 } from "../../contracts.js";
-import { appliedRecord, approvalEvent, decideOutcome, expiredRecord, reconciledEvent } from "../events.js";
+import { appliedApprovalRecord, approvalEvent, approvalDecisionOutcome, expiredApprovalRecord, reconciledEvent } from "../events.js";
 import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
@@ -87,7 +87,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
 
   const decideApproval = db.transaction((input: DecideApprovalInput): ApprovalDecisionResult => {
     const row = sql.getApproval.get(input.approvalId);
-    const { result, changed, event } = decideOutcome(row === undefined ? undefined : approvalFromRow(row), input, timestamp());
+    const { result, changed, event } = approvalDecisionOutcome(row === undefined ? undefined : approvalFromRow(row), input, timestamp());
     if (changed !== undefined) storeApproval(changed);
     if (event !== undefined) appendEvent(sql, event);
     return structuredClone(result);
@@ -95,7 +95,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
 
   const applyApproval = db.transaction((input: ApplyApprovalInput): boolean => {
     const row = sql.getApproval.get(input.approvalId);
-    const applied = appliedRecord(row === undefined ? undefined : approvalFromRow(row), input.appliedAt);
+    const applied = appliedApprovalRecord(row === undefined ? undefined : approvalFromRow(row), input.appliedAt);
     if (applied === undefined) return false;
     storeApproval(applied);
     appendEvent(sql, approvalEvent(applied, "applied", timestamp()));
@@ -106,7 +106,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     const at = timestamp();
     const due = sql.pendingApprovalsBefore.all(cutoff).map(approvalFromRow);
     for (const record of due) {
-      const retired = expiredRecord(record, at);
+      const retired = expiredApprovalRecord(record, at);
       storeApproval(retired);
       appendEvent(sql, approvalEvent(retired, "expired", at));
     }

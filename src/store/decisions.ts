@@ -1,0 +1,51 @@
+/**
+ * Decision rules of the claim lifecycle that every shipped store applies, as pure functions: the
+ * key-value base and the in-memory store call them on records, the SQLite and PostgreSQL stores on
+ * rows. (The approval and turn rules live beside their events, in `stores/events.ts` and
+ * `stores/turns.ts`.)
+ */
+import type { ClaimResult, MutationResult } from "../contracts.js";
+
+/** A turn's existing claim, as much of it as `claimMutation` needs to answer a second claim. */
+export interface ExistingClaim {
+  /** `pruned`: a tombstone, its result gone. */
+  readonly state: "pending" | "complete" | "unknown" | "pruned";
+  /** The claimed call: the same call only if its `mutationKey` matches. */
+  readonly identity: { readonly mutationKey: string; readonly toolName: string; readonly toolCallId: string };
+  /** Present when `complete`. */
+  readonly result?: MutationResult | undefined;
+}
+
+/**
+ * What `claimMutation` answers when the turn already has a claim: `replay`, `pending` or `unknown`
+ * for the same call (same `mutationKey`), else `conflict`, naming the completed call when there is
+ * one (never for a pruned tombstone). The answer holds its own copy of the result.
+ */
+export function existingClaimAnswer(existing: ExistingClaim, mutationKey: string): ClaimResult {
+  if (existing.state === "pruned") return { status: "conflict" };
+  const result = existing.state === "complete" ? existing.result : undefined;
+  if (existing.identity.mutationKey !== mutationKey) {
+    if (result === undefined) return { status: "conflict" };
+    const { toolName, toolCallId } = existing.identity;
+    return { status: "conflict", completed: { toolName, toolCallId, result: { content: result.content, status: result.status } } };
+  }
+  if (result !== undefined) return { status: "replay", result: { content: result.content, status: result.status } };
+  return { status: existing.state === "unknown" ? "unknown" : "pending" };
+}
+
+/**
+ * Whether a settlement or release by `token` applies to a claim: only to a `pending` one, and only
+ * with the token `claimMutation` issued for it.
+ */
+export function tokenHoldsClaim(claim: { readonly state: string; readonly token: string } | undefined, token: string): boolean {
+  return claim?.state === "pending" && claim.token === token;
+}
+
+/**
+ * An instant as the stores compare it: epoch milliseconds of an ISO 8601 timestamp. Digits below
+ * the millisecond are dropped (`.0001Z` and `.0009Z` are the same instant), and offsets are
+ * applied (`01:00+01:00` is `00:00Z`). Every cut-off (`olderThan`, `since`) compares with these.
+ */
+export function instantMs(timestamp: string): number {
+  return Date.parse(timestamp);
+}
