@@ -14,7 +14,9 @@
  *    directory fsynced: from here the step is committed, whatever happens to the process;
  * 2. each write is applied: the record is written to a temporary file beside it, fsynced and
  *    renamed over the record (a delete is an unlink); then each directory touched is fsynced;
- * 3. `journal` is removed and the root directory fsynced.
+ * 3. `journal` is removed (not fsynced: a journal that reappears after a crash is applied again,
+ *    which changes nothing).
+ * A step with a single write skips the journal: step 2 alone is all or nothing for one file.
  * A crash before the rename in 1 loses the step (its `journal.tmp` is never read); a crash after it
  * leaves `journal`, which `recover` applies again before the next step reads anything. Applying is
  * idempotent (each write sets a file to its final content or removes it), so a crash during
@@ -23,7 +25,7 @@
  */
 import { mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { StoreContractError } from "arkah-agent-guardrails";
+import { StoreContractError } from "arkah-agent-guardrails/store";
 import { fileName, parseFileName } from "./names.js";
 
 /** One buffered write of a step: the JSON text of the value to store, or `null` to delete the record. */
@@ -135,6 +137,11 @@ export class FileDirectory {
       fileName(key),
       json === null ? null : `{"key":${JSON.stringify(key)},"value":${json}}`,
     ]);
+    // One write is all or nothing by itself (a rename or an unlink): no journal needed.
+    if (entries.length === 1) {
+      await this.#apply(entries, undefined);
+      return;
+    }
     await writeDurably(this.#pending, JSON.stringify({ v: 1, writes: entries }));
     await rename(this.#pending, this.#journal);
     await syncDirectory(this.root);
@@ -145,12 +152,13 @@ export class FileDirectory {
 
   async #apply(entries: readonly JournalEntry[], hook: CommitHook | undefined): Promise<void> {
     const touched = new Set<string>();
+    let created = false;
     let done = 0;
     for (const [dirName, file, text] of entries) {
       const dir = join(this.#data, dirName);
       if (!touched.has(dir)) {
         // A directory created here must itself survive a crash: the data directory is synced below.
-        await mkdir(dir, { recursive: true });
+        if ((await mkdir(dir, { recursive: true })) !== undefined) created = true;
         touched.add(dir);
       }
       const path = join(dir, file);
@@ -169,12 +177,15 @@ export class FileDirectory {
       await hook?.({ point: "applied", done, of: entries.length });
     }
     for (const dir of touched) await syncDirectory(dir);
-    await syncDirectory(this.#data);
+    if (created) await syncDirectory(this.#data);
   }
 
+  /**
+   * Removes the journal once every write it holds is durable. Not fsynced: if a crash loses the
+   * removal, the journal is applied again, which changes nothing.
+   */
   async #finish(): Promise<void> {
     await unlink(this.#journal);
-    await syncDirectory(this.root);
   }
 }
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fc, test as property } from "@fast-check/vitest";
 import { afterEach, describe, expect, it } from "vitest";
-import { StoreContractError } from "arkah-agent-guardrails";
+import { StoreContractError } from "arkah-agent-guardrails/store";
 import { FileDirectory, type CommitPoint } from "../../examples/file-store/files.js";
 import { acquireLock, BOOT_ID, FileStoreLockError } from "../../examples/file-store/lock.js";
 import { escapeKey, fileName, MAX_ESCAPED, parseFileName, unescapeKey } from "../../examples/file-store/names.js";
@@ -208,6 +208,17 @@ describe("file-store journal", () => {
     expect(await reopened.read("c", "old")).toBeUndefined();
     expect(await reopened.read("d", "b")).toBe(2);
     expect(await reopened.recover()).toBe(false);
+  });
+
+  it("a single write needs no journal: it is applied directly", async () => {
+    const directory = await opened();
+    const points: CommitPoint[] = [];
+    await directory.commit([{ collection: "c", key: "a", json: "1" }], (point) => {
+      points.push(point);
+    });
+    expect(points).toEqual([]);
+    expect(await directory.read("c", "a")).toBe(1);
+    expect(readdirSync(directory.root).sort()).toEqual(["data"]);
   });
 
   it("a commit cut off before its journal was renamed leaves nothing", async () => {
