@@ -77,6 +77,11 @@ export class FileGuardrailStore extends KeyValueGuardrailStore {
     await this.#directory.writeRaw(collection, key, text);
   }
 
+  /** Test only: the value in the record file of (collection, key), read without the lock. */
+  async readRawRecord(collection: string, key: string): Promise<unknown> {
+    return this.#directory.read(collection, key);
+  }
+
   protected override atomic<T>(step: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new Error("FileGuardrailStore: the store is closed"));
     // One step at a time in this process (no polling of our own lock), then the lock across processes.

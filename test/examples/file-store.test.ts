@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { digest, mutationKey, toolFingerprint, turnKey, type AuditEvent, type MutationIdentity } from "arkah-agent-guardrails";
+import { KEY_VALUE_COLLECTIONS, StoreContractError, verdictStorageKey, type VerdictKey } from "arkah-agent-guardrails/store";
 import { validateGuardrailStore } from "arkah-agent-guardrails/testing";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
 import { startWorker, type Worker } from "../processes/support.js";
@@ -194,4 +195,76 @@ describe("FileGuardrailStore under createAgent", () => {
       await second.close();
     }
   }, 60_000);
+});
+
+/**
+ * What the conformance kit's fail-closed suite asks of an adapter (`corruptRecord`): the record of
+ * a kind stored under a key made unparseable (`invalid`), or replaced by another key's record
+ * (`wrong_key`). Written here against the file store's raw files; the kit's own suite can take it.
+ */
+interface Corruption {
+  readonly record: "receipt" | "read" | "claim" | "verdict" | "approval" | "auditCursor" | "turn";
+  readonly key: string;
+  readonly mode: "invalid" | "wrong_key";
+  readonly otherKey: string;
+}
+
+/** Where the key-value base keeps a record of each kind, from the kit's key for it. */
+function locate(record: Corruption["record"], key: string): readonly [string, string] {
+  const C = KEY_VALUE_COLLECTIONS;
+  switch (record) {
+    case "receipt":
+      return [C.receipts, key];
+    case "read":
+      // The kit names a read `${turnKey}:${evidenceDigest}`; the base keeps a turn's reads in one record.
+      return [C.reads, key.split(":", 1)[0] ?? key];
+    case "claim":
+      return [C.claims, key];
+    case "verdict":
+      return [C.verdicts, verdictStorageKey(JSON.parse(key) as VerdictKey)];
+    case "approval":
+      return [C.approvals, key];
+    case "auditCursor":
+      return [C.cursors, key];
+    case "turn":
+      return [C.turns, key];
+  }
+}
+
+async function corruptRecord(store: FileGuardrailStore, target: Corruption): Promise<void> {
+  const [collection, key] = locate(target.record, target.key);
+  if (target.mode === "invalid") {
+    await store.writeRawRecord(collection, key, JSON.stringify({ key, value: { corrupt: true } }));
+    return;
+  }
+  const [otherCollection, otherKey] = locate(target.record, target.otherKey);
+  const other = await store.readRawRecord(otherCollection, otherKey);
+  if (other === undefined) throw new Error(`no ${target.record} stored under ${target.otherKey}`);
+  // A well-formed file for `key` holding the other key's record: only the base's key check catches it.
+  await store.writeRawRecord(collection, key, JSON.stringify({ key, value: other }));
+}
+
+describe("FileGuardrailStore fails closed on records corrupted on disk", () => {
+  it("a claim made unparseable, or replaced by another turn's claim, is a StoreContractError and is never reopened", async () => {
+    const store = await FileGuardrailStore.open({ directory: freshDirectory() });
+    try {
+      const first = identityFor("corrupt-1");
+      const second = identityFor("corrupt-2");
+      for (const identity of [first, second]) expect((await store.claimMutation(identity)).status).toBe("acquired");
+
+      await corruptRecord(store, { record: "claim", key: second.turnKey, mode: "wrong_key", otherKey: first.turnKey });
+      await expect(store.claimMutation(second)).rejects.toThrow(StoreContractError);
+      await expect(store.getMutation(second.turnKey)).rejects.toThrow(/another key/);
+
+      await corruptRecord(store, { record: "claim", key: first.turnKey, mode: "invalid", otherKey: second.turnKey });
+      await expect(store.claimMutation(first)).rejects.toThrow(StoreContractError);
+      await expect(store.listUnresolved()).rejects.toThrow(StoreContractError);
+
+      // A file that is not even a record of its key fails in the adapter, before the base sees it.
+      await store.writeRawRecord(KEY_VALUE_COLLECTIONS.claims, first.turnKey, "{truncated");
+      await expect(store.claimMutation(first)).rejects.toThrow(/not JSON/);
+    } finally {
+      await store.close();
+    }
+  });
 });
