@@ -166,6 +166,26 @@ describe("links in the packed tarball", () => {
     expect(checked).toBeGreaterThan(20);
   });
 
+  // The sources and tests are not in the package: a reader of the docs must be able to do without
+  // them, so the docs never send one there, not even to the repository on GitHub.
+  it("no shipped markdown file links into src/ or test/", () => {
+    const offending: string[] = [];
+    const repository = /^https:\/\/github\.com\/arkah-io\/arkah-agent-guardrails\/(?:blob|tree)\/[^/]+\/(src|test)(?:\/|$)/;
+    for (const file of markdown) {
+      for (const target of markdownLinks(readFileSync(join(root, file), "utf8"))) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target)) {
+          if (repository.test(target)) offending.push(`${file}: ${target}`);
+          continue;
+        }
+        const [path = ""] = target.split("#", 1);
+        const resolved = path === "" ? file : posix.normalize(posix.join(posix.dirname(file), decodeURIComponent(path)));
+        if (/^(src|test)(\/|$)/.test(resolved)) offending.push(`${file}: ${target}`);
+      }
+    }
+    expect(offending).toEqual([]);
+    expect(markdown).toEqual(expect.arrayContaining(["docs/storage-adapters.md", "examples/file-store/README.md"]));
+  });
+
   it("package.json points npm users at the repository, its homepage and its issues", () => {
     const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
       repository?: { url?: string };
