@@ -211,3 +211,4 @@ export {
   type TurnServiceOptions,
   type TurnView,
 } from "./turns/index.js";
+export type { AnyGuardrailStore, GuardrailStoreCore, StorePart } from "./store-capabilities.js";

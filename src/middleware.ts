@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
@@ -17,7 +17,7 @@ import { ApprovalFormatSchema } from "./guardrails/langchain-format.js";
 import type { Guardrail } from "./guardrails/port.js";
 import { resolveGuardrails } from "./guardrails/list.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
-import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
+import { governedStore, GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { contextOf, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runMutation, runRead } from "./pipeline/execute.js";
@@ -25,6 +25,7 @@ import { markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
+import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
 
@@ -50,8 +51,12 @@ export interface DocumentGuardrailsOptions {
    * for the whole server and pass each turn as `agent.invoke(..., { context: turnContext(turn) })`.
    */
   readonly input?: TurnInput;
-  /** Where receipts, read evidence, claims, verdicts, approvals and the audit trail live; shared by every worker. */
-  readonly store: GuardrailStore;
+  /**
+   * Where receipts, read evidence, claims, verdicts, approvals and the audit trail live; shared by
+   * every worker. The core of the contract is enough for the core rule; guardrails beyond the
+   * schema guardrail need its `approvals` part (checked here, at build).
+   */
+  readonly store: AnyGuardrailStore;
   /** The label of the segment holding the user's message, e.g. `"user"`. */
   readonly userMessageLabel: string;
   /** Your authorization check, asked for every call, replays included. */
@@ -193,11 +198,12 @@ export function createDocumentGuardrails(
   if (!parsed.success) {
     throw new ConfigurationError(`invalid createDocumentGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
-  const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
+  const { userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
   const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
   const kindOf = (toolName: string) => policies.get(toolName)?.kind;
   const guardrails = resolveGuardrails(parsed.data.guardrails);
+  const store = governedStore(parsed.data.store, { guardrails, audit: parsed.data.audit }, "createDocumentGuardrails");
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
   const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel));
 

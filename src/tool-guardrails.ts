@@ -9,7 +9,7 @@ import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, AuditTrail, type AuditOptions } from "./audit.js";
-import type { GuardrailStore } from "./contracts.js";
+import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
@@ -20,7 +20,7 @@ import { resolveGuardrails } from "./guardrails/list.js";
 import { appliesTo, type Guardrail } from "./guardrails/port.js";
 import { turnKey } from "./keys.js";
 import { resolveLogger, type GuardrailLogger } from "./logger.js";
-import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
+import { governedStore, GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./options.js";
 import { contextOf, GovernedCall, type AuthorizeRuntime, type CallTurn, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, type Coverage } from "./pipeline/coverage.js";
 import { runRead } from "./pipeline/execute.js";
@@ -65,7 +65,7 @@ export interface ToolGuardrailsOptions {
    * Where verdicts, approvals and the audit trail are recorded. Without a store, checks run on
    * every attempt and a re-run approval asks again.
    */
-  readonly store?: GuardrailStore;
+  readonly store?: AnyGuardrailStore;
   /** Where the audit trail goes; see {@link AuditOptions}. */
   readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
@@ -118,9 +118,10 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
   if (!parsed.success) {
     throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
-  const { store, authorize, tools } = parsed.data;
+  const { authorize, tools } = parsed.data;
   const logger = resolveLogger(parsed.data.logger); // sanitizes every warning's fields
   const guardrails = resolveGuardrails(parsed.data.guardrails);
+  const store = parsed.data.store === undefined ? undefined : governedStore(parsed.data.store, { guardrails, audit: parsed.data.audit }, "createToolGuardrails");
   const audit = new AuditTrail(store, parsed.data.audit ?? {}, logger);
   const registered = new Set(tools);
   const coverage = new ToolCoverage(registered, parsed.data.unregisteredTools);
