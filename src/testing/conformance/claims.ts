@@ -154,20 +154,20 @@ export function claimsSuite(test: StoreTest): void {
     expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "pending" }]);
     expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
     expect(await claim(store, redescribed)).toEqual({ status: "replay", result: RESULT });
-  });
+  }, ["operator"]);
 
   test("listUnresolved returns each claim's tool fingerprint exactly", async ({ store }) => {
     await acquire(store, identity(TURN, REDESCRIBED));
     await leaveUnknown(store, identity(STRANGER));
     const list = await unresolved(store);
     expect(list.map((entry) => entry.toolFingerprint)).toEqual([fingerprintOfCall(REDESCRIBED), identity(STRANGER).toolFingerprint]);
-  });
+  }, ["operator"]);
 
   test("scope_unresolved: another turn of a scope with an unknown mutation, and nothing is claimed", async ({ store }) => {
     await leaveUnknown(store);
     expect(await claim(store, identity(SIBLING))).toEqual({ status: "scope_unresolved" });
     expect(await unresolved(store)).toHaveLength(1);
-  });
+  }, ["operator"]);
 
   test("a claim that is not acquired leaves the slot as it was", async ({ store }) => {
     const token = await acquire(store);
@@ -176,7 +176,7 @@ export function claimsSuite(test: StoreTest): void {
     expect((await unresolved(store)).map((entry) => entry.mutationKey)).toEqual([identity().mutationKey]);
     expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
     expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-  });
+  }, ["operator"]);
 
   test("turns are independent: each turn has its own slot and its own token", async ({ store }) => {
     const tokens = [
@@ -237,7 +237,7 @@ export function claimsSuite(test: StoreTest): void {
     );
     expect(results.every((result) => result.status === "scope_unresolved")).toBe(true);
     expect(await unresolved(store)).toHaveLength(1);
-  });
+  }, ["operator"]);
 
   test("detaches what it stores: changing the caller's identity after the claim changes nothing", async ({ store }) => {
     const input = identity();
@@ -246,7 +246,7 @@ export function claimsSuite(test: StoreTest): void {
     input.toolCallId = "changed";
     expect(await claim(store, identity())).toEqual({ status: "pending" });
     expect(await unresolved(store)).toMatchObject([identity()]);
-  });
+  }, ["operator"]);
 
   test("detaches what it returns: changing a replayed result changes nothing stored", async ({ store }) => {
     await complete(store, identity(), RESULT);
@@ -270,14 +270,14 @@ export function settlementSuite(test: StoreTest): void {
     expectBoolean(await settleComplete(store, token), true, "settling with the claim's token");
     expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
     expect(await unresolved(store)).toEqual([]);
-  });
+  }, ["operator"]);
 
   test("settles a pending claim unknown with its token: true, and the call is unknown", async ({ store }) => {
     const token = await acquire(store);
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), true, "settling unknown");
     expect(await claim(store)).toEqual({ status: "unknown" });
     expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "unknown" }]);
-  });
+  }, ["operator"]);
 
   test("refuses a wrong token (false) and changes nothing", async ({ store }) => {
     const token = await acquire(store);
@@ -291,7 +291,7 @@ export function settlementSuite(test: StoreTest): void {
     expect(await claim(store)).toEqual({ status: "pending" });
     expect(await unresolved(store)).toEqual(before);
     expectBoolean(await settleComplete(store, token), true, "the right token afterwards");
-  });
+  }, ["operator"]);
 
   test("refuses a token against another turn's claim, even in another scope", async ({ store }) => {
     const mine = await acquire(store, identity(TURN));
@@ -309,7 +309,7 @@ export function settlementSuite(test: StoreTest): void {
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: "no-such-token", outcome: "unknown" }), false, "unknown");
     expect(await unresolved(store)).toEqual([]);
     await acquire(store);
-  });
+  }, ["operator"]);
 
   test("settles only from pending: a second settlement with the token is false and changes nothing", async ({ store }) => {
     const token = await acquire(store);
@@ -360,7 +360,7 @@ export function settlementSuite(test: StoreTest): void {
     const list = await unresolved(store);
     expect(list).toMatchObject([{ ...identity(), state: "pending" }]);
     expect(Date.parse(list[0]?.claimedAt ?? "")).toBe(claimedAt);
-  });
+  }, ["operator"]);
 
   test("detaches what it stores: changing the settled result object afterwards changes nothing", async ({ store }) => {
     const token = await acquire(store);
@@ -409,7 +409,7 @@ export function releaseSuite(test: StoreTest): void {
     expect(newToken).not.toBe(oldToken);
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: "complete", result: RESULT }), true, "the new token");
     expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-  });
+  }, ["operator"]);
 
   for (const [label, call] of RIVAL_CALLS) {
     test(`the released slot is open to any call of the turn: ${label}`, async ({ store }) => {
@@ -450,7 +450,7 @@ export function releaseSuite(test: StoreTest): void {
     expect(await unresolved(store)).toEqual(before);
     expect(await readAudit(store)).toEqual([]);
     expectBoolean(await release(store, token), true, "the right token afterwards");
-  });
+  }, ["operator"]);
 
   test("refuses a token against another turn's claim, even in another scope", async ({ store }) => {
     const mine = await acquire(store, identity(TURN));
@@ -465,7 +465,7 @@ export function releaseSuite(test: StoreTest): void {
     expect(await unresolved(store)).toEqual([]);
     expect(await readAudit(store)).toEqual([]);
     await acquire(store);
-  });
+  }, ["operator"]);
 
   test("not after settlement complete: false, and the call still replays", async ({ store }) => {
     const token = await acquire(store);
@@ -482,14 +482,14 @@ export function releaseSuite(test: StoreTest): void {
     expect(await claim(store, identity(SIBLING))).toEqual({ status: "scope_unresolved" });
     expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "unknown" }]);
     expect(await releasedEvents(store)).toEqual([]);
-  });
+  }, ["operator"]);
 
   test("not after reconciliation: false, and the operator's result stands", async ({ store }) => {
     const token = await acquire(store);
     await store.reconcileMutation({ turnKey: TURN_KEY, resolution: "completed", result: OPERATOR_RESULT, operatorRef: "INC-1" });
     expectBoolean(await release(store, token), false, "releasing a reconciled claim");
     expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
-  });
+  }, ["operator"]);
 
   test("the scope rule is unaffected: the reopened slot is claimed under it like any free slot", async ({ store }) => {
     const token = await acquire(store, identity(TURN));
@@ -502,7 +502,7 @@ export function releaseSuite(test: StoreTest): void {
       [turnKey(SIBLING), "unknown"],
       [TURN_KEY, "pending"],
     ]);
-  });
+  }, ["operator"]);
 
   test("a release racing a claim of another call: the claim is refused before it, acquires after it", async ({ store }) => {
     const token = await acquire(store);
@@ -513,7 +513,7 @@ export function releaseSuite(test: StoreTest): void {
     if (claimed.status === "conflict") await acquire(store, rival);
     expect(await claim(store)).toEqual({ status: "conflict" });
     expect((await unresolved(store)).map((entry) => entry.toolCallId)).toEqual(["call-2"]);
-  });
+  }, ["operator"]);
 
   test("8 racing releases with the token: exactly one applies and is audited", async ({ store }) => {
     const token = await acquire(store);
@@ -561,5 +561,5 @@ function mutationStatusTests(test: StoreTest): void {
     await store.prune({ olderThan: new Date(clock.ms).toISOString() });
     expect(await read(done.turnKey)).toEqual({ state: "pruned", toolName: done.toolName, toolCallId: done.toolCallId });
     await expectContractError(() => store.getMutation("not-a-digest"), "getMutation of a bad key");
-  });
+  }, ["operator"]);
 }

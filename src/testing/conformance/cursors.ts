@@ -75,5 +75,5 @@ export function cursorsSuite(test: StoreTest): void {
     await store.prune({ olderThan: clock.iso() });
     expect(await cursor(store, "default")).toBe(1);
     expect(await readAudit(store, { turnKey: TURN_KEY })).toEqual(trail);
-  });
+  }, ["operator"]);
 }

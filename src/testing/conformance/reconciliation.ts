@@ -366,7 +366,7 @@ export function scopeSuite(test: StoreTest): void {
     expect(await unresolved(store)).toHaveLength(1);
     const rival = identity(SIBLING, { ...CALL, id: "call-2" });
     expect(await claim(store, rival, { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
-  });
+  }, ["operator"]);
 
   test("the unknown turn itself answers unknown and conflict, not scope_unresolved", async ({ store }) => {
     await leaveUnknown(store);
@@ -413,7 +413,7 @@ export function scopeSuite(test: StoreTest): void {
       expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
       await reconcile(store, resolution === "completed" ? completed() : noEffect());
       await acquire(store, sibling);
-    });
+    }, ["operator"]);
   }
 
   test("blocked until every unknown mutation of the scope is reconciled", async ({ store }) => {
@@ -425,7 +425,7 @@ export function scopeSuite(test: StoreTest): void {
     expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
     await reconcile(store, completed(third.turnKey));
     await acquire(store, sibling);
-  });
+  }, ["operator"]);
 
   test("an unknown mutation reached with requireResolvedScope: false blocks the scope as well", async ({ store }) => {
     await leaveUnknown(store);
@@ -437,14 +437,14 @@ export function scopeSuite(test: StoreTest): void {
     expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
     await reconcile(store, completed(third.turnKey));
     await acquire(store, sibling);
-  });
+  }, ["operator"]);
 
   test("a tombstone (pruned turn) does not block the scope", async ({ store, clock }) => {
     await complete(store);
     clock.advance(DAY);
     await store.prune({ olderThan: clock.iso() });
     await acquire(store, sibling);
-  });
+  }, ["operator"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -549,7 +549,7 @@ export function retentionSuite(test: StoreTest): void {
     expect((await store.listApprovals()).map((record) => record.turnKey)).toEqual(kept.map((each) => turnKey(each)));
     // Pruning is not an approval step: the trail is unchanged.
     expect(await readAudit(store)).toEqual(trail);
-  });
+  }, ["approvals", "hasSuccessfulRead"]);
 
   test("keeps receipts and the audit trail", async ({ store, clock }) => {
     await store.putReceiptIfAbsent(receipt(TURN));

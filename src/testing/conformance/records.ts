@@ -128,7 +128,12 @@ export function receiptsSuite(test: StoreTest): void {
 // ---------------------------------------------------------------------------------------------
 // Read evidence
 
-export function readsSuite(test: StoreTest): void {
+export function readsSuite(given: StoreTest): void {
+  // Observed through hasSuccessfulRead, optional in the contract: the evidence suite checks the
+  // same evidence through claims, on every store.
+  const test: StoreTest = (name, body, needs = []) => {
+    given(name, body, ["hasSuccessfulRead", ...needs]);
+  };
   const EVIDENCE: ReadEvidence = { turnKey: TURN_KEY, evidenceDigest: evidenceDigest("read-1") };
 
   const has = async (store: GuardrailStore, evidence: ReadEvidence, expected: boolean, what: string) => {

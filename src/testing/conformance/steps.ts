@@ -51,13 +51,13 @@ export function evidenceSuite(test: StoreTest): void {
     expect(await snapshot(store)).toEqual(before);
     // The slot is still free.
     expect((await claim(store)).status).toBe("acquired");
-  });
+  }, ["operator"]);
 
   test("read_required: an empty evidence list names nothing recorded", async ({ store }) => {
     await store.recordSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: READ });
     expect(await claim(store, identity(), withEvidence())).toEqual({ status: "read_required" });
     expect(await unresolved(store)).toEqual([]);
-  });
+  }, ["operator"]);
 
   test("acquired: one recorded digest among those named is enough, wherever it is in the list", async ({ store }) => {
     await store.recordSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: OTHER_READ });
@@ -97,7 +97,7 @@ export function evidenceSuite(test: StoreTest): void {
       });
     }
     expect(await snapshot(store)).toEqual(before);
-  });
+  }, ["operator"]);
 
   test("with evidence, the claim answers exactly as without: replay, pending, unknown, conflict", async ({ store }) => {
     const completed = turn("completed");
@@ -127,7 +127,7 @@ export function evidenceSuite(test: StoreTest): void {
     expect(await claim(store, identity(), { requireResolvedScope: true, readEvidence: [READ] })).toEqual({ status: "scope_unresolved" });
     expect(await unresolved(store)).toHaveLength(1);
     expect((await claim(store, identity(), { requireResolvedScope: false, readEvidence: [READ] })).status).toBe("acquired");
-  });
+  }, ["operator"]);
 
   test(`at most ${String(MAX_READ_EVIDENCE)} digests: that many are read, one more is a StoreContractError that changes nothing`, async ({ store }) => {
     const digests = Array.from({ length: MAX_READ_EVIDENCE }, (_, index) => evidenceDigest(`many-${String(index)}`));
@@ -140,7 +140,7 @@ export function evidenceSuite(test: StoreTest): void {
     );
     expect(await snapshot(store)).toEqual(before);
     expect((await claim(store, identity(), { readEvidence: digests })).status).toBe("acquired");
-  });
+  }, ["operator"]);
 
   test("racing claims that name the turn's evidence have one winner", async ({ store }) => {
     await store.recordSuccessfulRead({ turnKey: TURN_KEY, evidenceDigest: READ });
@@ -177,7 +177,7 @@ export function stepAuditSuite(test: StoreTest): void {
     await store.recordSuccessfulRead(evidence);
     await store.recordSuccessfulRead(evidence, {});
     expect(stripSeq(await readAudit(store))).toEqual([READ_EVENT, again]);
-  });
+  }, ["hasSuccessfulRead"]);
 
   test("a read's event comes back exactly: values, unicode, a NUL, an offset time", async ({ store }) => {
     const event: AuditEvent = {

@@ -235,7 +235,7 @@ export function turnsSuite(test: StoreTest): void {
     expect((await getTurn(store, running.turnKey))?.state).toBe("running");
     expect((await getTurn(store))?.state).toBe("awaiting_approval");
     expect((await getTurn(store, fresh.turnKey))?.state).toBe("completed");
-  });
+  }, ["operator"]);
 
   test("malformed turn input is rejected and changes nothing", async ({ store }) => {
     const bad: [string, () => Promise<unknown>][] = [
