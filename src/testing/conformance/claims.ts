@@ -386,17 +386,20 @@ export function releaseSuite(test: StoreTest): void {
 
   /** The audit event a release must leave: the claim's identity, at the store's time. */
   function expectReleasedEvent(event: unknown, id: MutationIdentity, atMs: number): void {
-    expect(event).toMatchObject({
+    // The same fields as the reconciled event (kind "mutation" included), without action and operatorRef.
+    expect(event, "the released event: decision, the claim's identity and kind \"mutation\"").toMatchObject({
       decision: "released",
       turnKey: id.turnKey,
       scopeId: id.scopeId,
       toolCallId: id.toolCallId,
       toolName: id.toolName,
       toolFingerprint: id.toolFingerprint,
+      kind: "mutation",
       argsDigest: id.argsDigest,
       mutationKey: id.mutationKey,
     });
-    expect(event).not.toHaveProperty("operatorRef");
+    expect(event, "a release is no operator's decision: no operatorRef").not.toHaveProperty("operatorRef");
+    expect(event, "a release has no resolution: no action").not.toHaveProperty("action");
     expect(event).not.toHaveProperty("args");
     expectInstant((event as { at?: string } | undefined)?.at, atMs, "the released event's time");
   }

@@ -50,6 +50,15 @@ export function cursorsSuite(test: StoreTest): void {
     expect(await cursor(store, "nul")).toBe(0);
   });
 
+  test("sink names are stored exactly: two names differing only in a lone surrogate have their own cursors", async ({ store }) => {
+    // A backend that stores text as UTF-8 replaces a lone surrogate (U+FFFD): both names would be one.
+    const names = ["s\uD800", "s\uDC00", "s\uFFFD", "\uD83D", "\uDE00", "\uD83D\uDE00"];
+    for (const [index, name] of names.entries()) await advance(store, name, index + 1);
+    for (const [index, name] of names.entries()) {
+      expect(await cursor(store, name), `the cursor of ${JSON.stringify(name)}: its own, not another name's that encodes the same`).toBe(index + 1);
+    }
+  });
+
   test("16 concurrent advances of one sink to different seqs: it ends at the highest, which answered true", async ({ store }) => {
     const seqs = Array.from({ length: 16 }, (_, index) => ((index * 7) % 16) + 1);
     const answers = await Promise.all(seqs.map((seq) => advance(store, "default", seq)));
