@@ -25,7 +25,7 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
    * record fails closed: a `StoreContractError`, nothing changed, a claim never reopened. Omitted,
    * that suite is not registered.
    */
-  corruptRecord?(store: S, target: CorruptionTarget): Promise<void> | void;
+  corruptRecord?(store: S, target: CorruptionTarget): Promise<CorruptionApplied> | CorruptionApplied;
   /** Runs once before the suites, e.g. to start a database. */
   beforeAll?(): Promise<void> | void;
   /** Milliseconds `beforeAll` may take (default: vitest's `hookTimeout`). */
@@ -59,6 +59,13 @@ export interface CorruptionTarget {
   /** For `wrong_key`: the key of another record of the same kind, already stored, whose record to put under `key`. */
   readonly otherKey: string;
 }
+
+/**
+ * `corruptRecord`'s answer: `"unsupported"` when the backend cannot hold that corruption (e.g. a
+ * row keyed by its own column cannot describe another key), and the test ends there; anything
+ * else means the record was corrupted.
+ */
+export type CorruptionApplied = void | "unsupported";
 
 /** What a conformance test needs beyond the core: a part, or the optional `hasSuccessfulRead`. */
 export type ConformanceNeed = StorePart | "hasSuccessfulRead";
@@ -100,7 +107,7 @@ export interface StoreFixture {
   readonly store: GuardrailStore;
   readonly clock: ManualClock;
   /** The initializer's `corruptRecord`, bound to this store (the fail-closed suite only runs with one). */
-  readonly corrupt: (target: CorruptionTarget) => Promise<void>;
+  readonly corrupt: (target: CorruptionTarget) => Promise<boolean>;
 }
 
 /**
@@ -145,7 +152,7 @@ export function storeTest<S extends AnyGuardrailStore>(initializer: GuardrailSto
         }
         const corrupt = async (target: CorruptionTarget) => {
           if (initializer.corruptRecord === undefined) throw new Error("the fail-closed suite needs corruptRecord");
-          await initializer.corruptRecord(store, target);
+          return (await initializer.corruptRecord(store, target)) !== "unsupported";
         };
         await body({ store: store as unknown as GuardrailStore, clock, corrupt });
       } catch (error) {

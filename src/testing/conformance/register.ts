@@ -8,6 +8,7 @@ import type { ConformanceSuite } from "./suites.js";
 import { approvalsSuite } from "./approvals.js";
 import { auditSuite } from "./audit.js";
 import { claimsSuite, releaseSuite, settlementSuite } from "./claims.js";
+import { corruptionSuite } from "./corruption.js";
 import { cursorsSuite } from "./cursors.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
@@ -51,6 +52,10 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
     register: turnsSuite,
   },
   validation: { title: "validation: malformed input is rejected and changes nothing", register: validationSuite },
+  corruption: {
+    title: "corruption: a stored record that does not parse or names another key fails closed on every read",
+    register: corruptionSuite,
+  },
 };
 
 export function registerSuites<S extends AnyGuardrailStore>(
@@ -73,6 +78,8 @@ export function registerSuites<S extends AnyGuardrailStore>(
       const { title, register, part } = SUITES[name];
       // A part the store does not declare has no tests registered: no empty suite either.
       if (part !== undefined && initializer.parts !== undefined && !initializer.parts.includes(part)) continue;
+      // Only the adapter can write a raw record: without its hook there is no corruption suite.
+      if (name === "corruption" && initializer.corruptRecord === undefined) continue;
       describe(title, () => {
         register(storeTest(initializer, part === undefined ? [] : [part]));
       });
