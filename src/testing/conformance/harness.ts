@@ -65,6 +65,8 @@ export interface CorruptionTarget {
  * row keyed by its own column cannot describe another key), and the test ends there; anything
  * else means the record was corrupted.
  */
+// void: a hook written `async () => { ... }` (nothing returned) means it corrupted the record.
+// eslint-disable-next-line @typescript-eslint/no-invalid-void-type
 export type CorruptionApplied = void | "unsupported";
 
 /** What a conformance test needs beyond the core: a part, or the optional `hasSuccessfulRead`. */
