@@ -695,10 +695,10 @@ export function validationSuite(test: StoreTest): void {
       const seeded = await seed(store, clock);
       const before = await observe(store);
       await expectContractError(() => entry.call(store, seeded, entry.value), `${entry.method} with ${entry.label}`);
-      expect(await observe(store)).toEqual(before);
+      expect(await observe(store), "await observe(store) toEqual").toEqual(before);
       // The free turn's slot is still free, and the pending claim still settles with its token.
       await acquire(store, identity(FREE));
-      expect(await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: "complete", result: RESULT })).toBe(true);
+      expect(await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: \"complete\", result:...").toBe(true);
     }, needOf(entry.method));
   }
 }
