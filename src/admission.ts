@@ -13,6 +13,7 @@ import {
 } from "./contracts.js";
 import { AdmissionError } from "./errors.js";
 import { moderationDigest, turnKey } from "./keys.js";
+import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { parseStoreValue } from "./stores/validate.js";
 
 /** What the moderation provider is asked to judge. */
@@ -37,7 +38,7 @@ export type Moderate = (request: ModerationRequest) => boolean | Promise<boolean
 /** `admitTurn`'s options. */
 export interface AdmitTurnOptions {
   /** Where the receipt is stored; the middleware reads it from the same store. */
-  readonly store: GuardrailStore;
+  readonly store: AnyGuardrailStore;
   /** The turn to admit, exactly as it will be passed to the agent. */
   readonly input: TurnInput;
   /** Your moderation provider, called once per turn (a stored receipt is reused). */

@@ -15,6 +15,8 @@ import {
 } from "./contracts.js";
 import { ConfigurationError, StoreContractError } from "./errors.js";
 import type { GuardrailLogger } from "./logger.js";
+import { StoreShape } from "./options.js";
+import { requireStoreParts, type AnyGuardrailStore } from "./store-capabilities.js";
 import { parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
 
 /**
@@ -52,8 +54,8 @@ export const DEFAULT_SINK_NAME = "default";
 
 /** `deliverAudit`'s options. */
 export interface DeliverAuditOptions {
-  /** The store whose audit trail is delivered, and which keeps the sink's cursor. */
-  readonly store: GuardrailStore;
+  /** The store whose audit trail is delivered, and which keeps the sink's cursor: it needs the `auditDelivery` part. */
+  readonly store: AnyGuardrailStore;
   /** Receives each event, in `seq` order. A sink that throws stops the delivery at that event. */
   readonly sink: (event: StoredAuditEvent) => void | Promise<void>;
   /** The cursor's name: one per destination (a SIEM, a log shipper). */
@@ -78,15 +80,7 @@ export interface AuditDelivery {
 }
 
 const DeliverAuditOptionsSchema = z.strictObject({
-  store: z.custom<GuardrailStore>(
-    (value) =>
-      typeof value === "object" &&
-      value !== null &&
-      ["readAudit", "getAuditCursor", "advanceAuditCursor"].every(
-        (method) => typeof (value as Record<string, unknown>)[method] === "function",
-      ),
-    "store must implement GuardrailStore (readAudit, getAuditCursor, advanceAuditCursor)",
-  ),
+  store: StoreShape,
   sink: z.custom<DeliverAuditOptions["sink"]>((value) => typeof value === "function", "sink must be a function"),
   sinkName: AuditSinkNameSchema,
   afterSeq: z.int().min(0).optional(),
@@ -108,13 +102,14 @@ const StoredEventsSchema = z.array(StoredAuditEventSchema);
  * times. When another delivery for the same sink name moved the cursor past the event just
  * delivered, this one goes on after that cursor instead of sending those events again.
  *
- * Rejects with `ConfigurationError` for invalid options, and with the store's error when the store
+ * Rejects with `ConfigurationError` for invalid options (a store without the `auditDelivery` part among them), and with the store's error when the store
  * fails (the cursor is where the last successful advance left it).
  */
 export async function deliverAudit(options: DeliverAuditOptions): Promise<AuditDelivery> {
   const parsed = DeliverAuditOptionsSchema.safeParse(options);
   if (!parsed.success) throw new ConfigurationError(`invalid deliverAudit options: ${z.prettifyError(parsed.error)}`);
   const { store, sink, sinkName, afterSeq, limit = Number.POSITIVE_INFINITY } = parsed.data;
+  requireStoreParts(store, ["auditDelivery"], "deliverAudit", "deliverAudit needs (the sink's cursor is kept in the store)");
   const cursor = async () =>
     parseStoreValue(AuditCursorSchema, await store.getAuditCursor(sinkName), "getAuditCursor answer");
   const replay = afterSeq !== undefined;

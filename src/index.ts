@@ -148,3 +148,4 @@ export {
   type ManifestTool,
   type ToolManifest,
 } from "./inventory.js";
+export type { AnyGuardrailStore, GuardrailStoreCore, StorePart } from "./store-capabilities.js";

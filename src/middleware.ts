@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type Tool
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type GuardrailStore, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
@@ -25,6 +25,7 @@ import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
+import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import type { ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
@@ -51,8 +52,12 @@ export interface DocumentGuardrailsOptions {
    * for the whole server and pass each turn as `agent.invoke(..., { context: turnContext(turn) })`.
    */
   readonly input?: TurnInput;
-  /** Where receipts, read evidence, claims, verdicts, approvals and the audit trail live; shared by every worker. */
-  readonly store: GuardrailStore;
+  /**
+   * Where receipts, read evidence, claims, verdicts, approvals and the audit trail live; shared by
+   * every worker. The core of the contract is enough for the core rule; guardrails beyond the
+   * schema guardrail need its `approvals` part (checked here, at build).
+   */
+  readonly store: AnyGuardrailStore;
   /** The label of the segment holding the user's message, e.g. `"user"`. */
   readonly userMessageLabel: string;
   /** Your authorization check, asked for every call, replays included. */
@@ -275,7 +280,7 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
   if (!parsed.success) {
     throw new ConfigurationError(`invalid ${factory} options: ${z.prettifyError(parsed.error)}`);
   }
-  const { store, userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
+  const { userMessageLabel, authorize, tools, requireResolvedScope = true } = parsed.data;
   const policies = new Map(Object.entries(tools).map(([name, policy]) => [name, resolvePolicy(name, policy)]));
   const kindOf = (toolName: string) => policies.get(toolName)?.kind;
   const identities = new ToolIdentities(
@@ -283,9 +288,9 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     new Map([...policies].map(([name, policy]) => [name, policy.kind])),
     parsed.data.inventory,
   );
-  const governance: Governance = { ...createGovernance(parsed.data), identities };
-  const { logger } = governance; // sanitizes every warning's fields
-  const gate = new TurnGate(store, userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
+  const governance: Governance = { ...createGovernance(parsed.data, factory), identities };
+  const { logger, store } = governance; // the logger sanitizes every warning's fields
+  const gate = new TurnGate(store ?? unreachable(), userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
 
   const sealable = new WeakSet<object>();
   const checkSealable = (tool: unknown) => {

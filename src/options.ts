@@ -3,39 +3,59 @@
  * the one way they ask `authorize`.
  */
 import { z } from "zod";
-import type { GuardrailStore } from "./contracts.js";
 import type { Guardrail } from "./guardrails/port.js";
+import { SCHEMA_GUARDRAIL } from "./guardrails/schema.js";
 import { bubblesUp } from "./interrupts.js";
 import { isLogger, type GuardrailLogger } from "./logger.js";
+import type { GuardrailStore } from "./contracts.js";
+import {
+  CORE_STORE_METHODS,
+  detectStoreParts,
+  requireStoreParts,
+  type AnyGuardrailStore,
+  type StorePart,
+} from "./store-capabilities.js";
 
 export const isFunction = (value: unknown): boolean => typeof value === "function";
 
-/** The store methods a middleware calls; the operator methods are the CLI's. */
-const STORE_METHODS = [
-  "getReceipt",
-  "putReceiptIfAbsent",
-  "recordSuccessfulRead",
-  "hasSuccessfulRead",
-  "claimMutation",
-  "settleMutation",
-  "releaseMutation",
-  "recordVerdict",
-  "getVerdict",
-  "requestApproval",
-  "getApproval",
-  "decideApproval",
-  "applyApproval",
-  "getMutation",
-  "appendAudit",
-] as const;
-
-export const StoreShape = z.custom<GuardrailStore>(
-  (value) =>
-    typeof value === "object" &&
-    value !== null &&
-    STORE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
-  `store must implement GuardrailStore (at least ${STORE_METHODS.join(", ")})`,
+/** A value with the core of the store contract; its parts are checked against the configuration after parsing. */
+export const StoreShape = z.custom<AnyGuardrailStore>(
+  (value) => detectStoreParts(value).missingCore.length === 0,
+  `store must implement GuardrailStore, at least its core: ${CORE_STORE_METHODS.join(", ")}`,
 );
+
+/**
+ * The parts a middleware's store needs: `approvals` when a guardrail other than the schema
+ * guardrail runs (its verdicts are recorded and it may ask for an approval; the deterministic
+ * schema guardrail records nothing), `auditDelivery` when an audit sink is given (it is delivered
+ * from a cursor in the store).
+ */
+function partsNeeded(guardrails: readonly Guardrail[], audit: { readonly sink?: unknown } | undefined): StorePart[] {
+  const parts: StorePart[] = [];
+  if (guardrails.some((guardrail) => !(SCHEMA_GUARDRAIL in guardrail))) parts.push("approvals");
+  if (audit?.sink !== undefined) parts.push("auditDelivery");
+  return parts;
+}
+
+/**
+ * The store a middleware governs with, once checked: the core, no half part, and the parts its
+ * configuration calls (else `ConfigurationError`, before anything is written). The one widening
+ * to the full contract: a part left out is one this configuration never calls, except
+ * `operator`, which the approval preflight asks only of a store that has it.
+ */
+export function governedStore(
+  store: AnyGuardrailStore,
+  configuration: { readonly guardrails: readonly Guardrail[]; readonly audit: { readonly sink?: unknown } | undefined },
+  who: string,
+): GuardrailStore {
+  requireStoreParts(
+    store,
+    partsNeeded(configuration.guardrails, configuration.audit),
+    who,
+    "the configuration needs (guardrails beyond the schema guardrail store verdicts and approval requests; an audit sink is delivered from a cursor)",
+  );
+  return store as GuardrailStore;
+}
 
 export const GuardrailListSchema = z.array(
   z.custom<Guardrail>(

@@ -9,7 +9,7 @@ import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import type { GuardrailStore } from "./contracts.js";
+import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";
@@ -64,7 +64,7 @@ export interface ToolGuardrailsOptions {
    * Where verdicts, approvals and the audit trail are recorded. Without a store, checks run on
    * every attempt and a re-run approval asks again.
    */
-  readonly store?: GuardrailStore;
+  readonly store?: AnyGuardrailStore;
   /** Where the audit trail goes; see {@link AuditOptions}. */
   readonly audit?: AuditOptions;
   /** Default: `console.warn`. */
@@ -118,7 +118,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
     throw new ConfigurationError(`invalid createToolGuardrails options: ${z.prettifyError(parsed.error)}`);
   }
   const { authorize, tools } = parsed.data;
-  const governance = createGovernance(parsed.data);
+  const governance = createGovernance(parsed.data, "createToolGuardrails");
   const { guardrails } = governance;
   const registered = new Set(tools);
   const coverage = new ToolCoverage(registered, parsed.data.unregisteredTools);

@@ -9,12 +9,12 @@ import {
   type ApprovalDecision,
   type ApprovalRecord,
   type ApprovalStatus,
-  type GuardrailStore,
   type JsonValue,
   type Reconciliation,
   type StoredAuditEvent,
   type UnresolvedMutation,
 } from "../contracts.js";
+import { withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 
 /** The CLI's exit codes. */
 export const EXIT = {
@@ -192,8 +192,13 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
   return [line(header), ...rows.map(line)];
 }
 
+/** Why a command needs a part of the store contract, for the `ConfigurationError` of a store without it. */
+const OPERATOR_WHY = "operator commands need (listing and reconciling unresolved mutations)";
+const APPROVALS_WHY = "approval commands need (listing, deciding and expiring approval requests)";
+
 /** Lists the unresolved (`pending` or `unknown`) mutations, oldest claim first. */
-export async function inspect(store: GuardrailStore, options: InspectOptions, sink: OutputSink): Promise<ExitCode> {
+export async function inspect(given: AnyGuardrailStore, options: InspectOptions, sink: OutputSink): Promise<ExitCode> {
+  const store = withStoreParts(given, ["operator"], "inspect", OPERATOR_WHY);
   const nowMs = (options.now ?? (() => new Date()))().getTime();
   const unresolved = (await store.listUnresolved()).map((mutation) => view(mutation, nowMs));
   if (options.json === true) {
@@ -241,10 +246,11 @@ export async function inspect(store: GuardrailStore, options: InspectOptions, si
  * reconciled with another outcome): nothing changes in any of these cases.
  */
 export async function reconcile(
-  store: GuardrailStore,
+  given: AnyGuardrailStore,
   reconciliation: Reconciliation,
   sink: OutputSink,
 ): Promise<ExitCode> {
+  const store = withStoreParts(given, ["operator"], "reconcile", OPERATOR_WHY);
   const turnKey = parseTurnKey(reconciliation.turnKey);
   // For the report only: the reconciliation itself is one atomic store operation.
   const before = (await store.listUnresolved()).find((mutation) => mutation.turnKey === turnKey);
@@ -303,7 +309,7 @@ export async function reconcile(
  * an equal result, or absent after no-effect). A repeated command (a retried script, a second
  * operator) is then a success, not an error; another outcome stays `wrongState`.
  */
-async function alreadyReconciled(store: GuardrailStore, reconciliation: Reconciliation): Promise<boolean> {
+async function alreadyReconciled(store: AnyGuardrailStore, reconciliation: Reconciliation): Promise<boolean> {
   const events = await store.readAudit({ turnKey: reconciliation.turnKey });
   const last = events.filter((event) => event.decision === "reconciled").at(-1);
   if (last?.action !== reconciliation.resolution) return false;
@@ -335,7 +341,7 @@ export interface AuditOptions {
 }
 
 /** Writes the audit trail as JSON lines, oldest first, paging through `readAudit` until it is exhausted. */
-export async function audit(store: GuardrailStore, options: AuditOptions, sink: OutputSink): Promise<ExitCode> {
+export async function audit(store: AnyGuardrailStore, options: AuditOptions, sink: OutputSink): Promise<ExitCode> {
   const pageSize = options.pageSize ?? 1000;
   let remaining = options.limit ?? Number.POSITIVE_INFINITY;
   let afterSeq = options.afterSeq ?? 0;
@@ -428,7 +434,8 @@ function countsByStatus(records: readonly ApprovalRecord[]): string {
 }
 
 /** Lists approval requests, oldest first, with the arguments a person is asked about. */
-export async function approvals(store: GuardrailStore, options: ApprovalsOptions, sink: OutputSink): Promise<ExitCode> {
+export async function approvals(given: AnyGuardrailStore, options: ApprovalsOptions, sink: OutputSink): Promise<ExitCode> {
+  const store = withStoreParts(given, ["approvals"], "approvals", APPROVALS_WHY);
   const nowMs = (options.now ?? (() => new Date()))().getTime();
   const records = await store.listApprovals({
     ...(options.status === undefined ? {} : { status: options.status }),
@@ -519,7 +526,8 @@ function notPending(record: ApprovalRecord): string {
  * decision stored wins. Throws `CliError` with `notFound` when there is no such request and
  * `wrongState` when it is not pending (already decided, applied, or expired): nothing changes.
  */
-export async function decide(store: GuardrailStore, options: DecideOptions, sink: OutputSink): Promise<ExitCode> {
+export async function decide(given: AnyGuardrailStore, options: DecideOptions, sink: OutputSink): Promise<ExitCode> {
+  const store = withStoreParts(given, ["approvals"], "decide", APPROVALS_WHY);
   const approvalId = parseApprovalId(options.approvalId);
   const decidedAt = (options.now ?? (() => new Date()))().toISOString();
   const outcome = await store.decideApproval({
@@ -600,7 +608,8 @@ export interface ExpireOptions {
 }
 
 /** Expires every pending request older than the duration (`expireApprovals`). */
-export async function expire(store: GuardrailStore, options: ExpireOptions, sink: OutputSink): Promise<ExitCode> {
+export async function expire(given: AnyGuardrailStore, options: ExpireOptions, sink: OutputSink): Promise<ExitCode> {
+  const store = withStoreParts(given, ["approvals"], "expire", APPROVALS_WHY);
   const nowMs = (options.now ?? (() => new Date()))().getTime();
   const cutoff = new Date(nowMs - options.olderThanMs);
   if (Number.isNaN(cutoff.getTime())) {

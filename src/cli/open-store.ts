@@ -5,7 +5,7 @@
  */
 import { open as openFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import type { GuardrailStore } from "../contracts.js";
+import type { AnyGuardrailStore } from "../store-capabilities.js";
 import { ConfigurationError } from "../errors.js";
 import type { PostgresGuardrailStore } from "../stores/postgres/index.js";
 // Not the adapter: this module loads no driver, so `--schema` is checked before `pg` is loaded.
@@ -18,7 +18,8 @@ export type StoreTarget =
   | { readonly kind: "postgres"; readonly url: string; readonly schema: string | undefined };
 
 export interface OpenedStore {
-  readonly store: GuardrailStore;
+  /** The stores this package ships have every part; the commands still check the parts they need. */
+  readonly store: AnyGuardrailStore;
   close(): Promise<void>;
 }
 

@@ -12,6 +12,8 @@ import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { ApprovalFormat } from "../guardrails/langchain-format.js";
 import { resolveGuardrails } from "../guardrails/list.js";
+import { governedStore } from "../options.js";
+import type { AnyGuardrailStore } from "../store-capabilities.js";
 import type { Guardrail } from "../guardrails/port.js";
 import { resolveLogger, type GuardrailLogger } from "../logger.js";
 import type { ToolIdentities } from "./coverage.js";
@@ -54,7 +56,7 @@ export interface Governance {
 
 /** The validated options every guardrails factory turns into its `Governance`. */
 export interface GovernanceOptions {
-  readonly store?: GuardrailStore | undefined;
+  readonly store?: AnyGuardrailStore | undefined;
   readonly guardrails?: readonly Guardrail[] | undefined;
   readonly audit?: AuditOptions | undefined;
   readonly logger?: GuardrailLogger | undefined;
@@ -64,16 +66,19 @@ export interface GovernanceOptions {
 
 /**
  * What every stage shares, with the defaults applied: the schema guardrail first, a logger that
- * sanitizes every warning's fields, the audit trail on the store. Throws `ConfigurationError` for
- * a guardrail list with two of one name.
+ * sanitizes every warning's fields, the audit trail on the store. Throws `ConfigurationError`,
+ * naming `who`, for a guardrail list with two of one name or a store without the parts the
+ * configuration needs (src/options.ts `governedStore`).
  */
-export function createGovernance(options: GovernanceOptions): Governance {
+export function createGovernance(options: GovernanceOptions, who: string): Governance {
   const logger = resolveLogger(options.logger);
+  const guardrails = resolveGuardrails(options.guardrails);
+  const store = options.store === undefined ? undefined : governedStore(options.store, { guardrails, audit: options.audit }, who);
   return {
-    store: options.store,
-    audit: new AuditTrail(options.store, options.audit ?? {}, logger),
+    store,
+    audit: new AuditTrail(store, options.audit ?? {}, logger),
     logger,
-    guardrails: resolveGuardrails(options.guardrails),
+    guardrails,
     telemetry: options.telemetry,
     approvalFormat: options.approvalFormat ?? "arkah",
   };

@@ -7,6 +7,7 @@
 import { MutationStatusSchema, UnresolvedMutationSchema } from "../contracts.js";
 import { checkMutationStep, slotRefusal, type Refusal } from "../decision/plan.js";
 import { readCandidates } from "../decision/transcript.js";
+import { hasStorePart } from "../store-capabilities.js";
 import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
 import { z } from "zod";
 import type { GovernedCall } from "./call.js";
@@ -17,7 +18,9 @@ const UnresolvedListSchema = z.array(UnresolvedMutationSchema);
 /**
  * The step rules and the transcript's reads (pure), then the turn's slot (`getMutation`), then,
  * when the turn holds no claim and `requireResolvedScope` is on, the scope (`listUnresolved`: only
- * read here, where a person is about to be asked).
+ * read here, where a person is about to be asked). A store without the `operator` part skips the
+ * scope look-up: the claim refuses `scope_unresolved` in its own transaction all the same, so the
+ * only loss is that a person may be asked about a write its claim will then refuse.
  */
 export function mutationPreflight(call: GovernedCall, context: MutationContext): () => Promise<Refusal | undefined> {
   return async () => {
@@ -30,7 +33,7 @@ export function mutationPreflight(call: GovernedCall, context: MutationContext):
     const answer = await store.getMutation(call.turn.turnKey);
     const slot = answer === undefined || trusted ? answer : parseStoreValue(MutationStatusSchema, answer, "getMutation answer");
     if (slot !== undefined) return slotRefusal(slot, call);
-    if (!context.requireResolvedScope) return undefined;
+    if (!context.requireResolvedScope || !hasStorePart(store, "operator")) return undefined;
     const listed = await store.listUnresolved();
     const unresolved = trusted ? listed : parseStoreValue(UnresolvedListSchema, listed, "listUnresolved answer");
     const { scopeId, turnKey } = call.turn;

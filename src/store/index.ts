@@ -181,3 +181,21 @@ export {
   type TurnTransition,
 } from "../stores/turns.js";
 export { existingClaimAnswer, instantMs, tokenHoldsClaim, type ExistingClaim } from "./decisions.js";
+
+// -- Capabilities: the core and the optional parts ----------------------------------------------
+export {
+  CORE_STORE_METHODS,
+  detectStoreParts,
+  hasStorePart,
+  requireStoreParts,
+  STORE_PART_NAMES,
+  STORE_PARTS,
+  storePartsProblem,
+  withStoreParts,
+  type AnyGuardrailStore,
+  type GuardrailStoreCore,
+  type StoreCapabilities,
+  type StorePart,
+  type StorePartMethods,
+  type StoreWithParts,
+} from "../store-capabilities.js";

@@ -16,11 +16,11 @@
  * afterwards. The suites use `describe`/`it`/`expect` from "vitest" (no globals needed), loaded
  * only when the kit runs, from an ES module test file (top-level `await`).
  */
-import type { GuardrailStore } from "../contracts.js";
+import type { AnyGuardrailStore } from "../store-capabilities.js";
 import type { GuardrailStoreTestInitializer } from "./conformance/harness.js";
 import { CONFORMANCE_SUITES, type ConformanceSuite } from "./conformance/suites.js";
 
-export type { GuardrailStoreTestInitializer } from "./conformance/harness.js";
+export type { CorruptedRecord, CorruptionApplied, CorruptionTarget, GuardrailStoreTestInitializer } from "./conformance/harness.js";
 export { CONFORMANCE_SUITES, type ConformanceSuite } from "./conformance/suites.js";
 
 /**
@@ -29,7 +29,7 @@ export { CONFORMANCE_SUITES, type ConformanceSuite } from "./conformance/suites.
  *
  * @throws Error, at registration, for an unknown suite name in `filters`.
  */
-export async function validateGuardrailStore<S extends GuardrailStore>(
+export async function validateGuardrailStore<S extends AnyGuardrailStore>(
   initializer: GuardrailStoreTestInitializer<S>,
   filters?: readonly ConformanceSuite[],
 ): Promise<void> {

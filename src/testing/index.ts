@@ -9,5 +9,8 @@ export {
   CONFORMANCE_SUITES,
   validateGuardrailStore,
   type ConformanceSuite,
+  type CorruptedRecord,
+  type CorruptionApplied,
+  type CorruptionTarget,
   type GuardrailStoreTestInitializer,
 } from "./conformance.js";

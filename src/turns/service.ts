@@ -21,7 +21,6 @@ import {
   TurnRecordSchema,
   type ApprovalDecision,
   type ApprovalRecord,
-  type GuardrailStore,
   type MutationStatus,
   type TurnInput,
   type TurnRecord,
@@ -31,7 +30,8 @@ import {
 import { digest } from "../digest.js";
 import { AdmissionError, ApprovalError, ConfigurationError } from "../errors.js";
 import { resolveLogger, type GuardrailLogger } from "../logger.js";
-import { LoggerSchema } from "../options.js";
+import { LoggerSchema, StoreShape } from "../options.js";
+import { withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 import { parseStoreValue } from "../stores/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
@@ -79,8 +79,11 @@ export type MayDecide = (principal: string, turn: TurnInput, approval: ApprovalR
 export interface TurnServiceOptions {
   /** The compiled agent: a checkpointer, and `createDocumentGuardrails` without a fixed `input`. */
   readonly agent: TurnAgent;
-  /** The guardrail store the agent's guardrails use: it holds the turn records too. */
-  readonly store: GuardrailStore;
+  /**
+   * The guardrail store the agent's guardrails use: it holds the turn records too, so it needs
+   * the `turns` part, and `approvals` (a paused turn's requests are read and decided through it).
+   */
+  readonly store: AnyGuardrailStore;
   /** Your moderation provider, called once per turn (`admitTurn`). */
   readonly moderate: Moderate;
   /** The segment whose text is the user's message when `submit` is given no messages. Default `"user"`. */
@@ -147,10 +150,7 @@ const OptionsSchema = z.object({
       typeof (value as Partial<TurnAgent>).graph?.getState === "function",
     "agent must be a compiled agent (createAgent) with a checkpointer",
   ),
-  store: z.custom<GuardrailStore>(
-    (value) => typeof value === "object" && value !== null && typeof (value as Partial<GuardrailStore>).beginTurn === "function",
-    "store must implement GuardrailStore, turn records included",
-  ),
+  store: StoreShape,
   moderate: z.custom<Moderate>((value) => typeof value === "function", "moderate must be a function"),
   userMessageLabel: z.string().min(1).optional(),
   leaseMs: z.int().min(1).max(86_400_000).optional(),
@@ -189,11 +189,15 @@ function inputDigest(input: TurnInput): string {
   });
 }
 
-/** Builds the turn service. Throws `ConfigurationError` for invalid options. */
+/**
+ * Builds the turn service. Throws `ConfigurationError` for invalid options, among them a store
+ * without the `turns` and `approvals` parts.
+ */
 export function createTurnService(options: TurnServiceOptions): TurnService {
   const parsed = OptionsSchema.safeParse(options);
   if (!parsed.success) throw new ConfigurationError(`invalid createTurnService options: ${z.prettifyError(parsed.error)}`);
-  const { agent, store, moderate } = parsed.data;
+  const { agent, moderate } = parsed.data;
+  const store = withStoreParts(parsed.data.store, ["turns", "approvals"], "createTurnService", "the turn service needs (turn records; a paused turn's approval requests)");
   const label = parsed.data.userMessageLabel ?? "user";
   const leaseMs = parsed.data.leaseMs ?? DEFAULT_LEASE_MS;
   const mayDecide = parsed.data.mayDecide ?? ownPrincipal;

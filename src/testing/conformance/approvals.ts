@@ -107,7 +107,7 @@ function expectApprovalEvent(
   atMs: number,
   extra: { code?: string; operatorRef?: string } = {},
 ): void {
-  expect(event).toMatchObject({
+  expect(event, "event toMatchObject").toMatchObject({
     decision: "approval",
     approvalId: request.approvalId,
     turnKey: request.turnKey,
@@ -120,8 +120,8 @@ function expectApprovalEvent(
   });
   expect(event?.code, `the ${action} event's code`).toBe(extra.code);
   expect(event?.operatorRef, `the ${action} event's operatorRef`).toBe(extra.operatorRef);
-  expect(event).not.toHaveProperty("args");
-  expect(event).not.toHaveProperty("result");
+  expect(event, "event not.toHaveProperty").not.toHaveProperty("args");
+  expect(event, "event not.toHaveProperty").not.toHaveProperty("result");
   expectInstant(event?.at, atMs, `the ${action} event's time`);
 }
 
@@ -139,23 +139,23 @@ export function approvalsSuite(test: StoreTest): void {
   // -- requests -------------------------------------------------------------------------------
 
   test("getApproval answers undefined for an id never requested", async ({ store }) => {
-    expect(await getApproval(store)).toBeUndefined();
+    expect(await getApproval(store), "await getApproval(store) toBeUndefined").toBeUndefined();
     await requestApproval(store, OTHER_REQUESTS[0]?.[1]);
-    expect(await getApproval(store)).toBeUndefined();
+    expect(await getApproval(store), "await getApproval(store) toBeUndefined").toBeUndefined();
   });
 
   test("stores a request as pending, exactly as given, and returns it", async ({ store }) => {
-    expect(await requestApproval(store)).toEqual(pendingRecord());
-    expect(await getApproval(store)).toEqual(pendingRecord());
-    expect((await getApproval(store))?.requestedAt).toBe(approvalRequest().requestedAt);
+    expect(await requestApproval(store), "await requestApproval(store) toEqual").toEqual(pendingRecord());
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(pendingRecord());
+    expect((await getApproval(store))?.requestedAt, "(await getApproval(store))?.requestedAt toBe").toBe(approvalRequest().requestedAt);
   });
 
   test("round-trips a request without a reason, with one guardrail and no arguments", async ({ store }) => {
     const { reason: _reason, ...rest } = approvalRequest();
     const bare: ApprovalSubmission = { ...rest, guardrails: ["approval"], args: {}, requestedAt: "2031-02-03T04:05:06Z" };
-    expect(await requestApproval(store, bare)).toEqual(pendingRecord(bare));
-    expect(await getApproval(store)).toEqual(pendingRecord(bare));
-    expect(await getApproval(store)).not.toHaveProperty("reason");
+    expect(await requestApproval(store, bare), "await requestApproval(store, bare) toEqual").toEqual(pendingRecord(bare));
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(pendingRecord(bare));
+    expect(await getApproval(store), "await getApproval(store) not.toHaveProperty").not.toHaveProperty("reason");
   });
 
   test("keeps the first request for an id: a later request with other fields gets it back, unchanged", async ({ store }) => {
@@ -166,33 +166,33 @@ export function approvalsSuite(test: StoreTest): void {
       reason: "Another reason.",
       requestedAt: "2031-02-04T00:00:00.000Z",
     });
-    expect(await requestApproval(store, later)).toEqual(pendingRecord());
-    expect(await getApproval(store)).toEqual(pendingRecord());
+    expect(await requestApproval(store, later), "await requestApproval(store, later) toEqual").toEqual(pendingRecord());
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(pendingRecord());
   });
 
   test("a request for an id that was decided, applied or expired returns that record: it never reopens", async ({ store, clock }) => {
     await requestApproval(store);
     await decide(store, APPROVE);
-    expect(await requestApproval(store)).toEqual(decidedRecord(APPROVE, "approved"));
+    expect(await requestApproval(store), "await requestApproval(store) toEqual").toEqual(decidedRecord(APPROVE, "approved"));
     await apply(store);
-    expect((await requestApproval(store)).status).toBe("applied");
+    expect((await requestApproval(store)).status, "(await requestApproval(store)).status toBe").toBe("applied");
 
     const other = approvalRequest(SIBLING);
     await requestApproval(store, other);
     clock.advance(MINUTE);
     await expire(store, Date.parse(other.requestedAt) + 1);
-    expect(await requestApproval(store, other)).toMatchObject({ status: "expired" });
+    expect(await requestApproval(store, other), "await requestApproval(store, other) toMatchObject").toMatchObject({ status: "expired" });
   });
 
   for (const [label, other] of OTHER_REQUESTS) {
     test(`keeps requests apart by approval id: ${label}`, async ({ store }) => {
-      expect(other.approvalId).not.toBe(APPROVAL_ID);
+      expect(other.approvalId, "other.approvalId not.toBe").not.toBe(APPROVAL_ID);
       await requestApproval(store);
-      expect(await getApproval(store, other.approvalId)).toBeUndefined();
-      expect(await requestApproval(store, other)).toEqual(pendingRecord(other));
+      expect(await getApproval(store, other.approvalId), "await getApproval(store, other.approvalId) toBeUndefined").toBeUndefined();
+      expect(await requestApproval(store, other), "await requestApproval(store, other) toEqual").toEqual(pendingRecord(other));
       await decide(store, REJECT);
-      expect(await getApproval(store, other.approvalId)).toEqual(pendingRecord(other));
-      expect(await getApproval(store)).toEqual(decidedRecord(REJECT, "rejected"));
+      expect(await getApproval(store, other.approvalId), "await getApproval(store, other.approvalId) toEqual").toEqual(pendingRecord(other));
+      expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(decidedRecord(REJECT, "rejected"));
     });
   }
 
@@ -204,7 +204,7 @@ export function approvalsSuite(test: StoreTest): void {
     await requestApproval(store);
     await requestApproval(store, approvalRequest(TURN, CALL, { reason: "again" }));
     const events = await readAudit(store);
-    expect(events).toHaveLength(1);
+    expect(events, "events toHaveLength").toHaveLength(1);
     expectApprovalEvent(events[0], approvalRequest(), "requested", at);
   });
 
@@ -214,9 +214,9 @@ export function approvalsSuite(test: StoreTest): void {
     );
     const winners = await Promise.all(candidates.map((candidate) => requestApproval(store, candidate)));
     const stored = await getApproval(store);
-    expect(candidates.map((candidate) => pendingRecord(candidate))).toContainEqual(stored);
-    for (const winner of winners) expect(winner).toEqual(stored);
-    expect(await approvalEvents(store)).toHaveLength(1);
+    expect(candidates.map((candidate) => pendingRecord(candidate)), "candidates.map((candidate) => pendingRecord(candidate)) toContainEqual").toContainEqual(stored);
+    for (const winner of winners) expect(winner, "winner toEqual").toEqual(stored);
+    expect(await approvalEvents(store), "await approvalEvents(store) toHaveLength").toHaveLength(1);
   });
 
   test("detaches what it returns: changing a returned record changes nothing stored", async ({ store }) => {
@@ -233,7 +233,7 @@ export function approvalsSuite(test: StoreTest): void {
     scribble(await requestApproval(store));
     const [listed] = await list(store);
     scribble(listed);
-    expect(await getApproval(store)).toEqual(pendingRecord());
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(pendingRecord());
   });
 
   test("detaches what it stores: changing the caller's request afterwards changes nothing", async ({ store }) => {
@@ -243,7 +243,7 @@ export function approvalsSuite(test: StoreTest): void {
     (input.args.tags as unknown[]).push("changed");
     input.guardrails.push("changed");
     input.reason = "changed";
-    expect(await getApproval(store)).toEqual(pendingRecord());
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(pendingRecord());
   });
 
   // -- decisions ------------------------------------------------------------------------------
@@ -253,18 +253,18 @@ export function approvalsSuite(test: StoreTest): void {
       await requestApproval(store);
       clock.advance(MINUTE);
       const expected = decidedRecord(decision, status, { operatorRef: "reviewer-7" });
-      expect(await decide(store, decision, { operatorRef: "reviewer-7" })).toEqual({ decided: true, record: expected });
-      expect(await getApproval(store)).toEqual(expected);
+      expect(await decide(store, decision, { operatorRef: "reviewer-7" }), "await decide(store, decision, { operatorRef: \"reviewer-7\" }) toEqual").toEqual({ decided: true, record: expected });
+      expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(expected);
       const events = await approvalEvents(store);
-      expect(events.map((event) => event.action)).toEqual(["requested", decision.decision]);
+      expect(events.map((event) => event.action), "events.map((event) => event.action) toEqual").toEqual(["requested", decision.decision]);
       expectApprovalEvent(events[1], approvalRequest(), decision.decision, clock.ms, { operatorRef: "reviewer-7" });
     });
   }
 
   test("a decision without an operator reference stores and audits none", async ({ store, clock }) => {
     await requestApproval(store);
-    expect(await decide(store, EDIT)).toEqual({ decided: true, record: decidedRecord(EDIT, "edited") });
-    expect(await getApproval(store)).not.toHaveProperty("operatorRef");
+    expect(await decide(store, EDIT), "await decide(store, EDIT) toEqual").toEqual({ decided: true, record: decidedRecord(EDIT, "edited") });
+    expect(await getApproval(store), "await getApproval(store) not.toHaveProperty").not.toHaveProperty("operatorRef");
     expectApprovalEvent((await approvalEvents(store))[1], approvalRequest(), "edit", clock.ms);
   });
 
@@ -273,15 +273,15 @@ export function approvalsSuite(test: StoreTest): void {
     await decide(store, APPROVE, { operatorRef: "reviewer-1" });
     const first = decidedRecord(APPROVE, "approved", { operatorRef: "reviewer-1" });
     clock.advance(MINUTE);
-    expect(await decide(store, REJECT, { operatorRef: "reviewer-2", decidedAt: "2031-02-05T00:00:00Z" })).toEqual({
+    expect(await decide(store, REJECT, { operatorRef: "reviewer-2", decidedAt: "2031-02-05T00:00:00Z" }), "await decide(store, REJECT, { operatorRef: \"reviewer-2\", decidedAt: \"2031-02-05T00:00:00Z\" }) toE...").toEqual({
       decided: false,
       reason: "already_decided",
       record: first,
     });
-    expect(await decide(store, APPROVE)).toEqual({ decided: false, reason: "already_decided", record: first });
-    expect(await getApproval(store)).toEqual(first);
+    expect(await decide(store, APPROVE), "await decide(store, APPROVE) toEqual").toEqual({ decided: false, reason: "already_decided", record: first });
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(first);
     const events = await approvalEvents(store);
-    expect(events.map((event) => [event.action, event.code])).toEqual([
+    expect(events.map((event) => [event.action, event.code]), "events.map((event) => [event.action, event.code]) toEqual").toEqual([
       ["requested", undefined],
       ["approve", undefined],
       ["decision_refused", "already_decided"],
@@ -302,15 +302,15 @@ export function approvalsSuite(test: StoreTest): void {
     }));
     const results = await Promise.all(attempts.map((attempt) => decide(store, attempt.decision, { operatorRef: attempt.operatorRef })));
     const winners = results.flatMap((result) => (result.decided ? [result.record] : []));
-    expect(winners).toHaveLength(1);
+    expect(winners, "winners toHaveLength").toHaveLength(1);
     const winner = winners[0];
-    expect(await getApproval(store)).toEqual(winner);
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(winner);
     for (const result of results.filter((each) => !each.decided)) {
-      expect(result).toEqual({ decided: false, reason: "already_decided", record: winner });
+      expect(result, "result toEqual").toEqual({ decided: false, reason: "already_decided", record: winner });
     }
     const events = await approvalEvents(store);
-    expect(events.filter((event) => event.action === "decision_refused")).toHaveLength(15);
-    expect(events.filter((event) => event.action === winner?.decision?.decision)).toHaveLength(1);
+    expect(events.filter((event) => event.action === "decision_refused"), "events.filter((event) => event.action === \"decision_refused\") toHaveLength").toHaveLength(15);
+    expect(events.filter((event) => event.action === winner?.decision?.decision), "events.filter((event) => event.action === winner?.decision?.decision) toHaveLength").toHaveLength(1);
   });
 
   test("an applied request refuses decisions: already_decided, audited", async ({ store }) => {
@@ -318,9 +318,9 @@ export function approvalsSuite(test: StoreTest): void {
     await decide(store, EDIT);
     await apply(store);
     const applied = await getApproval(store);
-    expect(await decide(store, REJECT)).toEqual({ decided: false, reason: "already_decided", record: applied });
-    expect(await getApproval(store)).toEqual(applied);
-    expect((await approvalEvents(store)).at(-1)).toMatchObject({ action: "decision_refused", code: "already_decided" });
+    expect(await decide(store, REJECT), "await decide(store, REJECT) toEqual").toEqual({ decided: false, reason: "already_decided", record: applied });
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(applied);
+    expect((await approvalEvents(store)).at(-1), "(await approvalEvents(store)).at(-1) toMatchObject").toMatchObject({ action: "decision_refused", code: "already_decided" });
   });
 
   test("an expired request refuses decisions: expired, with the record, audited", async ({ store, clock }) => {
@@ -328,12 +328,12 @@ export function approvalsSuite(test: StoreTest): void {
     clock.advance(MINUTE);
     await expire(store, clock.ms);
     const expired = await getApproval(store);
-    expect(await decide(store, APPROVE, { operatorRef: "late-reviewer" })).toEqual({
+    expect(await decide(store, APPROVE, { operatorRef: "late-reviewer" }), "await decide(store, APPROVE, { operatorRef: \"late-reviewer\" }) toEqual").toEqual({
       decided: false,
       reason: "expired",
       record: expired,
     });
-    expect(await getApproval(store)).toEqual(expired);
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(expired);
     expectApprovalEvent((await approvalEvents(store)).at(-1), approvalRequest(), "decision_refused", clock.ms, {
       code: "expired",
       operatorRef: "late-reviewer",
@@ -341,10 +341,10 @@ export function approvalsSuite(test: StoreTest): void {
   });
 
   test("not_found: a decision for an id never requested creates nothing and appends nothing", async ({ store }) => {
-    expect(await decide(store, APPROVE)).toEqual({ decided: false, reason: "not_found" });
-    expect(await getApproval(store)).toBeUndefined();
-    expect(await list(store)).toEqual([]);
-    expect(await readAudit(store)).toEqual([]);
+    expect(await decide(store, APPROVE), "await decide(store, APPROVE) toEqual").toEqual({ decided: false, reason: "not_found" });
+    expect(await getApproval(store), "await getApproval(store) toBeUndefined").toBeUndefined();
+    expect(await list(store), "await list(store) toEqual").toEqual([]);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
   });
 
   test("detaches the decision: changing the caller's edit or the returned record afterwards changes nothing", async ({ store }) => {
@@ -355,7 +355,7 @@ export function approvalsSuite(test: StoreTest): void {
     decision.args.tags.push("changed");
     if (result.record?.decision?.decision === "edit") result.record.decision.args.title = "changed";
     if (result.record !== undefined) result.record.status = "rejected";
-    expect(await getApproval(store)).toEqual(decidedRecord({ decision: "edit", args: { title: "Edited", tags: ["a"] } }, "edited"));
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(decidedRecord({ decision: "edit", args: { title: "Edited", tags: ["a"] } }, "edited"));
   });
 
   // -- applying -------------------------------------------------------------------------------
@@ -370,9 +370,9 @@ export function approvalsSuite(test: StoreTest): void {
       clock.advance(MINUTE);
       expectBoolean(await apply(store), true, `applying an ${status} request`);
       const expected = { ...decidedRecord(decision, status, { operatorRef: "reviewer-1" }), status: "applied", appliedAt: APPLIED_AT };
-      expect(await getApproval(store)).toEqual(expected);
+      expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(expected);
       const events = await approvalEvents(store);
-      expect(events.map((event) => event.action)).toEqual(["requested", decision.decision, "applied"]);
+      expect(events.map((event) => event.action), "events.map((event) => event.action) toEqual").toEqual(["requested", decision.decision, "applied"]);
       expectApprovalEvent(events[2], approvalRequest(), "applied", clock.ms);
     });
   }
@@ -398,8 +398,8 @@ export function approvalsSuite(test: StoreTest): void {
     ] as const) {
       expectBoolean(await apply(store, id, "2031-03-01T00:00:00.000Z"), false, `applying a ${label} request`);
     }
-    expect(await list(store)).toEqual(before.records);
-    expect(await readAudit(store)).toEqual(before.trail);
+    expect(await list(store), "await list(store) toEqual").toEqual(before.records);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(before.trail);
   });
 
   test("8 racing applications: exactly one applies and is audited", async ({ store }) => {
@@ -408,16 +408,16 @@ export function approvalsSuite(test: StoreTest): void {
     const applied = await Promise.all(
       Array.from({ length: 8 }, (_, index) => apply(store, APPROVAL_ID, `2031-02-03T08:00:0${String(index)}.000Z`)),
     );
-    expect(applied.filter((value) => value)).toHaveLength(1);
-    expect((await getApproval(store))?.appliedAt).toBe(`2031-02-03T08:00:0${String(applied.indexOf(true))}.000Z`);
-    expect((await approvalEvents(store)).filter((event) => event.action === "applied")).toHaveLength(1);
+    expect(applied.filter((value) => value), "applied.filter((value) => value) toHaveLength").toHaveLength(1);
+    expect((await getApproval(store))?.appliedAt, "(await getApproval(store))?.appliedAt toBe").toBe(`2031-02-03T08:00:0${String(applied.indexOf(true))}.000Z`);
+    expect((await approvalEvents(store)).filter((event) => event.action === "applied"), "(await approvalEvents(store)).filter((event) => event.action === \"applied\") toHaveLength").toHaveLength(1);
   });
 
   // -- listing --------------------------------------------------------------------------------
 
   test("a fresh store lists nothing", async ({ store }) => {
-    expect(await list(store)).toEqual([]);
-    expect(await list(store, {})).toEqual([]);
+    expect(await list(store), "await list(store) toEqual").toEqual([]);
+    expect(await list(store, {}), "await list(store, {}) toEqual").toEqual([]);
   });
 
   test("lists oldest requestedAt first, comparing instants rather than text or request order", async ({ store }) => {
@@ -430,7 +430,7 @@ export function approvalsSuite(test: StoreTest): void {
     const requests = times.map((requestedAt, index) => approvalRequest(turn(`listed-${String(index)}`), CALL, { requestedAt }));
     for (const request of requests) await requestApproval(store, request);
     const order = [2, 0, 3, 1];
-    expect((await list(store)).map((record) => record.requestedAt)).toEqual(order.map((index) => times[index]));
+    expect((await list(store)).map((record) => record.requestedAt), "(await list(store)).map((record) => record.requestedAt) toEqual").toEqual(order.map((index) => times[index]));
   });
 
   test("requests made at the same instant are listed in the order they were requested", async ({ store }) => {
@@ -441,7 +441,7 @@ export function approvalsSuite(test: StoreTest): void {
       }),
     ).sort((a, b) => (a.approvalId < b.approvalId ? 1 : -1));
     for (const request of requests) await requestApproval(store, request);
-    expect((await list(store)).map((record) => record.approvalId)).toEqual(requests.map((request) => request.approvalId));
+    expect((await list(store)).map((record) => record.approvalId), "(await list(store)).map((record) => record.approvalId) toEqual").toEqual(requests.map((request) => request.approvalId));
   });
 
   test("filters by status and by turn key, together, and limits after ordering", async ({ store }) => {
@@ -453,27 +453,27 @@ export function approvalsSuite(test: StoreTest): void {
     await decide(store, REJECT, { approvalId: theirs[0]?.approvalId });
     const ids = (records: ApprovalRecord[]) => records.map((record) => record.approvalId);
 
-    expect(ids(await list(store, { turnKey: TURN_KEY }))).toEqual([3, 2, 1, 0].map((index) => mine[index]?.approvalId));
-    expect(ids(await list(store, { status: "pending" }))).toEqual(
+    expect(ids(await list(store, { turnKey: TURN_KEY })), "ids(await list(store, { turnKey: TURN_KEY })) toEqual").toEqual([3, 2, 1, 0].map((index) => mine[index]?.approvalId));
+    expect(ids(await list(store, { status: "pending" })), "ids(await list(store, { status: \"pending\" })) toEqual").toEqual(
       [theirs[1], mine[3], mine[2], mine[0]].map((request) => request?.approvalId),
     );
-    expect(ids(await list(store, { status: "pending", turnKey: TURN_KEY }))).toEqual(
+    expect(ids(await list(store, { status: "pending", turnKey: TURN_KEY })), "ids(await list(store, { status: \"pending\", turnKey: TURN_KEY })) toEqual").toEqual(
       [mine[3], mine[2], mine[0]].map((request) => request?.approvalId),
     );
-    expect(ids(await list(store, { status: "approved" }))).toEqual([mine[1]?.approvalId]);
-    expect(await list(store, { status: "expired" })).toEqual([]);
-    expect(await list(store, { turnKey: turnKey(SIBLING) })).toEqual([]);
-    expect(ids(await list(store, { limit: 2 }))).toEqual([theirs[0], theirs[1]].map((request) => request?.approvalId));
-    expect(ids(await list(store, { status: "pending", turnKey: TURN_KEY, limit: 1 }))).toEqual([mine[3]?.approvalId]);
-    expect(await list(store, { limit: 10_000 })).toHaveLength(6);
+    expect(ids(await list(store, { status: "approved" })), "ids(await list(store, { status: \"approved\" })) toEqual").toEqual([mine[1]?.approvalId]);
+    expect(await list(store, { status: "expired" }), "await list(store, { status: \"expired\" }) toEqual").toEqual([]);
+    expect(await list(store, { turnKey: turnKey(SIBLING) }), "await list(store, { turnKey: turnKey(SIBLING) }) toEqual").toEqual([]);
+    expect(ids(await list(store, { limit: 2 })), "ids(await list(store, { limit: 2 })) toEqual").toEqual([theirs[0], theirs[1]].map((request) => request?.approvalId));
+    expect(ids(await list(store, { status: "pending", turnKey: TURN_KEY, limit: 1 })), "ids(await list(store, { status: \"pending\", turnKey: TURN_KEY, limit: 1 })) toEqual").toEqual([mine[3]?.approvalId]);
+    expect(await list(store, { limit: 10_000 }), "await list(store, { limit: 10_000 }) toHaveLength").toHaveLength(6);
   });
 
   test("lists each request as it stands now", async ({ store }) => {
     await requestApproval(store);
     await decide(store, EDIT, { operatorRef: "reviewer-1" });
-    expect(await list(store)).toEqual([decidedRecord(EDIT, "edited", { operatorRef: "reviewer-1" })]);
+    expect(await list(store), "await list(store) toEqual").toEqual([decidedRecord(EDIT, "edited", { operatorRef: "reviewer-1" })]);
     await apply(store);
-    expect(await list(store)).toEqual([await getApproval(store)]);
+    expect(await list(store), "await list(store) toEqual").toEqual([await getApproval(store)]);
   });
 
   // -- expiry ---------------------------------------------------------------------------------
@@ -490,16 +490,16 @@ export function approvalsSuite(test: StoreTest): void {
     clock.advance(MINUTE);
     const before = (await readAudit(store)).length;
 
-    expect(await expire(store, cutoff)).toBe(2);
+    expect(await expire(store, cutoff), "await expire(store, cutoff) toBe").toBe(2);
     for (const request of [early, earlyOffset]) {
       const record = await getApproval(store, request.approvalId);
       expectInstant(record?.expiredAt, clock.ms, "expiredAt");
-      expect(record).toEqual({ ...pendingRecord(request), status: "expired", expiredAt: record?.expiredAt });
+      expect(record, "record toEqual").toEqual({ ...pendingRecord(request), status: "expired", expiredAt: record?.expiredAt });
     }
-    for (const request of [atCutoff, late]) expect(await getApproval(store, request.approvalId)).toEqual(pendingRecord(request));
-    expect(await getApproval(store, decided.approvalId)).toEqual(decidedRecord(APPROVE, "approved", { request: decided }));
+    for (const request of [atCutoff, late]) expect(await getApproval(store, request.approvalId), "await getApproval(store, request.approvalId) toEqual").toEqual(pendingRecord(request));
+    expect(await getApproval(store, decided.approvalId), "await getApproval(store, decided.approvalId) toEqual").toEqual(decidedRecord(APPROVE, "approved", { request: decided }));
     const events = (await readAudit(store)).slice(before);
-    expect(events.map((event) => event.approvalId).sort()).toEqual([early.approvalId, earlyOffset.approvalId].sort());
+    expect(events.map((event) => event.approvalId).sort(), "events.map((event) => event.approvalId).sort() toEqual").toEqual([early.approvalId, earlyOffset.approvalId].sort());
     for (const event of events) {
       expectApprovalEvent(event, event.approvalId === early.approvalId ? early : earlyOffset, "expired", clock.ms);
     }
@@ -508,18 +508,18 @@ export function approvalsSuite(test: StoreTest): void {
   test("expiry is idempotent: a second run finds nothing and appends nothing", async ({ store, clock }) => {
     await requestApproval(store);
     clock.advance(MINUTE);
-    expect(await expire(store, clock.ms)).toBe(1);
+    expect(await expire(store, clock.ms), "await expire(store, clock.ms) toBe").toBe(1);
     const trail = await readAudit(store);
     const record = await getApproval(store);
     clock.advance(MINUTE);
-    expect(await expire(store, clock.ms)).toBe(0);
-    expect(await readAudit(store)).toEqual(trail);
-    expect(await getApproval(store)).toEqual(record);
+    expect(await expire(store, clock.ms), "await expire(store, clock.ms) toBe").toBe(0);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(trail);
+    expect(await getApproval(store), "await getApproval(store) toEqual").toEqual(record);
   });
 
   test("a fresh store expires nothing", async ({ store, clock }) => {
-    expect(await expire(store, clock.ms + 365 * 24 * 60 * MINUTE)).toBe(0);
-    expect(await readAudit(store)).toEqual([]);
+    expect(await expire(store, clock.ms + 365 * 24 * 60 * MINUTE), "await expire(store, clock.ms + 365 * 24 * 60 * MINUTE) toBe").toBe(0);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
   });
 
   test("a decision racing an expiry: exactly one of them changes the request", async ({ store, clock }) => {
@@ -529,10 +529,10 @@ export function approvalsSuite(test: StoreTest): void {
     expect(decided.decided !== (expired === 1), `decided: ${String(decided.decided)}, expired: ${String(expired)}`).toBe(true);
     const record = await getApproval(store);
     if (decided.decided) {
-      expect(record?.status).toBe("approved");
+      expect(record?.status, "record?.status toBe").toBe("approved");
     } else {
-      expect(decided).toEqual({ decided: false, reason: "expired", record });
-      expect(record?.status).toBe("expired");
+      expect(decided, "decided toEqual").toEqual({ decided: false, reason: "expired", record });
+      expect(record?.status, "record?.status toBe").toBe("expired");
     }
   });
 }

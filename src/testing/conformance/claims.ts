@@ -46,25 +46,25 @@ export function claimsSuite(test: StoreTest): void {
   mutationStatusTests(test);
   test("acquired: a free slot is claimed with a non-empty token", async ({ store }) => {
     const result = await claim(store);
-    expect(result.status).toBe("acquired");
-    expect(result.status === "acquired" ? result.token : "").not.toBe("");
+    expect(result.status, "result.status toBe").toBe("acquired");
+    expect(result.status === "acquired" ? result.token : "", "result.status === \"acquired\" ? result.token : \"\" not.toBe").not.toBe("");
   });
 
   test("pending: the same call while its claim is open", async ({ store }) => {
     await acquire(store);
-    expect(await claim(store)).toEqual({ status: "pending" });
-    expect(await claim(store, { ...identity() })).toEqual({ status: "pending" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
+    expect(await claim(store, { ...identity() }), "await claim(store, { ...identity() }) toEqual").toEqual({ status: "pending" });
   });
 
   test("replay: the same call after it completed gets the stored result, every time", async ({ store }) => {
     await complete(store, identity(), RESULT);
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 
   test("replay: an error result is replayed as an error", async ({ store }) => {
     await complete(store, identity(), ERROR_RESULT);
-    expect(await claim(store)).toEqual({ status: "replay", result: ERROR_RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: ERROR_RESULT });
   });
 
   test("replay: content is returned exactly (empty, whitespace, unicode, quotes, large)", async ({ store }) => {
@@ -81,13 +81,13 @@ export function claimsSuite(test: StoreTest): void {
     // Valid Unicode and valid JSON; PostgreSQL text and jsonb columns reject it, so store it as bytes or escape it.
     const result: MutationResult = { content: "before\u0000after", status: "success" };
     await complete(store, identity(), result);
-    expect(await claim(store)).toEqual({ status: "replay", result });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result });
   });
 
   test("unknown: the same call after an ambiguous outcome", async ({ store }) => {
     await leaveUnknown(store);
-    expect(await claim(store)).toEqual({ status: "unknown" });
-    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
   });
 
   for (const [label, call] of RIVAL_CALLS) {
@@ -95,7 +95,7 @@ export function claimsSuite(test: StoreTest): void {
       const rival = identity(TURN, call);
       const token = await acquire(store);
       expect(await claim(store, rival), "while pending").toEqual({ status: "conflict" });
-      expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
+      expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token, outcome: \"complete\", result: RESULT }) toBe").toBe(true);
       expect(await claim(store, rival), "after completion").toEqual({ status: "conflict", completed: COMPLETED });
     });
   }
@@ -107,20 +107,20 @@ export function claimsSuite(test: StoreTest): void {
       expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict", completed });
     }
     // A redescribed tool is the same call: a replay, not a conflict.
-    expect(await claim(store, identity(TURN, REDESCRIBED))).toEqual({ status: "replay", result: ERROR_RESULT });
+    expect(await claim(store, identity(TURN, REDESCRIBED)), "await claim(store, identity(TURN, REDESCRIBED)) toEqual").toEqual({ status: "replay", result: ERROR_RESULT });
     // Another turn's completed call is no conflict of this one.
-    expect((await claim(store, identity(SIBLING, { ...CALL, id: "call-2" }))).status).toBe("acquired");
+    expect((await claim(store, identity(SIBLING, { ...CALL, id: "call-2" }))).status, "(await claim(store, identity(SIBLING, { ...CALL, id: \"call-2\" }))).status toBe").toBe("acquired");
   });
 
   test("conflict with a completed slot returns its ids and result exactly (unicode, NUL, empty content)", async ({ store }) => {
     const odd: Call = { id: "call \u00e9\u0000 1", name: "rename_document \u2028", args: { title: "x" } };
     const result: MutationResult = { content: "", status: "success" };
     await complete(store, identity(TURN, odd), result);
-    expect(await claim(store)).toEqual({ status: "conflict", completed: { toolName: odd.name, toolCallId: odd.id, result } });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict", completed: { toolName: odd.name, toolCallId: odd.id, result } });
     const other = identity(SIBLING, { ...CALL, id: "call-2" });
     const nul: MutationResult = { content: "before\u0000after \u{1F680}", status: "error" };
     await complete(store, other, nul);
-    expect(await claim(store, identity(SIBLING))).toEqual({
+    expect(await claim(store, identity(SIBLING)), "await claim(store, identity(SIBLING)) toEqual").toEqual({
       status: "conflict",
       completed: { toolName: CALL.name, toolCallId: "call-2", result: nul },
     });
@@ -133,8 +133,8 @@ export function claimsSuite(test: StoreTest): void {
     if (answer.status !== "conflict" || answer.completed === undefined) throw new Error("expected a completed conflict");
     answer.completed.result.content = "changed";
     answer.completed.toolCallId = "changed";
-    expect(await claim(store, rival)).toEqual({ status: "conflict", completed: COMPLETED });
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store, rival), "await claim(store, rival) toEqual").toEqual({ status: "conflict", completed: COMPLETED });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 
   test("conflict: another call of a turn whose mutation is unknown, without a completed mutation", async ({ store }) => {
@@ -146,37 +146,37 @@ export function claimsSuite(test: StoreTest): void {
 
   test("the tool fingerprint is recorded, not matched: the same call to a redescribed tool is the same claim", async ({ store }) => {
     const redescribed = identity(TURN, REDESCRIBED);
-    expect(redescribed.mutationKey).toBe(identity().mutationKey);
-    expect(redescribed.toolFingerprint).not.toBe(identity().toolFingerprint);
+    expect(redescribed.mutationKey, "redescribed.mutationKey toBe").toBe(identity().mutationKey);
+    expect(redescribed.toolFingerprint, "redescribed.toolFingerprint not.toBe").not.toBe(identity().toolFingerprint);
     const token = await acquire(store);
-    expect(await claim(store, redescribed)).toEqual({ status: "pending" });
+    expect(await claim(store, redescribed), "await claim(store, redescribed) toEqual").toEqual({ status: "pending" });
     // The claim keeps the fingerprint of the call that acquired it.
-    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "pending" }]);
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
-    expect(await claim(store, redescribed)).toEqual({ status: "replay", result: RESULT });
-  });
+    expect(await unresolved(store), "await unresolved(store) toMatchObject").toMatchObject([{ ...identity(), state: "pending" }]);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token, outcome: \"complete\", result: RESULT }) toBe").toBe(true);
+    expect(await claim(store, redescribed), "await claim(store, redescribed) toEqual").toEqual({ status: "replay", result: RESULT });
+  }, ["operator"]);
 
   test("listUnresolved returns each claim's tool fingerprint exactly", async ({ store }) => {
     await acquire(store, identity(TURN, REDESCRIBED));
     await leaveUnknown(store, identity(STRANGER));
     const list = await unresolved(store);
-    expect(list.map((entry) => entry.toolFingerprint)).toEqual([fingerprintOfCall(REDESCRIBED), identity(STRANGER).toolFingerprint]);
-  });
+    expect(list.map((entry) => entry.toolFingerprint), "list.map((entry) => entry.toolFingerprint) toEqual").toEqual([fingerprintOfCall(REDESCRIBED), identity(STRANGER).toolFingerprint]);
+  }, ["operator"]);
 
   test("scope_unresolved: another turn of a scope with an unknown mutation, and nothing is claimed", async ({ store }) => {
     await leaveUnknown(store);
-    expect(await claim(store, identity(SIBLING))).toEqual({ status: "scope_unresolved" });
-    expect(await unresolved(store)).toHaveLength(1);
-  });
+    expect(await claim(store, identity(SIBLING)), "await claim(store, identity(SIBLING)) toEqual").toEqual({ status: "scope_unresolved" });
+    expect(await unresolved(store), "await unresolved(store) toHaveLength").toHaveLength(1);
+  }, ["operator"]);
 
   test("a claim that is not acquired leaves the slot as it was", async ({ store }) => {
     const token = await acquire(store);
     for (const [, call] of RIVAL_CALLS) await claim(store, identity(TURN, call));
     await claim(store);
-    expect((await unresolved(store)).map((entry) => entry.mutationKey)).toEqual([identity().mutationKey]);
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(true);
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-  });
+    expect((await unresolved(store)).map((entry) => entry.mutationKey), "(await unresolved(store)).map((entry) => entry.mutationKey) toEqual").toEqual([identity().mutationKey]);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token, outcome: \"complete\", result: RESULT }) toBe").toBe(true);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
+  }, ["operator"]);
 
   test("turns are independent: each turn has its own slot and its own token", async ({ store }) => {
     const tokens = [
@@ -184,8 +184,8 @@ export function claimsSuite(test: StoreTest): void {
       await acquire(store, identity(SIBLING)),
       await acquire(store, identity(STRANGER)),
     ];
-    expect(new Set(tokens).size).toBe(3);
-    expect(await claim(store, identity(TURN))).toEqual({ status: "pending" });
+    expect(new Set(tokens).size, "new Set(tokens).size toBe").toBe(3);
+    expect(await claim(store, identity(TURN)), "await claim(store, identity(TURN)) toEqual").toEqual({ status: "pending" });
   });
 
   test("32 racing claims of the same call: exactly one acquired, 31 pending", async ({ store }) => {
@@ -206,8 +206,8 @@ export function claimsSuite(test: StoreTest): void {
     const won = results[winner];
     const id = ids[winner];
     if (won?.status !== "acquired" || id === undefined) throw new Error("no winner");
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token: won.token, outcome: "complete", result: RESULT })).toBe(true);
-    expect(await claim(store, id)).toEqual({ status: "replay", result: RESULT });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: won.token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token: won.token, outcome: \"complete\", result: RE...").toBe(true);
+    expect(await claim(store, id), "await claim(store, id) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 
   test("32 racing claims, two of each of 16 calls in one turn: one acquired, its twin pending, 30 conflict", async ({ store }) => {
@@ -218,7 +218,7 @@ export function claimsSuite(test: StoreTest): void {
     expect(count(statuses, "pending"), statuses.join()).toBe(1);
     expect(count(statuses, "conflict"), statuses.join()).toBe(30);
     const winner = statuses.indexOf("acquired");
-    expect(ids[statuses.indexOf("pending")]).toEqual(ids[winner]);
+    expect(ids[statuses.indexOf("pending")], "ids[statuses.indexOf(\"pending\")] toEqual").toEqual(ids[winner]);
   });
 
   test("32 racing claims in 32 turns: every one acquired, with 32 distinct tokens", async ({ store }) => {
@@ -227,7 +227,7 @@ export function claimsSuite(test: StoreTest): void {
     );
     const tokens = results.map((result) => (result.status === "acquired" ? result.token : result.status));
     expect(results.every((result) => result.status === "acquired"), tokens.join()).toBe(true);
-    expect(new Set(tokens).size).toBe(32);
+    expect(new Set(tokens).size, "new Set(tokens).size toBe").toBe(32);
   });
 
   test("32 racing claims of a turn in a scope with an unknown mutation: all scope_unresolved", async ({ store }) => {
@@ -235,18 +235,18 @@ export function claimsSuite(test: StoreTest): void {
     const results = await Promise.all(
       Array.from({ length: 32 }, (_, index) => claim(store, identity(SIBLING, { ...CALL, id: `blocked-${String(index)}` }))),
     );
-    expect(results.every((result) => result.status === "scope_unresolved")).toBe(true);
-    expect(await unresolved(store)).toHaveLength(1);
-  });
+    expect(results.every((result) => result.status === "scope_unresolved"), "results.every((result) => result.status === \"scope_unresolved\") toBe").toBe(true);
+    expect(await unresolved(store), "await unresolved(store) toHaveLength").toHaveLength(1);
+  }, ["operator"]);
 
   test("detaches what it stores: changing the caller's identity after the claim changes nothing", async ({ store }) => {
     const input = identity();
     await acquire(store, input);
     input.mutationKey = identity(TURN, { ...CALL, id: "changed" }).mutationKey;
     input.toolCallId = "changed";
-    expect(await claim(store, identity())).toEqual({ status: "pending" });
-    expect(await unresolved(store)).toMatchObject([identity()]);
-  });
+    expect(await claim(store, identity()), "await claim(store, identity()) toEqual").toEqual({ status: "pending" });
+    expect(await unresolved(store), "await unresolved(store) toMatchObject").toMatchObject([identity()]);
+  }, ["operator"]);
 
   test("detaches what it returns: changing a replayed result changes nothing stored", async ({ store }) => {
     await complete(store, identity(), RESULT);
@@ -254,7 +254,7 @@ export function claimsSuite(test: StoreTest): void {
     if (replay.status !== "replay") throw new Error(`expected replay, got ${replay.status}`);
     replay.result.content = "changed";
     replay.result.status = "error";
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 }
 
@@ -268,16 +268,16 @@ export function settlementSuite(test: StoreTest): void {
   test("settles a pending claim complete with its token: true, and the call replays", async ({ store }) => {
     const token = await acquire(store);
     expectBoolean(await settleComplete(store, token), true, "settling with the claim's token");
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-    expect(await unresolved(store)).toEqual([]);
-  });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
+  }, ["operator"]);
 
   test("settles a pending claim unknown with its token: true, and the call is unknown", async ({ store }) => {
     const token = await acquire(store);
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), true, "settling unknown");
-    expect(await claim(store)).toEqual({ status: "unknown" });
-    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "unknown" }]);
-  });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
+    expect(await unresolved(store), "await unresolved(store) toMatchObject").toMatchObject([{ ...identity(), state: "unknown" }]);
+  }, ["operator"]);
 
   test("refuses a wrong token (false) and changes nothing", async ({ store }) => {
     const token = await acquire(store);
@@ -288,10 +288,10 @@ export function settlementSuite(test: StoreTest): void {
       const unknown = await store.settleMutation({ turnKey: TURN_KEY, token: wrong, outcome: "unknown" });
       expectBoolean(unknown, false, `unknown with token ${wrong}`);
     }
-    expect(await claim(store)).toEqual({ status: "pending" });
-    expect(await unresolved(store)).toEqual(before);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual(before);
     expectBoolean(await settleComplete(store, token), true, "the right token afterwards");
-  });
+  }, ["operator"]);
 
   test("refuses a token against another turn's claim, even in another scope", async ({ store }) => {
     const mine = await acquire(store, identity(TURN));
@@ -299,31 +299,31 @@ export function settlementSuite(test: StoreTest): void {
     const stranger = await acquire(store, identity(STRANGER));
     expectBoolean(await settleComplete(store, mine, RESULT, turnKey(SIBLING)), false, "turn 1's token on turn 2");
     expectBoolean(await settleComplete(store, stranger, RESULT, TURN_KEY), false, "another scope's token on turn 1");
-    expect(await claim(store, identity(SIBLING))).toEqual({ status: "pending" });
-    expect(await claim(store, identity(TURN))).toEqual({ status: "pending" });
+    expect(await claim(store, identity(SIBLING)), "await claim(store, identity(SIBLING)) toEqual").toEqual({ status: "pending" });
+    expect(await claim(store, identity(TURN)), "await claim(store, identity(TURN)) toEqual").toEqual({ status: "pending" });
     expectBoolean(await settleComplete(store, theirs, RESULT, turnKey(SIBLING)), true, "turn 2's own token");
   });
 
   test("refuses to settle a turn without a claim (false), and creates none", async ({ store }) => {
     expectBoolean(await settleComplete(store, "no-such-token"), false, "settling an unclaimed turn");
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: "no-such-token", outcome: "unknown" }), false, "unknown");
-    expect(await unresolved(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
     await acquire(store);
-  });
+  }, ["operator"]);
 
   test("settles only from pending: a second settlement with the token is false and changes nothing", async ({ store }) => {
     const token = await acquire(store);
     expectBoolean(await settleComplete(store, token, RESULT), true, "first settlement");
     expectBoolean(await settleComplete(store, token, ERROR_RESULT), false, "second complete");
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), false, "then unknown");
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 
   test("an unknown claim cannot be settled again, not even complete with its token", async ({ store }) => {
     const token = await leaveUnknown(store);
     expectBoolean(await settleComplete(store, token), false, "complete after unknown");
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), false, "unknown again");
-    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
   });
 
   test("16 racing settlements with the token: exactly one applies, and its result is the one replayed", async ({ store }) => {
@@ -333,8 +333,8 @@ export function settlementSuite(test: StoreTest): void {
       status: "success",
     }));
     const applied = await Promise.all(results.map((result) => settleComplete(store, token, result)));
-    expect(applied.filter((value) => value)).toHaveLength(1);
-    expect(await claim(store)).toEqual({ status: "replay", result: results[applied.indexOf(true)] });
+    expect(applied.filter((value) => value), "applied.filter((value) => value) toHaveLength").toHaveLength(1);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: results[applied.indexOf(true)] });
   });
 
   test("racing complete and unknown settlements: exactly one applies", async ({ store }) => {
@@ -343,8 +343,8 @@ export function settlementSuite(test: StoreTest): void {
       settleComplete(store, token),
       store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }),
     ]);
-    expect([completed, unknown].filter((value) => value)).toHaveLength(1);
-    expect(await claim(store)).toEqual(completed ? { status: "replay", result: RESULT } : { status: "unknown" });
+    expect([completed, unknown].filter((value) => value), "[completed, unknown].filter((value) => value) toHaveLength").toHaveLength(1);
+    expect(await claim(store), "await claim(store) toEqual").toEqual(completed ? { status: "replay", result: RESULT } : { status: "unknown" });
   });
 
   test("a settlement never applied leaves the claim closed: pending to its call, conflict to others, listed", async ({ store, clock }) => {
@@ -353,14 +353,14 @@ export function settlementSuite(test: StoreTest): void {
     const claimedAt = clock.ms;
     await acquire(store);
     clock.advance(30 * 24 * 60 * 60 * 1000);
-    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
     for (const [label, call] of RIVAL_CALLS) {
       expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
     }
     const list = await unresolved(store);
-    expect(list).toMatchObject([{ ...identity(), state: "pending" }]);
-    expect(Date.parse(list[0]?.claimedAt ?? "")).toBe(claimedAt);
-  });
+    expect(list, "list toMatchObject").toMatchObject([{ ...identity(), state: "pending" }]);
+    expect(Date.parse(list[0]?.claimedAt ?? ""), "Date.parse(list[0]?.claimedAt ?? \"\") toBe").toBe(claimedAt);
+  }, ["operator"]);
 
   test("detaches what it stores: changing the settled result object afterwards changes nothing", async ({ store }) => {
     const token = await acquire(store);
@@ -368,7 +368,7 @@ export function settlementSuite(test: StoreTest): void {
     await settleComplete(store, token, result);
     result.content = "changed";
     result.status = "error";
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 }
 
@@ -386,37 +386,40 @@ export function releaseSuite(test: StoreTest): void {
 
   /** The audit event a release must leave: the claim's identity, at the store's time. */
   function expectReleasedEvent(event: unknown, id: MutationIdentity, atMs: number): void {
-    expect(event).toMatchObject({
+    // The same fields as the reconciled event (kind "mutation" included), without action and operatorRef.
+    expect(event, "the released event: decision, the claim's identity and kind \"mutation\"").toMatchObject({
       decision: "released",
       turnKey: id.turnKey,
       scopeId: id.scopeId,
       toolCallId: id.toolCallId,
       toolName: id.toolName,
       toolFingerprint: id.toolFingerprint,
+      kind: "mutation",
       argsDigest: id.argsDigest,
       mutationKey: id.mutationKey,
     });
-    expect(event).not.toHaveProperty("operatorRef");
-    expect(event).not.toHaveProperty("args");
+    expect(event, "a release is no operator's decision: no operatorRef").not.toHaveProperty("operatorRef");
+    expect(event, "a release has no resolution: no action").not.toHaveProperty("action");
+    expect(event, "event not.toHaveProperty").not.toHaveProperty("args");
     expectInstant((event as { at?: string } | undefined)?.at, atMs, "the released event's time");
   }
 
   test("releases a pending claim with its token: true, and the same call acquires again with a new token", async ({ store }) => {
     const oldToken = await acquire(store);
     expectBoolean(await release(store, oldToken), true, "releasing with the claim's token");
-    expect(await unresolved(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
     const newToken = await acquire(store);
-    expect(newToken).not.toBe(oldToken);
+    expect(newToken, "newToken not.toBe").not.toBe(oldToken);
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: "complete", result: RESULT }), true, "the new token");
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-  });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
+  }, ["operator"]);
 
   for (const [label, call] of RIVAL_CALLS) {
     test(`the released slot is open to any call of the turn: ${label}`, async ({ store }) => {
       await release(store, await acquire(store));
       const rival = identity(TURN, call);
       await acquire(store, rival);
-      expect(await claim(store)).toEqual({ status: "conflict" });
+      expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
     });
   }
 
@@ -425,7 +428,7 @@ export function releaseSuite(test: StoreTest): void {
     clock.advance(60_000);
     await release(store, token);
     const events = await releasedEvents(store);
-    expect(events).toHaveLength(1);
+    expect(events, "events toHaveLength").toHaveLength(1);
     expectReleasedEvent(events[0], identity(), clock.ms);
   });
 
@@ -436,8 +439,8 @@ export function releaseSuite(test: StoreTest): void {
     await acquire(store);
     expectBoolean(await release(store, oldToken), false, "the old token against the new claim");
     expectBoolean(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "unknown" }), false, "settling with it");
-    expect(await claim(store)).toEqual({ status: "pending" });
-    expect(await releasedEvents(store)).toHaveLength(1);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
+    expect(await releasedEvents(store), "await releasedEvents(store) toHaveLength").toHaveLength(1);
   });
 
   test("refuses a wrong token (false), changing nothing and appending nothing", async ({ store }) => {
@@ -446,80 +449,80 @@ export function releaseSuite(test: StoreTest): void {
     for (const wrong of [`${token}x`, token.slice(0, -1), "token"].filter((value) => value !== token && value !== "")) {
       expectBoolean(await release(store, wrong), false, `release with token ${wrong}`);
     }
-    expect(await claim(store)).toEqual({ status: "pending" });
-    expect(await unresolved(store)).toEqual(before);
-    expect(await readAudit(store)).toEqual([]);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual(before);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
     expectBoolean(await release(store, token), true, "the right token afterwards");
-  });
+  }, ["operator"]);
 
   test("refuses a token against another turn's claim, even in another scope", async ({ store }) => {
     const mine = await acquire(store, identity(TURN));
     await acquire(store, identity(STRANGER));
     expectBoolean(await release(store, mine, turnKey(STRANGER)), false, "turn 1's token on another scope's turn");
-    expect(await claim(store, identity(STRANGER))).toEqual({ status: "pending" });
-    expect(await readAudit(store)).toEqual([]);
+    expect(await claim(store, identity(STRANGER)), "await claim(store, identity(STRANGER)) toEqual").toEqual({ status: "pending" });
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
   });
 
   test("refuses a turn without a claim (false), and creates nothing", async ({ store }) => {
     expectBoolean(await release(store, "no-such-token"), false, "releasing an unclaimed turn");
-    expect(await unresolved(store)).toEqual([]);
-    expect(await readAudit(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
     await acquire(store);
-  });
+  }, ["operator"]);
 
   test("not after settlement complete: false, and the call still replays", async ({ store }) => {
     const token = await acquire(store);
     await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
     expectBoolean(await release(store, token), false, "releasing a completed claim");
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-    expect(await releasedEvents(store)).toEqual([]);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
+    expect(await releasedEvents(store), "await releasedEvents(store) toEqual").toEqual([]);
   });
 
   test("not after settlement unknown: false, the call stays unknown and the scope stays blocked", async ({ store }) => {
     const token = await leaveUnknown(store);
     expectBoolean(await release(store, token), false, "releasing an unknown claim");
-    expect(await claim(store)).toEqual({ status: "unknown" });
-    expect(await claim(store, identity(SIBLING))).toEqual({ status: "scope_unresolved" });
-    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "unknown" }]);
-    expect(await releasedEvents(store)).toEqual([]);
-  });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
+    expect(await claim(store, identity(SIBLING)), "await claim(store, identity(SIBLING)) toEqual").toEqual({ status: "scope_unresolved" });
+    expect(await unresolved(store), "await unresolved(store) toMatchObject").toMatchObject([{ ...identity(), state: "unknown" }]);
+    expect(await releasedEvents(store), "await releasedEvents(store) toEqual").toEqual([]);
+  }, ["operator"]);
 
   test("not after reconciliation: false, and the operator's result stands", async ({ store }) => {
     const token = await acquire(store);
     await store.reconcileMutation({ turnKey: TURN_KEY, resolution: "completed", result: OPERATOR_RESULT, operatorRef: "INC-1" });
     expectBoolean(await release(store, token), false, "releasing a reconciled claim");
-    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
-  });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: OPERATOR_RESULT });
+  }, ["operator"]);
 
   test("the scope rule is unaffected: the reopened slot is claimed under it like any free slot", async ({ store }) => {
     const token = await acquire(store, identity(TURN));
     // Another turn of the scope is left unknown while this one is pending (pending does not block).
     await leaveUnknown(store, identity(SIBLING));
     expectBoolean(await release(store, token), true, "releasing the pending claim");
-    expect(await claim(store, identity(TURN))).toEqual({ status: "scope_unresolved" });
-    expect(await claim(store, identity(TURN), { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
-    expect((await unresolved(store)).map((entry) => [entry.turnKey, entry.state])).toEqual([
+    expect(await claim(store, identity(TURN)), "await claim(store, identity(TURN)) toEqual").toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, identity(TURN), { requireResolvedScope: false }), "await claim(store, identity(TURN), { requireResolvedScope: false }) toMatchObject").toMatchObject({ status: "acquired" });
+    expect((await unresolved(store)).map((entry) => [entry.turnKey, entry.state]), "(await unresolved(store)).map((entry) => [entry.turnKey, entry.state]) toEqual").toEqual([
       [turnKey(SIBLING), "unknown"],
       [TURN_KEY, "pending"],
     ]);
-  });
+  }, ["operator"]);
 
   test("a release racing a claim of another call: the claim is refused before it, acquires after it", async ({ store }) => {
     const token = await acquire(store);
     const rival = identity(TURN, { ...CALL, id: "call-2" });
     const [released, claimed] = await Promise.all([release(store, token), claim(store, rival)]);
-    expect(released).toBe(true);
-    expect(["conflict", "acquired"]).toContain(claimed.status);
+    expect(released, "released toBe").toBe(true);
+    expect(["conflict", "acquired"], "[\"conflict\", \"acquired\"] toContain").toContain(claimed.status);
     if (claimed.status === "conflict") await acquire(store, rival);
-    expect(await claim(store)).toEqual({ status: "conflict" });
-    expect((await unresolved(store)).map((entry) => entry.toolCallId)).toEqual(["call-2"]);
-  });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
+    expect((await unresolved(store)).map((entry) => entry.toolCallId), "(await unresolved(store)).map((entry) => entry.toolCallId) toEqual").toEqual(["call-2"]);
+  }, ["operator"]);
 
   test("8 racing releases with the token: exactly one applies and is audited", async ({ store }) => {
     const token = await acquire(store);
     const released = await Promise.all(Array.from({ length: 8 }, () => release(store, token)));
-    expect(released.filter((value) => value)).toHaveLength(1);
-    expect(await releasedEvents(store)).toHaveLength(1);
+    expect(released.filter((value) => value), "released.filter((value) => value) toHaveLength").toHaveLength(1);
+    expect(await releasedEvents(store), "await releasedEvents(store) toHaveLength").toHaveLength(1);
     await acquire(store);
   });
 
@@ -531,11 +534,11 @@ export function releaseSuite(test: StoreTest): void {
     ]);
     expect(released !== settled, `released: ${String(released)}, settled: ${String(settled)}`).toBe(true);
     if (settled) {
-      expect(await claim(store)).toEqual({ status: "replay", result: ERROR_RESULT });
+      expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: ERROR_RESULT });
     } else {
       await acquire(store);
     }
-    expect(await releasedEvents(store)).toHaveLength(released ? 1 : 0);
+    expect(await releasedEvents(store), "await releasedEvents(store) toHaveLength").toHaveLength(released ? 1 : 0);
   });
 }
 
@@ -550,16 +553,16 @@ function mutationStatusTests(test: StoreTest): void {
     const pending = identity(turn("m-pending"));
     const done = identity(turn("m-complete"));
     const unknown = identity(turn("m-unknown", "doc-unknown"));
-    expect(await read(pending.turnKey)).toBeUndefined();
+    expect(await read(pending.turnKey), "await read(pending.turnKey) toBeUndefined").toBeUndefined();
     await acquire(store, pending);
-    expect(await read(pending.turnKey)).toEqual({ state: "pending", toolName: pending.toolName, toolCallId: pending.toolCallId });
+    expect(await read(pending.turnKey), "await read(pending.turnKey) toEqual").toEqual({ state: "pending", toolName: pending.toolName, toolCallId: pending.toolCallId });
     await complete(store, done);
-    expect(await read(done.turnKey)).toEqual({ state: "complete", toolName: done.toolName, toolCallId: done.toolCallId, result: RESULT });
+    expect(await read(done.turnKey), "await read(done.turnKey) toEqual").toEqual({ state: "complete", toolName: done.toolName, toolCallId: done.toolCallId, result: RESULT });
     await leaveUnknown(store, unknown);
-    expect(await read(unknown.turnKey)).toMatchObject({ state: "unknown" });
+    expect(await read(unknown.turnKey), "await read(unknown.turnKey) toMatchObject").toMatchObject({ state: "unknown" });
     clock.advance(86_400_000);
     await store.prune({ olderThan: new Date(clock.ms).toISOString() });
-    expect(await read(done.turnKey)).toEqual({ state: "pruned", toolName: done.toolName, toolCallId: done.toolCallId });
+    expect(await read(done.turnKey), "await read(done.turnKey) toEqual").toEqual({ state: "pruned", toolName: done.toolName, toolCallId: done.toolCallId });
     await expectContractError(() => store.getMutation("not-a-digest"), "getMutation of a bad key");
-  });
+  }, ["operator"]);
 }

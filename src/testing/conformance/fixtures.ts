@@ -293,13 +293,13 @@ export async function complete(
   result: MutationResult = RESULT,
 ): Promise<void> {
   const token = await acquire(store, id);
-  expect(await store.settleMutation({ turnKey: id.turnKey, token, outcome: "complete", result })).toBe(true);
+  expect(await store.settleMutation({ turnKey: id.turnKey, token, outcome: "complete", result }), "await store.settleMutation({ turnKey: id.turnKey, token, outcome: \"complete\", result }) toBe").toBe(true);
 }
 
 /** Acquires and settles `unknown`, as the middleware does after an exception. Returns the token. */
 export async function leaveUnknown(store: GuardrailStore, id: MutationIdentity = identity()): Promise<string> {
   const token = await acquire(store, id);
-  expect(await store.settleMutation({ turnKey: id.turnKey, token, outcome: "unknown" })).toBe(true);
+  expect(await store.settleMutation({ turnKey: id.turnKey, token, outcome: "unknown" }), "await store.settleMutation({ turnKey: id.turnKey, token, outcome: \"unknown\" }) toBe").toBe(true);
   return token;
 }
 

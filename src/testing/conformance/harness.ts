@@ -4,11 +4,28 @@
  */
 import { it } from "vitest";
 import type { GuardrailStore } from "../../contracts.js";
+import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store-capabilities.js";
 
 /** What an adapter author passes to `validateGuardrailStore`. */
-export interface GuardrailStoreTestInitializer<S extends GuardrailStore = GuardrailStore> {
+export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = GuardrailStore> {
   /** Names the adapter in the test report. */
   storeName: string;
+  /**
+   * The optional parts of the contract the store implements (`approvals`, `auditDelivery`,
+   * `operator`, `turns`). Given, only their suites are registered, and every test first checks
+   * that the store has exactly these parts. Omitted, the parts are detected on each fresh store
+   * and the tests of a part it lacks are skipped (reported as skipped, with the part's name).
+   */
+  parts?: readonly StorePart[];
+  /**
+   * Writes a raw record into the backend, for the fail-closed suite: `invalid` makes the record
+   * stored under `target.key` unparseable in the backend's own way (a truncated JSON column, a
+   * wrong type, a missing field); `wrong_key` makes it a well-formed record that describes
+   * another key (copy another key's record over it). The kit then checks that every read of that
+   * record fails closed: a `StoreContractError`, nothing changed, a claim never reopened. Omitted,
+   * that suite is not registered.
+   */
+  corruptRecord?(store: S, target: CorruptionTarget): Promise<CorruptionApplied> | CorruptionApplied;
   /** Runs once before the suites, e.g. to start a database. */
   beforeAll?(): Promise<void> | void;
   /** Milliseconds `beforeAll` may take (default: vitest's `hookTimeout`). */
@@ -25,6 +42,35 @@ export interface GuardrailStoreTestInitializer<S extends GuardrailStore = Guardr
   /** Releases a store made by `createStore` (close the connection, drop the schema). */
   destroyStore?(store: S): Promise<void> | void;
 }
+
+/** The records the fail-closed suite asks `corruptRecord` to corrupt, with the key each is stored under. */
+export type CorruptedRecord = "receipt" | "read" | "claim" | "verdict" | "approval" | "auditCursor" | "turn";
+
+/** What `corruptRecord` corrupts: the record of this kind stored under `key`, in this way. */
+export interface CorruptionTarget {
+  readonly record: CorruptedRecord;
+  /**
+   * The key the record is stored under: the turn key (receipt, claim, turn), the approval id, the
+   * sink name (audit cursor), `${turnKey}:${evidenceDigest}` (read), or, for a verdict, the
+   * `VerdictKey` as canonical JSON (`keyOf` in the fixtures: its fields in contract order).
+   */
+  readonly key: string;
+  readonly mode: "invalid" | "wrong_key";
+  /** For `wrong_key`: the key of another record of the same kind, already stored, whose record to put under `key`. */
+  readonly otherKey: string;
+}
+
+/**
+ * `corruptRecord`'s answer: `"unsupported"` when the backend cannot hold that corruption (e.g. a
+ * row keyed by its own column cannot describe another key), and the test ends there; anything
+ * else means the record was corrupted.
+ */
+// void: a hook written `async () => { ... }` (nothing returned) means it corrupted the record.
+// eslint-disable-next-line @typescript-eslint/no-invalid-void-type
+export type CorruptionApplied = void | "unsupported";
+
+/** What a conformance test needs beyond the core: a part, or the optional `hasSuccessfulRead`. */
+export type ConformanceNeed = StorePart | "hasSuccessfulRead";
 
 /** A clock that only moves when a test moves it. Every reading is a new `Date`. */
 export class ManualClock {
@@ -56,21 +102,61 @@ export class ManualClock {
 export const CLOCK_START = Date.UTC(2031, 1, 3, 4, 5, 6, 789);
 
 export interface StoreFixture {
+  /**
+   * The store, typed as the full contract: a test only calls the parts it declared it needs (the
+   * suite's part and its own `needs`), and the core.
+   */
   readonly store: GuardrailStore;
   readonly clock: ManualClock;
+  /** The initializer's `corruptRecord`, bound to this store (the fail-closed suite only runs with one). */
+  readonly corrupt: (target: CorruptionTarget) => Promise<boolean>;
 }
 
-/** Registers a test that runs `body` against a fresh store, destroyed afterwards whatever happens. */
-export type StoreTest = (name: string, body: (fixture: StoreFixture) => Promise<void>) => void;
+/**
+ * Registers a test that runs `body` against a fresh store, destroyed afterwards whatever happens.
+ * `needs`: the parts (beyond the core) the test calls; it runs only on a store that has them.
+ */
+export type StoreTest = (name: string, body: (fixture: StoreFixture) => Promise<void>, needs?: readonly ConformanceNeed[]) => void;
 
-export function storeTest<S extends GuardrailStore>(initializer: GuardrailStoreTestInitializer<S>): StoreTest {
-  return (name, body) => {
-    it(name, async () => {
+/** The declared parts' problem with a store, or undefined: any mismatch with what is detected. */
+function declarationProblem(declared: readonly StorePart[], store: unknown): string | undefined {
+  const found = detectStoreParts(store);
+  if (found.missingCore.length > 0) return `the store lacks core methods: ${found.missingCore.join(", ")}`;
+  const half = found.incomplete.map(({ part, missing }) => `part "${part}" lacks ${missing.join(", ")}`);
+  const undeclared = found.parts.filter((part) => !declared.includes(part)).map((part) => `part "${part}" is implemented but not declared in parts`);
+  const absent = declared.filter((part) => !found.parts.includes(part) && !found.incomplete.some((entry) => entry.part === part));
+  const problems = [...half, ...undeclared, ...absent.map((part) => `part "${part}" is declared but none of its methods exist`)];
+  return problems.length === 0 ? undefined : problems.join("; ");
+}
+
+function has(store: object, need: ConformanceNeed): boolean {
+  if (need === "hasSuccessfulRead") return typeof (store as Partial<GuardrailStore>).hasSuccessfulRead === "function";
+  return detectStoreParts(store).parts.includes(need);
+}
+
+export function storeTest<S extends AnyGuardrailStore>(initializer: GuardrailStoreTestInitializer<S>, suiteNeeds: readonly ConformanceNeed[] = []): StoreTest {
+  const declared = initializer.parts;
+  return (name, body, testNeeds = []) => {
+    const needs = [...suiteNeeds, ...testNeeds];
+    // Declared parts decide what is registered; a test of a part the store does not declare is left out.
+    if (declared !== undefined && needs.some((need) => need !== "hasSuccessfulRead" && !declared.includes(need))) return;
+    it(name, async (context) => {
       const clock = new ManualClock(CLOCK_START);
       const store = await initializer.createStore({ now: clock.now });
       let failure: { error: unknown } | undefined;
       try {
-        await body({ store, clock });
+        const problem = declared === undefined ? undefined : declarationProblem(declared, store);
+        if (problem !== undefined) throw new Error(`${initializer.storeName}: the store does not match its declared parts [${declared?.join(", ") ?? ""}]: ${problem}`);
+        const lacking = needs.filter((need) => !has(store, need));
+        if (lacking.length > 0) {
+          context.skip(`the store has no ${lacking.join(", ")} (declare parts to leave these tests out)`);
+          return;
+        }
+        const corrupt = async (target: CorruptionTarget) => {
+          if (initializer.corruptRecord === undefined) throw new Error("the fail-closed suite needs corruptRecord");
+          return (await initializer.corruptRecord(store, target)) !== "unsupported";
+        };
+        await body({ store: store as unknown as GuardrailStore, clock, corrupt });
       } catch (error) {
         failure = { error };
       }

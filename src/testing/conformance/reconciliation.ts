@@ -78,7 +78,7 @@ function expectReconciledEvent(
   operatorRef: string,
   atMs: number,
 ): void {
-  expect(event).toMatchObject({
+  expect(event, "event toMatchObject").toMatchObject({
     decision: "reconciled",
     turnKey: id.turnKey,
     scopeId: id.scopeId,
@@ -99,7 +99,7 @@ function expectReconciledEvent(
 
 export function reconciliationSuite(test: StoreTest): void {
   test("listUnresolved: a fresh store has nothing unresolved", async ({ store }) => {
-    expect(await unresolved(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
   });
 
   test("listUnresolved: pending and unknown claims, with identity, state and claim time from the clock", async ({ store, clock }) => {
@@ -109,7 +109,7 @@ export function reconciliationSuite(test: StoreTest): void {
     const unknownAt = clock.ms;
     await leaveUnknown(store, identity(STRANGER));
     const list = await unresolved(store);
-    expect(list.map(({ claimedAt: _claimedAt, ...rest }) => rest)).toEqual([
+    expect(list.map(({ claimedAt: _claimedAt, ...rest }) => rest), "list.map(({ claimedAt: _claimedAt, ...rest }) => rest) toEqual").toEqual([
       { ...identity(TURN), state: "pending" },
       { ...identity(STRANGER), state: "unknown" },
     ]);
@@ -127,7 +127,7 @@ export function reconciliationSuite(test: StoreTest): void {
       clock.advance(MINUTE);
     }
     const list = await unresolved(store);
-    expect(list.map((entry) => entry.turnKey)).toEqual(turns.map((each) => turnKey(each)));
+    expect(list.map((entry) => entry.turnKey), "list.map((entry) => entry.turnKey) toEqual").toEqual(turns.map((each) => turnKey(each)));
     list.forEach((entry, index) => {
       expectInstant(entry.claimedAt, times[index] ?? Number.NaN, `claimedAt of entry ${String(index)}`);
     });
@@ -144,7 +144,7 @@ export function reconciliationSuite(test: StoreTest): void {
     const last = clock.ms;
     await acquire(store, identity(STRANGER));
     const list = await unresolved(store);
-    expect(list.map((entry) => entry.turnKey)).toEqual([turnKey(SIBLING), turnKey(TURN), turnKey(STRANGER)]);
+    expect(list.map((entry) => entry.turnKey), "list.map((entry) => entry.turnKey) toEqual").toEqual([turnKey(SIBLING), turnKey(TURN), turnKey(STRANGER)]);
     [stepBack, first, last].forEach((ms, index) => {
       expectInstant(list[index]?.claimedAt, ms, `claimedAt of entry ${String(index)}`);
     });
@@ -156,7 +156,7 @@ export function reconciliationSuite(test: StoreTest): void {
     await reconcile(store, completed(turnKey(SIBLING)));
     await acquire(store, identity(STRANGER));
     await reconcile(store, noEffect(turnKey(STRANGER)));
-    expect(await unresolved(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
   });
 
   test("listUnresolved: detaches what it returns", async ({ store }) => {
@@ -166,49 +166,49 @@ export function reconciliationSuite(test: StoreTest): void {
       entry.state = "unknown";
       entry.mutationKey = "0".repeat(64);
     }
-    expect(await unresolved(store)).toMatchObject([{ ...identity(), state: "pending" }]);
+    expect(await unresolved(store), "await unresolved(store) toMatchObject").toMatchObject([{ ...identity(), state: "pending" }]);
   });
 
   test("completed, from unknown: replays return the operator's result; audited with its reference", async ({ store, clock }) => {
     await leaveUnknown(store);
     clock.advance(HOUR);
-    expect(await reconcile(store, completed(TURN_KEY, "INC-42"))).toEqual({ reconciled: true, state: "unknown" });
-    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
-    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await reconcile(store, completed(TURN_KEY, "INC-42")), "await reconcile(store, completed(TURN_KEY, \"INC-42\")) toEqual").toEqual({ reconciled: true, state: "unknown" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: OPERATOR_RESULT });
     // Another call is told what was done: the reconciled call, with the operator's result.
     const completedByOperator = { toolName: CALL.name, toolCallId: CALL.id, result: OPERATOR_RESULT };
     for (const [label, call] of RIVAL_CALLS) {
       expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict", completed: completedByOperator });
     }
-    expect(await unresolved(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
     const events = await reconciledEvents(store);
-    expect(events).toHaveLength(1);
+    expect(events, "events toHaveLength").toHaveLength(1);
     expectReconciledEvent(events[0], identity(), "completed", "INC-42", clock.ms);
   });
 
   test("completed, from pending: the claim's token can no longer settle it", async ({ store, clock }) => {
     const token = await acquire(store);
-    expect(await reconcile(store, completed(TURN_KEY, "INC-1", ERROR_RESULT))).toEqual({ reconciled: true, state: "pending" });
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(false);
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" })).toBe(false);
-    expect(await claim(store)).toEqual({ status: "replay", result: ERROR_RESULT });
+    expect(await reconcile(store, completed(TURN_KEY, "INC-1", ERROR_RESULT)), "await reconcile(store, completed(TURN_KEY, \"INC-1\", ERROR_RESULT)) toEqual").toEqual({ reconciled: true, state: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token, outcome: \"complete\", result: RESULT }) toBe").toBe(false);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "unknown" }), "await store.settleMutation({ turnKey: TURN_KEY, token, outcome: \"unknown\" }) toBe").toBe(false);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: ERROR_RESULT });
     expectReconciledEvent((await reconciledEvents(store))[0], identity(), "completed", "INC-1", clock.ms);
   });
 
   test("no-effect, from unknown: the slot reopens for the same call, with a new token", async ({ store, clock }) => {
     const oldToken = await leaveUnknown(store);
     clock.advance(HOUR);
-    expect(await reconcile(store, noEffect(TURN_KEY, "INC-7"))).toEqual({ reconciled: true, state: "unknown" });
-    expect(await unresolved(store)).toEqual([]);
+    expect(await reconcile(store, noEffect(TURN_KEY, "INC-7")), "await reconcile(store, noEffect(TURN_KEY, \"INC-7\")) toEqual").toEqual({ reconciled: true, state: "unknown" });
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
     const events = await reconciledEvents(store);
-    expect(events).toHaveLength(1);
+    expect(events, "events toHaveLength").toHaveLength(1);
     expectReconciledEvent(events[0], identity(), "no-effect", "INC-7", clock.ms);
     const newToken = await acquire(store);
-    expect(newToken).not.toBe(oldToken);
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "complete", result: RESULT })).toBe(false);
-    expect(await claim(store)).toEqual({ status: "pending" });
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: "complete", result: RESULT })).toBe(true);
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
+    expect(newToken, "newToken not.toBe").not.toBe(oldToken);
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: \"complete\", result: RES...").toBe(false);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token: newToken, outcome: \"complete\", result: RES...").toBe(true);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 
   test("no-effect: the reopened slot may go to another call of the turn", async ({ store }) => {
@@ -216,55 +216,55 @@ export function reconciliationSuite(test: StoreTest): void {
     await reconcile(store, noEffect());
     const rival = identity(TURN, { ...CALL, id: "call-2" });
     await acquire(store, rival);
-    expect(await claim(store)).toEqual({ status: "conflict" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
   });
 
   test("no-effect, from pending: the old token cannot settle, before or after the slot is claimed again", async ({ store }) => {
     const oldToken = await acquire(store);
-    expect(await reconcile(store, noEffect())).toEqual({ reconciled: true, state: "pending" });
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "complete", result: RESULT })).toBe(false);
-    expect(await unresolved(store)).toEqual([]);
+    expect(await reconcile(store, noEffect()), "await reconcile(store, noEffect()) toEqual").toEqual({ reconciled: true, state: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: \"complete\", result: RES...").toBe(false);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
     await acquire(store);
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "unknown" })).toBe(false);
-    expect(await claim(store)).toEqual({ status: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: "unknown" }), "await store.settleMutation({ turnKey: TURN_KEY, token: oldToken, outcome: \"unknown\" }) toBe").toBe(false);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "pending" });
   });
 
   test("repeated or conflicting reconciliation after completed fails closed: not_unresolved, no event", async ({ store }) => {
     await leaveUnknown(store);
     await reconcile(store, completed(TURN_KEY, "INC-1"));
     const trail = await readAudit(store);
-    expect(await reconcile(store, completed(TURN_KEY, "INC-1"))).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await reconcile(store, completed(TURN_KEY, "INC-2", ERROR_RESULT))).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await reconcile(store, noEffect(TURN_KEY, "INC-3"))).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
-    expect(await readAudit(store)).toEqual(trail);
+    expect(await reconcile(store, completed(TURN_KEY, "INC-1")), "await reconcile(store, completed(TURN_KEY, \"INC-1\")) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, completed(TURN_KEY, "INC-2", ERROR_RESULT)), "await reconcile(store, completed(TURN_KEY, \"INC-2\", ERROR_RESULT)) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, noEffect(TURN_KEY, "INC-3")), "await reconcile(store, noEffect(TURN_KEY, \"INC-3\")) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(trail);
   });
 
   test("repeated or conflicting reconciliation after no-effect fails closed: not_found (the slot is open), no event", async ({ store }) => {
     await leaveUnknown(store);
     await reconcile(store, noEffect(TURN_KEY, "INC-1"));
     const trail = await readAudit(store);
-    expect(await reconcile(store, noEffect(TURN_KEY, "INC-1"))).toEqual({ reconciled: false, reason: "not_found" });
-    expect(await reconcile(store, completed(TURN_KEY, "INC-2"))).toEqual({ reconciled: false, reason: "not_found" });
+    expect(await reconcile(store, noEffect(TURN_KEY, "INC-1")), "await reconcile(store, noEffect(TURN_KEY, \"INC-1\")) toEqual").toEqual({ reconciled: false, reason: "not_found" });
+    expect(await reconcile(store, completed(TURN_KEY, "INC-2")), "await reconcile(store, completed(TURN_KEY, \"INC-2\")) toEqual").toEqual({ reconciled: false, reason: "not_found" });
     // The late "completed" did not write a result into the reopened slot.
     await acquire(store);
-    expect(await readAudit(store)).toEqual(trail);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(trail);
   });
 
   test("a completed (settled) claim cannot be reconciled: not_unresolved, result kept, no event", async ({ store }) => {
     await complete(store);
-    expect(await reconcile(store, completed())).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await reconcile(store, noEffect())).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await claim(store)).toEqual({ status: "replay", result: RESULT });
-    expect(await readAudit(store)).toEqual([]);
+    expect(await reconcile(store, completed()), "await reconcile(store, completed()) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, noEffect()), "await reconcile(store, noEffect()) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: RESULT });
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
   });
 
   test("a turn without a claim: not_found, nothing created, no event", async ({ store }) => {
-    expect(await reconcile(store, completed())).toEqual({ reconciled: false, reason: "not_found" });
-    expect(await reconcile(store, noEffect())).toEqual({ reconciled: false, reason: "not_found" });
-    expect(await unresolved(store)).toEqual([]);
+    expect(await reconcile(store, completed()), "await reconcile(store, completed()) toEqual").toEqual({ reconciled: false, reason: "not_found" });
+    expect(await reconcile(store, noEffect()), "await reconcile(store, noEffect()) toEqual").toEqual({ reconciled: false, reason: "not_found" });
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
     await acquire(store);
-    expect(await readAudit(store)).toEqual([]);
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
   });
 
   test("an operator reference is required: without one the store rejects and changes nothing", async ({ store }) => {
@@ -272,8 +272,8 @@ export function reconciliationSuite(test: StoreTest): void {
     const { operatorRef: _missing, ...withoutRef } = completed();
     await expectContractError(() => store.reconcileMutation(withoutRef as never), "completed without operatorRef");
     await expectContractError(() => store.reconcileMutation({ ...noEffect(), operatorRef: "" }), "no-effect with an empty operatorRef");
-    expect(await claim(store)).toEqual({ status: "unknown" });
-    expect(await readAudit(store)).toEqual([]);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual([]);
   });
 
   test("reconciling one turn leaves every other turn as it was", async ({ store }) => {
@@ -281,8 +281,8 @@ export function reconciliationSuite(test: StoreTest): void {
     await leaveUnknown(store, identity(STRANGER));
     await acquire(store, identity(turn("other", "doc-3")));
     await reconcile(store, completed(TURN_KEY));
-    expect((await unresolved(store)).map((entry) => entry.turnKey)).toEqual([turnKey(STRANGER), turnKey(turn("other", "doc-3"))]);
-    expect(await claim(store, identity(STRANGER))).toEqual({ status: "unknown" });
+    expect((await unresolved(store)).map((entry) => entry.turnKey), "(await unresolved(store)).map((entry) => entry.turnKey) toEqual").toEqual([turnKey(STRANGER), turnKey(turn("other", "doc-3"))]);
+    expect(await claim(store, identity(STRANGER)), "await claim(store, identity(STRANGER)) toEqual").toEqual({ status: "unknown" });
   });
 
   test("reconciliation events follow earlier events in the trail", async ({ store, clock }) => {
@@ -292,8 +292,8 @@ export function reconciliationSuite(test: StoreTest): void {
     await reconcile(store, noEffect(TURN_KEY, "INC-9"));
     await store.appendAudit(auditEvent({ decision: "executed" }));
     const trail = await readAudit(store);
-    expect(trail.map((event) => event.decision)).toEqual(["failed", "reconciled", "executed"]);
-    expect(trail.map((event) => event.seq)).toEqual([...trail.map((event) => event.seq)].sort((a, b) => a - b));
+    expect(trail.map((event) => event.decision), "trail.map((event) => event.decision) toEqual").toEqual(["failed", "reconciled", "executed"]);
+    expect(trail.map((event) => event.seq), "trail.map((event) => event.seq) toEqual").toEqual([...trail.map((event) => event.seq)].sort((a, b) => a - b));
     expectReconciledEvent(trail[1], identity(), "no-effect", "INC-9", clock.ms);
   });
 
@@ -306,16 +306,16 @@ export function reconciliationSuite(test: StoreTest): void {
     );
     const results = await Promise.all(attempts.map((attempt) => reconcile(store, attempt)));
     const winners = results.flatMap((result, index) => (result.reconciled ? [attempts[index]] : []));
-    expect(winners).toHaveLength(1);
+    expect(winners, "winners toHaveLength").toHaveLength(1);
     const winner = winners[0];
     // The losers come after the winner: a completed turn is not unresolved; a reopened one has no claim.
     const reason = winner?.resolution === "completed" ? "not_unresolved" : "not_found";
-    expect(results.filter((result) => !result.reconciled)).toEqual(Array.from({ length: 7 }, () => ({ reconciled: false, reason })));
+    expect(results.filter((result) => !result.reconciled), "results.filter((result) => !result.reconciled) toEqual").toEqual(Array.from({ length: 7 }, () => ({ reconciled: false, reason })));
     const events = await reconciledEvents(store);
-    expect(events).toHaveLength(1);
-    expect(events[0]?.operatorRef).toBe(winner?.operatorRef);
+    expect(events, "events toHaveLength").toHaveLength(1);
+    expect(events[0]?.operatorRef, "events[0]?.operatorRef toBe").toBe(winner?.operatorRef);
     if (winner?.resolution === "completed") {
-      expect(await claim(store)).toEqual({ status: "replay", result: winner.result });
+      expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: winner.result });
     } else {
       await acquire(store);
     }
@@ -328,8 +328,8 @@ export function reconciliationSuite(test: StoreTest): void {
       reconcile(store, completed()),
     ]);
     expect(settled !== reconciled.reconciled, `settled: ${String(settled)}, reconciled: ${String(reconciled.reconciled)}`).toBe(true);
-    expect(await claim(store)).toEqual({ status: "replay", result: settled ? RESULT : OPERATOR_RESULT });
-    expect(await reconciledEvents(store)).toHaveLength(settled ? 0 : 1);
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: settled ? RESULT : OPERATOR_RESULT });
+    expect(await reconciledEvents(store), "await reconciledEvents(store) toHaveLength").toHaveLength(settled ? 0 : 1);
   });
 
   test("detaches what it stores: changing the operator's result object afterwards changes nothing", async ({ store }) => {
@@ -337,7 +337,7 @@ export function reconciliationSuite(test: StoreTest): void {
     const result = { ...OPERATOR_RESULT };
     await reconcile(store, completed(TURN_KEY, "INC-1", result));
     result.content = "changed";
-    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: OPERATOR_RESULT });
   });
 }
 
@@ -349,28 +349,37 @@ export function scopeSuite(test: StoreTest): void {
 
   test("on by default: another turn of a scope with an unknown mutation gets scope_unresolved", async ({ store }) => {
     await leaveUnknown(store);
-    expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
-    expect(await claim(store, sibling, {})).toEqual({ status: "scope_unresolved" });
-    expect(await claim(store, sibling, { requireResolvedScope: true })).toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling), "await claim(store, sibling) toEqual").toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling, {}), "await claim(store, sibling, {}) toEqual").toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling, { requireResolvedScope: true }), "await claim(store, sibling, { requireResolvedScope: true }) toEqual").toEqual({ status: "scope_unresolved" });
+  });
+
+  test("scope ids are compared exactly: an unknown mutation in a scope differing only in a lone surrogate blocks nothing", async ({ store }) => {
+    // A backend that stores text as UTF-8 replaces a lone surrogate (U+FFFD): both scopes would be one.
+    // turnKey cannot digest a lone surrogate; the store takes the scope id as given, so the keys come from stand-ins.
+    const inScope = (turnId: string, scopeId: string) => ({ ...identity(turn(turnId, `stand-in ${turnId}`)), scopeId });
+    await leaveUnknown(store, inScope("turn-1", "s\uD800"));
+    expect(await claim(store, inScope("turn-2", "s\uDC00")), "another scope, equal only once encoded lossily").toMatchObject({ status: "acquired" });
+    expect(await claim(store, inScope("turn-3", "s\uD800")), "the same scope is blocked").toEqual({ status: "scope_unresolved" });
   });
 
   test("off with requireResolvedScope: false: the other turn acquires", async ({ store }) => {
     await leaveUnknown(store);
-    expect(await claim(store, sibling, { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
-    expect(await claim(store, sibling)).toEqual({ status: "pending" });
+    expect(await claim(store, sibling, { requireResolvedScope: false }), "await claim(store, sibling, { requireResolvedScope: false }) toMatchObject").toMatchObject({ status: "acquired" });
+    expect(await claim(store, sibling), "await claim(store, sibling) toEqual").toEqual({ status: "pending" });
   });
 
   test("scope_unresolved claims nothing: the refused turn's slot stays free", async ({ store }) => {
     await leaveUnknown(store);
     await claim(store, sibling);
-    expect(await unresolved(store)).toHaveLength(1);
+    expect(await unresolved(store), "await unresolved(store) toHaveLength").toHaveLength(1);
     const rival = identity(SIBLING, { ...CALL, id: "call-2" });
-    expect(await claim(store, rival, { requireResolvedScope: false })).toMatchObject({ status: "acquired" });
-  });
+    expect(await claim(store, rival, { requireResolvedScope: false }), "await claim(store, rival, { requireResolvedScope: false }) toMatchObject").toMatchObject({ status: "acquired" });
+  }, ["operator"]);
 
   test("the unknown turn itself answers unknown and conflict, not scope_unresolved", async ({ store }) => {
     await leaveUnknown(store);
-    expect(await claim(store)).toEqual({ status: "unknown" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "unknown" });
     for (const [label, call] of RIVAL_CALLS) expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
   });
 
@@ -380,9 +389,9 @@ export function scopeSuite(test: StoreTest): void {
     await complete(store, done);
     await acquire(store, running);
     await leaveUnknown(store);
-    expect(await claim(store, done)).toEqual({ status: "replay", result: RESULT });
-    expect(await claim(store, running)).toEqual({ status: "pending" });
-    expect(await claim(store, identity(turn("done"), { ...CALL, id: "call-2" }))).toEqual({
+    expect(await claim(store, done), "await claim(store, done) toEqual").toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store, running), "await claim(store, running) toEqual").toEqual({ status: "pending" });
+    expect(await claim(store, identity(turn("done"), { ...CALL, id: "call-2" })), "await claim(store, identity(turn(\"done\"), { ...CALL, id: \"call-2\" })) toEqual").toEqual({
       status: "conflict",
       completed: { toolName: CALL.name, toolCallId: CALL.id, result: RESULT },
     });
@@ -410,10 +419,10 @@ export function scopeSuite(test: StoreTest): void {
   for (const resolution of ["completed", "no-effect"] as const) {
     test(`cleared by reconciliation (${resolution})`, async ({ store }) => {
       await leaveUnknown(store);
-      expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+      expect(await claim(store, sibling), "await claim(store, sibling) toEqual").toEqual({ status: "scope_unresolved" });
       await reconcile(store, resolution === "completed" ? completed() : noEffect());
       await acquire(store, sibling);
-    });
+    }, ["operator"]);
   }
 
   test("blocked until every unknown mutation of the scope is reconciled", async ({ store }) => {
@@ -422,10 +431,10 @@ export function scopeSuite(test: StoreTest): void {
     await store.settleMutation({ turnKey: TURN_KEY, token: tokens[0] ?? "", outcome: "unknown" });
     await store.settleMutation({ turnKey: third.turnKey, token: tokens[1] ?? "", outcome: "unknown" });
     await reconcile(store, noEffect(TURN_KEY));
-    expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling), "await claim(store, sibling) toEqual").toEqual({ status: "scope_unresolved" });
     await reconcile(store, completed(third.turnKey));
     await acquire(store, sibling);
-  });
+  }, ["operator"]);
 
   test("an unknown mutation reached with requireResolvedScope: false blocks the scope as well", async ({ store }) => {
     await leaveUnknown(store);
@@ -434,17 +443,17 @@ export function scopeSuite(test: StoreTest): void {
     if (claimed.status !== "acquired") throw new Error(`expected acquired, got ${claimed.status}`);
     await store.settleMutation({ turnKey: third.turnKey, token: claimed.token, outcome: "unknown" });
     await reconcile(store, noEffect(TURN_KEY));
-    expect(await claim(store, sibling)).toEqual({ status: "scope_unresolved" });
+    expect(await claim(store, sibling), "await claim(store, sibling) toEqual").toEqual({ status: "scope_unresolved" });
     await reconcile(store, completed(third.turnKey));
     await acquire(store, sibling);
-  });
+  }, ["operator"]);
 
   test("a tombstone (pruned turn) does not block the scope", async ({ store, clock }) => {
     await complete(store);
     clock.advance(DAY);
     await store.prune({ olderThan: clock.iso() });
     await acquire(store, sibling);
-  });
+  }, ["operator"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -455,17 +464,17 @@ export function retentionSuite(test: StoreTest): void {
     conform(PruneResultSchema, await store.prune({ olderThan: new Date(olderThanMs).toISOString() }), "prune's answer");
 
   test("a fresh store prunes nothing", async ({ store, clock }) => {
-    expect(await prune(store, clock.ms + DAY)).toEqual({ turns: 0 });
+    expect(await prune(store, clock.ms + DAY), "await prune(store, clock.ms + DAY) toEqual").toEqual({ turns: 0 });
   });
 
   test("a pruned turn is never reopened: its call and any other call answer conflict", async ({ store, clock }) => {
     await complete(store);
     clock.advance(DAY);
-    expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
-    expect(await claim(store)).toEqual({ status: "conflict" });
-    expect(await claim(store, identity(), { requireResolvedScope: false })).toEqual({ status: "conflict" });
+    expect(await prune(store, clock.ms), "await prune(store, clock.ms) toEqual").toEqual({ turns: 1 });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
+    expect(await claim(store, identity(), { requireResolvedScope: false }), "await claim(store, identity(), { requireResolvedScope: false }) toEqual").toEqual({ status: "conflict" });
     for (const [label, call] of RIVAL_CALLS) expect(await claim(store, identity(TURN, call)), label).toEqual({ status: "conflict" });
-    expect(await unresolved(store)).toEqual([]);
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual([]);
   });
 
   test("a tombstone cannot be settled or reconciled", async ({ store, clock }) => {
@@ -473,10 +482,10 @@ export function retentionSuite(test: StoreTest): void {
     await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT });
     clock.advance(DAY);
     await prune(store, clock.ms);
-    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT })).toBe(false);
-    expect(await reconcile(store, completed())).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await reconcile(store, noEffect())).toEqual({ reconciled: false, reason: "not_unresolved" });
-    expect(await claim(store)).toEqual({ status: "conflict" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token, outcome: \"complete\", result: RESULT }) toBe").toBe(false);
+    expect(await reconcile(store, completed()), "await reconcile(store, completed()) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, noEffect()), "await reconcile(store, noEffect()) toEqual").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
   });
 
   test("removes only mutations settled strictly before the cutoff, by settlement time", async ({ store, clock }) => {
@@ -490,10 +499,10 @@ export function retentionSuite(test: StoreTest): void {
     await complete(store, atCutoff);
     clock.advance(HOUR);
     await store.settleMutation({ turnKey: lateSettled.turnKey, token: lateToken, outcome: "complete", result: RESULT });
-    expect(await prune(store, cutoff)).toEqual({ turns: 1 });
-    expect(await claim(store, early)).toEqual({ status: "conflict" });
-    expect(await claim(store, atCutoff)).toEqual({ status: "replay", result: RESULT });
-    expect(await claim(store, lateSettled)).toEqual({ status: "replay", result: RESULT });
+    expect(await prune(store, cutoff), "await prune(store, cutoff) toEqual").toEqual({ turns: 1 });
+    expect(await claim(store, early), "await claim(store, early) toEqual").toEqual({ status: "conflict" });
+    expect(await claim(store, atCutoff), "await claim(store, atCutoff) toEqual").toEqual({ status: "replay", result: RESULT });
+    expect(await claim(store, lateSettled), "await claim(store, lateSettled) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 
   test("a mutation completed by reconciliation ages from the reconciliation", async ({ store, clock }) => {
@@ -501,10 +510,10 @@ export function retentionSuite(test: StoreTest): void {
     clock.advance(DAY);
     const reconciledAt = clock.ms;
     await reconcile(store, completed());
-    expect(await prune(store, reconciledAt)).toEqual({ turns: 0 });
-    expect(await claim(store)).toEqual({ status: "replay", result: OPERATOR_RESULT });
-    expect(await prune(store, reconciledAt + 1)).toEqual({ turns: 1 });
-    expect(await claim(store)).toEqual({ status: "conflict" });
+    expect(await prune(store, reconciledAt), "await prune(store, reconciledAt) toEqual").toEqual({ turns: 0 });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expect(await prune(store, reconciledAt + 1), "await prune(store, reconciledAt + 1) toEqual").toEqual({ turns: 1 });
+    expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
   });
 
   test("keeps unresolved claims however old, still listed and still closed", async ({ store, clock }) => {
@@ -512,10 +521,10 @@ export function retentionSuite(test: StoreTest): void {
     await leaveUnknown(store, identity(STRANGER));
     const before = await unresolved(store);
     clock.advance(365 * DAY);
-    expect(await prune(store, clock.ms + DAY)).toEqual({ turns: 0 });
-    expect(await unresolved(store)).toEqual(before);
-    expect(await claim(store, identity(TURN))).toEqual({ status: "pending" });
-    expect(await claim(store, identity(STRANGER))).toEqual({ status: "unknown" });
+    expect(await prune(store, clock.ms + DAY), "await prune(store, clock.ms + DAY) toEqual").toEqual({ turns: 0 });
+    expect(await unresolved(store), "await unresolved(store) toEqual").toEqual(before);
+    expect(await claim(store, identity(TURN)), "await claim(store, identity(TURN)) toEqual").toEqual({ status: "pending" });
+    expect(await claim(store, identity(STRANGER)), "await claim(store, identity(STRANGER)) toEqual").toEqual({ status: "unknown" });
   });
 
   test("removes the pruned turns' read evidence, verdicts and approval requests, and only theirs", async ({ store, clock }) => {
@@ -533,11 +542,11 @@ export function retentionSuite(test: StoreTest): void {
     await complete(store, identity(SIBLING)); // settled at the cutoff: kept
     await acquire(store, identity(STRANGER)); // pending: kept
     const trail = await readAudit(store);
-    expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
-    expect(await store.hasSuccessfulRead(evidence(TURN))).toBe(false);
-    expect(await store.getVerdict(keyOf(TURN))).toBeUndefined();
-    expect(await store.getApproval(approvalRequest(TURN).approvalId)).toBeUndefined();
-    expect(await store.listApprovals({ turnKey: TURN_KEY })).toEqual([]);
+    expect(await prune(store, clock.ms), "await prune(store, clock.ms) toEqual").toEqual({ turns: 1 });
+    expect(await store.hasSuccessfulRead(evidence(TURN)), "await store.hasSuccessfulRead(evidence(TURN)) toBe").toBe(false);
+    expect(await store.getVerdict(keyOf(TURN)), "await store.getVerdict(keyOf(TURN)) toBeUndefined").toBeUndefined();
+    expect(await store.getApproval(approvalRequest(TURN).approvalId), "await store.getApproval(approvalRequest(TURN).approvalId) toBeUndefined").toBeUndefined();
+    expect(await store.listApprovals({ turnKey: TURN_KEY }), "await store.listApprovals({ turnKey: TURN_KEY }) toEqual").toEqual([]);
     for (const each of kept) {
       expect(await store.hasSuccessfulRead(evidence(each)), each.turnId).toBe(true);
       expect(await store.getVerdict(keyOf(each)), each.turnId).toEqual(verdictRecord(keyOf(each), DENY));
@@ -546,10 +555,10 @@ export function retentionSuite(test: StoreTest): void {
         status: "pending",
       });
     }
-    expect((await store.listApprovals()).map((record) => record.turnKey)).toEqual(kept.map((each) => turnKey(each)));
+    expect((await store.listApprovals()).map((record) => record.turnKey), "(await store.listApprovals()).map((record) => record.turnKey) toEqual").toEqual(kept.map((each) => turnKey(each)));
     // Pruning is not an approval step: the trail is unchanged.
-    expect(await readAudit(store)).toEqual(trail);
-  });
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(trail);
+  }, ["approvals", "hasSuccessfulRead"]);
 
   test("keeps receipts and the audit trail", async ({ store, clock }) => {
     await store.putReceiptIfAbsent(receipt(TURN));
@@ -558,19 +567,19 @@ export function retentionSuite(test: StoreTest): void {
     await reconcile(store, completed());
     const trail = await readAudit(store);
     clock.advance(DAY);
-    expect(await prune(store, clock.ms)).toEqual({ turns: 1 });
-    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt(TURN));
-    expect(await readAudit(store)).toEqual(trail);
+    expect(await prune(store, clock.ms), "await prune(store, clock.ms) toEqual").toEqual({ turns: 1 });
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(receipt(TURN));
+    expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(trail);
   });
 
   test("is idempotent: tombstones are counted once", async ({ store, clock }) => {
     await complete(store, identity(TURN));
     await complete(store, identity(STRANGER));
     clock.advance(DAY);
-    expect(await prune(store, clock.ms)).toEqual({ turns: 2 });
-    expect(await prune(store, clock.ms)).toEqual({ turns: 0 });
-    expect(await prune(store, clock.ms + 365 * DAY)).toEqual({ turns: 0 });
-    expect(await claim(store, identity(TURN))).toEqual({ status: "conflict" });
+    expect(await prune(store, clock.ms), "await prune(store, clock.ms) toEqual").toEqual({ turns: 2 });
+    expect(await prune(store, clock.ms), "await prune(store, clock.ms) toEqual").toEqual({ turns: 0 });
+    expect(await prune(store, clock.ms + 365 * DAY), "await prune(store, clock.ms + 365 * DAY) toEqual").toEqual({ turns: 0 });
+    expect(await claim(store, identity(TURN)), "await claim(store, identity(TURN)) toEqual").toEqual({ status: "conflict" });
   });
 
   test("counts every pruned turn across scopes, and leaves newer ones", async ({ store, clock }) => {
@@ -579,8 +588,8 @@ export function retentionSuite(test: StoreTest): void {
     clock.advance(DAY);
     const cutoff = clock.ms;
     await complete(store, identity(turn("new")));
-    expect(await prune(store, cutoff)).toEqual({ turns: 5 });
-    for (const id of old) expect(await claim(store, id)).toEqual({ status: "conflict" });
-    expect(await claim(store, identity(turn("new")))).toEqual({ status: "replay", result: RESULT });
+    expect(await prune(store, cutoff), "await prune(store, cutoff) toEqual").toEqual({ turns: 5 });
+    for (const id of old) expect(await claim(store, id), "await claim(store, id) toEqual").toEqual({ status: "conflict" });
+    expect(await claim(store, identity(turn("new"))), "await claim(store, identity(turn(\"new\"))) toEqual").toEqual({ status: "replay", result: RESULT });
   });
 }

@@ -40,12 +40,12 @@ export function receiptsSuite(test: StoreTest): void {
     conform(AdmissionReceiptSchema, await store.putReceiptIfAbsent(value), "putReceiptIfAbsent's answer");
 
   test("getReceipt answers undefined for a turn without a receipt", async ({ store }) => {
-    expect(await store.getReceipt(TURN_KEY)).toBeUndefined();
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toBeUndefined").toBeUndefined();
   });
 
   test("stores the first receipt and returns it exactly as given", async ({ store }) => {
-    expect(await put(store, receipt())).toEqual(receipt());
-    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt());
+    expect(await put(store, receipt()), "await put(store, receipt()) toEqual").toEqual(receipt());
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(receipt());
   });
 
   for (const allowed of [true, false]) {
@@ -58,29 +58,29 @@ export function receiptsSuite(test: StoreTest): void {
         moderationDigest: evidenceDigest("other segments"),
         decidedAt: "2031-02-04T00:00:00.000Z",
       });
-      expect(await put(store, second)).toEqual(first);
-      expect(await put(store, receipt(TURN, { allowed: !allowed }))).toEqual(first);
-      expect(await store.getReceipt(TURN_KEY)).toEqual(first);
+      expect(await put(store, second), "await put(store, second) toEqual").toEqual(first);
+      expect(await put(store, receipt(TURN, { allowed: !allowed })), "await put(store, receipt(TURN, { allowed: !allowed })) toEqual").toEqual(first);
+      expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(first);
     });
   }
 
   test("stores a receipt's principal exactly, and leaves it out of a receipt that names none", async ({ store }) => {
     const named = receipt(TURN, { principal: "user:ünïcødé 7\u0000" });
-    expect(await put(store, named)).toEqual(named);
-    expect(await store.getReceipt(TURN_KEY)).toEqual(named);
+    expect(await put(store, named), "await put(store, named) toEqual").toEqual(named);
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(named);
     await put(store, receipt(SIBLING));
-    expect(await store.getReceipt(turnKey(SIBLING))).not.toHaveProperty("principal");
+    expect(await store.getReceipt(turnKey(SIBLING)), "await store.getReceipt(turnKey(SIBLING)) not.toHaveProperty").not.toHaveProperty("principal");
   });
 
   test("the first receipt's principal is immutable: a later put for another principal, or none, gets the first back", async ({ store }) => {
     const first = receipt(TURN, { principal: "user-1" });
     await put(store, first);
-    expect(await put(store, receipt(TURN, { principal: "user-2" }))).toEqual(first);
-    expect(await put(store, receipt(TURN))).toEqual(first);
+    expect(await put(store, receipt(TURN, { principal: "user-2" })), "await put(store, receipt(TURN, { principal: \"user-2\" })) toEqual").toEqual(first);
+    expect(await put(store, receipt(TURN)), "await put(store, receipt(TURN)) toEqual").toEqual(first);
     const unnamed = receipt(SIBLING);
     await put(store, unnamed);
-    expect(await put(store, receipt(SIBLING, { principal: "user-1" }))).toEqual(unnamed);
-    expect(await store.getReceipt(turnKey(SIBLING))).not.toHaveProperty("principal");
+    expect(await put(store, receipt(SIBLING, { principal: "user-1" })), "await put(store, receipt(SIBLING, { principal: \"user-1\" })) toEqual").toEqual(unnamed);
+    expect(await store.getReceipt(turnKey(SIBLING)), "await store.getReceipt(turnKey(SIBLING)) not.toHaveProperty").not.toHaveProperty("principal");
   });
 
   test("keeps receipts of different turns apart", async ({ store }) => {
@@ -88,11 +88,11 @@ export function receiptsSuite(test: StoreTest): void {
     const sibling = receipt(SIBLING);
     const stranger = receipt(STRANGER, { policyVersion: "policy-9" });
     await put(store, denied);
-    expect(await put(store, sibling)).toEqual(sibling);
-    expect(await put(store, stranger)).toEqual(stranger);
-    expect(await store.getReceipt(TURN_KEY)).toEqual(denied);
-    expect(await store.getReceipt(turnKey(SIBLING))).toEqual(sibling);
-    expect(await store.getReceipt(turnKey(STRANGER))).toEqual(stranger);
+    expect(await put(store, sibling), "await put(store, sibling) toEqual").toEqual(sibling);
+    expect(await put(store, stranger), "await put(store, stranger) toEqual").toEqual(stranger);
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(denied);
+    expect(await store.getReceipt(turnKey(SIBLING)), "await store.getReceipt(turnKey(SIBLING)) toEqual").toEqual(sibling);
+    expect(await store.getReceipt(turnKey(STRANGER)), "await store.getReceipt(turnKey(STRANGER)) toEqual").toEqual(stranger);
   });
 
   test("gives 16 concurrent first puts one winner, returned to each of them", async ({ store }) => {
@@ -101,8 +101,8 @@ export function receiptsSuite(test: StoreTest): void {
     );
     const winners = await Promise.all(candidates.map((candidate) => put(store, candidate)));
     const stored = await store.getReceipt(TURN_KEY);
-    expect(candidates).toContainEqual(stored);
-    for (const winner of winners) expect(winner).toEqual(stored);
+    expect(candidates, "candidates toContainEqual").toContainEqual(stored);
+    for (const winner of winners) expect(winner, "winner toEqual").toEqual(stored);
   });
 
   test("detaches what it returns: changing a returned receipt changes nothing stored", async ({ store }) => {
@@ -113,7 +113,7 @@ export function receiptsSuite(test: StoreTest): void {
     if (read !== undefined) read.allowed = false;
     const loser = await put(store, receipt(TURN, { policyVersion: "policy-2" }));
     loser.allowed = false;
-    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt());
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(receipt());
   });
 
   test("detaches what it stores: changing the caller's receipt afterwards changes nothing", async ({ store }) => {
@@ -121,14 +121,19 @@ export function receiptsSuite(test: StoreTest): void {
     await put(store, input);
     input.allowed = true;
     input.policyVersion = "changed";
-    expect(await store.getReceipt(TURN_KEY)).toEqual(receipt(TURN, { allowed: false }));
+    expect(await store.getReceipt(TURN_KEY), "await store.getReceipt(TURN_KEY) toEqual").toEqual(receipt(TURN, { allowed: false }));
   });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Read evidence
 
-export function readsSuite(test: StoreTest): void {
+export function readsSuite(given: StoreTest): void {
+  // Observed through hasSuccessfulRead, optional in the contract: the evidence suite checks the
+  // same evidence through claims, on every store.
+  const test: StoreTest = (name, body, needs = []) => {
+    given(name, body, ["hasSuccessfulRead", ...needs]);
+  };
   const EVIDENCE: ReadEvidence = { turnKey: TURN_KEY, evidenceDigest: evidenceDigest("read-1") };
 
   const has = async (store: GuardrailStore, evidence: ReadEvidence, expected: boolean, what: string) => {
@@ -140,7 +145,7 @@ export function readsSuite(test: StoreTest): void {
   });
 
   test("confirms recorded evidence with a literal true", async ({ store }) => {
-    await expect(store.recordSuccessfulRead(EVIDENCE)).resolves.toBeUndefined();
+    await expect(store.recordSuccessfulRead(EVIDENCE), "store.recordSuccessfulRead(EVIDENCE) resolves").resolves.toBeUndefined();
     await has(store, EVIDENCE, true, "recorded evidence");
     await has(store, { ...EVIDENCE }, true, "an equal copy of recorded evidence");
   });
@@ -160,9 +165,9 @@ export function readsSuite(test: StoreTest): void {
 
   test("records idempotently, sequentially and concurrently", async ({ store }) => {
     await store.recordSuccessfulRead(EVIDENCE);
-    await expect(store.recordSuccessfulRead({ ...EVIDENCE })).resolves.toBeUndefined();
+    await expect(store.recordSuccessfulRead({ ...EVIDENCE }), "store.recordSuccessfulRead({ ...EVIDENCE }) resolves").resolves.toBeUndefined();
     const again = await Promise.all(Array.from({ length: 16 }, () => store.recordSuccessfulRead({ ...EVIDENCE })));
-    expect(again).toEqual(Array.from({ length: 16 }, () => undefined));
+    expect(again, "again toEqual").toEqual(Array.from({ length: 16 }, () => undefined));
     await has(store, EVIDENCE, true, "evidence recorded many times");
   });
 
@@ -212,34 +217,34 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
   });
 
   test(`answers undefined for a key without a ${what}`, async ({ store }) => {
-    expect(await get(store, VERDICT_KEY)).toBeUndefined();
+    expect(await get(store, VERDICT_KEY), "await get(store, VERDICT_KEY) toBeUndefined").toBeUndefined();
   });
 
   test(`stores the first ${what} and returns it exactly as given`, async ({ store }) => {
-    expect(await record(store, first())).toEqual(first());
-    expect(await get(store, VERDICT_KEY)).toEqual(first());
+    expect(await record(store, first()), "await record(store, first()) toEqual").toEqual(first());
+    expect(await get(store, VERDICT_KEY), "await get(store, VERDICT_KEY) toEqual").toEqual(first());
   });
 
   for (const [label, shape] of records.shapes(VERDICT_KEY)) {
     test(`round-trips a ${what} with ${label}`, async ({ store }) => {
-      expect(await record(store, shape)).toEqual(shape);
-      expect(await get(store, keyOf(shape))).toEqual(shape);
+      expect(await record(store, shape), "await record(store, shape) toEqual").toEqual(shape);
+      expect(await get(store, keyOf(shape)), "await get(store, keyOf(shape)) toEqual").toEqual(shape);
     });
   }
 
   test(`keeps the first ${what} for a key immutable and returns it to later records`, async ({ store }) => {
     await record(store, first());
-    expect(await record(store, second())).toEqual(first());
-    expect(await get(store, VERDICT_KEY)).toEqual(first());
+    expect(await record(store, second()), "await record(store, second()) toEqual").toEqual(first());
+    expect(await get(store, VERDICT_KEY), "await get(store, VERDICT_KEY) toEqual").toEqual(first());
   });
 
   for (const [label, key] of VERDICT_KEY_VARIANTS) {
     test(`keys a ${what} by all six fields: ${label} is a different ${what}`, async ({ store }) => {
       await record(store, first());
-      expect(await get(store, key)).toBeUndefined();
-      expect(await record(store, second(key))).toEqual(second(key));
-      expect(await get(store, key)).toEqual(second(key));
-      expect(await get(store, VERDICT_KEY)).toEqual(first());
+      expect(await get(store, key), "await get(store, key) toBeUndefined").toBeUndefined();
+      expect(await record(store, second(key)), "await record(store, second(key)) toEqual").toEqual(second(key));
+      expect(await get(store, key), "await get(store, key) toEqual").toEqual(second(key));
+      expect(await get(store, VERDICT_KEY), "await get(store, VERDICT_KEY) toEqual").toEqual(first());
     });
   }
 
@@ -247,8 +252,8 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
     const candidates = Array.from({ length: 16 }, (_, index) => records.numbered(index));
     const winners = await Promise.all(candidates.map((candidate) => record(store, candidate)));
     const stored = await get(store, VERDICT_KEY);
-    expect(candidates).toContainEqual(stored);
-    for (const winner of winners) expect(winner).toEqual(stored);
+    expect(candidates, "candidates toContainEqual").toContainEqual(stored);
+    for (const winner of winners) expect(winner, "winner toEqual").toEqual(stored);
   });
 
   test(`detaches what it returns: changing a returned ${what} changes nothing stored`, async ({ store }) => {
@@ -256,14 +261,14 @@ function keyedRecordsSuite<R extends VerdictKey>(test: StoreTest, records: Keyed
     const read = await get(store, VERDICT_KEY);
     if (read !== undefined) records.scribble(read);
     records.scribble(await record(store, second()));
-    expect(await get(store, VERDICT_KEY)).toEqual(first());
+    expect(await get(store, VERDICT_KEY), "await get(store, VERDICT_KEY) toEqual").toEqual(first());
   });
 
   test(`detaches what it stores: changing the caller's ${what} afterwards changes nothing`, async ({ store }) => {
     const input = first();
     await record(store, input);
     records.scribble(input);
-    expect(await get(store, VERDICT_KEY)).toEqual(first());
+    expect(await get(store, VERDICT_KEY), "await get(store, VERDICT_KEY) toEqual").toEqual(first());
   });
 }
 
@@ -271,21 +276,21 @@ export function verdictsSuite(test: StoreTest): void {
   test("a verdict recorded for one tool never answers for another tool with the same call id, guardrail and arguments", async ({ store }) => {
     const other = { ...VERDICT_KEY, toolName: "delete_document" };
     await store.recordVerdict(verdictRecord(VERDICT_KEY, ALLOW));
-    expect(await store.getVerdict(other)).toBeUndefined();
+    expect(await store.getVerdict(other), "await store.getVerdict(other) toBeUndefined").toBeUndefined();
     // The other tool's own check is recorded apart, and each tool reads back its own.
-    expect(await store.recordVerdict(verdictRecord(other, DENY))).toEqual(verdictRecord(other, DENY));
-    expect((await store.getVerdict(other))?.verdict).toEqual(DENY);
-    expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
-    expect((await store.getVerdict({ ...VERDICT_KEY, toolName: CALL.name.toUpperCase() }))).toBeUndefined();
+    expect(await store.recordVerdict(verdictRecord(other, DENY)), "await store.recordVerdict(verdictRecord(other, DENY)) toEqual").toEqual(verdictRecord(other, DENY));
+    expect((await store.getVerdict(other))?.verdict, "(await store.getVerdict(other))?.verdict toEqual").toEqual(DENY);
+    expect((await store.getVerdict(VERDICT_KEY))?.verdict, "(await store.getVerdict(VERDICT_KEY))?.verdict toEqual").toEqual(ALLOW);
+    expect((await store.getVerdict({ ...VERDICT_KEY, toolName: CALL.name.toUpperCase() })), "(await store.getVerdict({ ...VERDICT_KEY, toolName: CALL.name.toUpperCase() })) toBeUndefined").toBeUndefined();
   });
 
   test("a verdict recorded under one tool fingerprint never answers another: the same tool, described otherwise", async ({ store }) => {
     const redescribed = { ...VERDICT_KEY, toolFingerprint: fingerprintOfCall(REDESCRIBED) };
     await store.recordVerdict(verdictRecord(VERDICT_KEY, ALLOW));
-    expect(await store.getVerdict(redescribed)).toBeUndefined();
-    expect(await store.recordVerdict(verdictRecord(redescribed, DENY))).toEqual(verdictRecord(redescribed, DENY));
-    expect((await store.getVerdict(redescribed))?.verdict).toEqual(DENY);
-    expect((await store.getVerdict(VERDICT_KEY))?.verdict).toEqual(ALLOW);
+    expect(await store.getVerdict(redescribed), "await store.getVerdict(redescribed) toBeUndefined").toBeUndefined();
+    expect(await store.recordVerdict(verdictRecord(redescribed, DENY)), "await store.recordVerdict(verdictRecord(redescribed, DENY)) toEqual").toEqual(verdictRecord(redescribed, DENY));
+    expect((await store.getVerdict(redescribed))?.verdict, "(await store.getVerdict(redescribed))?.verdict toEqual").toEqual(DENY);
+    expect((await store.getVerdict(VERDICT_KEY))?.verdict, "(await store.getVerdict(VERDICT_KEY))?.verdict toEqual").toEqual(ALLOW);
   });
 
   keyedRecordsSuite<VerdictRecord>(test, {

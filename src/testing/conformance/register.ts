@@ -3,11 +3,12 @@
  * so importing `arkah-agent-guardrails/testing` (for `ScriptedModel`, say) never loads vitest.
  */
 import { afterAll, beforeAll, describe } from "vitest";
-import type { GuardrailStore } from "../../contracts.js";
+import type { AnyGuardrailStore, StorePart } from "../../store-capabilities.js";
 import type { ConformanceSuite } from "./suites.js";
 import { approvalsSuite } from "./approvals.js";
 import { auditSuite } from "./audit.js";
 import { claimsSuite, releaseSuite, settlementSuite } from "./claims.js";
+import { corruptionSuite } from "./corruption.js";
 import { cursorsSuite } from "./cursors.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
@@ -16,7 +17,11 @@ import { evidenceSuite, stepAuditSuite } from "./steps.js";
 import { turnsSuite } from "./turns.js";
 import { validationSuite } from "./validation.js";
 
-const SUITES: Record<ConformanceSuite, { readonly title: string; readonly register: (test: StoreTest) => void }> = {
+/**
+ * Each suite, and the part of the contract it tests (none: the core). Tests in a core suite that
+ * also call a part say so themselves (`needs`).
+ */
+const SUITES: Record<ConformanceSuite, { readonly title: string; readonly register: (test: StoreTest) => void; readonly part?: StorePart }> = {
   receipts: { title: "receipts: admission receipts are insert-if-absent and immutable", register: receiptsSuite },
   reads: { title: "reads: read evidence is exact-match and idempotent", register: readsSuite },
   claims: { title: "claims: one atomic mutation slot per turn", register: claimsSuite },
@@ -26,8 +31,9 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
   },
   settlement: { title: "settlement: compare-and-set from pending by the claim token", register: settlementSuite },
   release: { title: "release: a pending claim given back by its token reopens the slot", register: releaseSuite },
-  verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent and bound to the tool", register: verdictsSuite },
+  verdicts: { title: "verdicts: guardrail verdicts are insert-if-absent and bound to the tool", register: verdictsSuite, part: "approvals" },
   approvals: {
+    part: "approvals",
     title: "approvals: durable requests; the first decision wins; applied once; listed and expired",
     register: approvalsSuite,
   },
@@ -36,22 +42,26 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
     title: "step audit: a read and a settlement append their audit event in the same transaction",
     register: stepAuditSuite,
   },
-  cursors: { title: "cursors: one forward-only delivery cursor per audit sink", register: cursorsSuite },
-  reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite },
+  cursors: { title: "cursors: one forward-only delivery cursor per audit sink", register: cursorsSuite, part: "auditDelivery" },
+  reconciliation: { title: "reconciliation: listing and resolving unresolved mutations", register: reconciliationSuite, part: "operator" },
   scope: { title: "scope: an unknown mutation blocks its scope's other turns", register: scopeSuite },
-  retention: { title: "retention: prune keeps a tombstone per turn", register: retentionSuite },
+  retention: { title: "retention: prune keeps a tombstone per turn", register: retentionSuite, part: "operator" },
   turns: {
+    part: "turns",
     title: "turns: turn records begin once, lease to one worker, take over an expired lease, finish and resume by compare-and-set",
     register: turnsSuite,
   },
   validation: { title: "validation: malformed input is rejected and changes nothing", register: validationSuite },
+  corruption: {
+    title: "corruption: a stored record that does not parse or names another key fails closed on every read",
+    register: corruptionSuite,
+  },
 };
 
-export function registerSuites<S extends GuardrailStore>(
+export function registerSuites<S extends AnyGuardrailStore>(
   initializer: GuardrailStoreTestInitializer<S>,
   selected: readonly ConformanceSuite[],
 ): void {
-  const test = storeTest(initializer);
 
   describe(`GuardrailStore conformance: ${initializer.storeName}`, () => {
     if (initializer.beforeAll !== undefined) {
@@ -65,8 +75,13 @@ export function registerSuites<S extends GuardrailStore>(
       });
     }
     for (const name of selected) {
-      describe(SUITES[name].title, () => {
-        SUITES[name].register(test);
+      const { title, register, part } = SUITES[name];
+      // A part the store does not declare has no tests registered: no empty suite either.
+      if (part !== undefined && initializer.parts !== undefined && !initializer.parts.includes(part)) continue;
+      // Only the adapter can write a raw record: without its hook there is no corruption suite.
+      if (name === "corruption" && initializer.corruptRecord === undefined) continue;
+      describe(title, () => {
+        register(storeTest(initializer, part === undefined ? [] : [part]));
       });
     }
   });

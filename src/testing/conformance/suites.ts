@@ -16,6 +16,7 @@ export const CONFORMANCE_SUITES = [
   "retention",
   "turns",
   "validation",
+  "corruption",
 ] as const;
 
 /** One of {@link CONFORMANCE_SUITES}: pass some to `validateGuardrailStore` to run only those. */

@@ -82,15 +82,15 @@ async function awaiting(store: GuardrailStore): Promise<void> {
 
 export function turnsSuite(test: StoreTest): void {
   test("a new turn starts running under a lease from the store's clock; getTurn reads it back exactly", async ({ store, clock }) => {
-    expect(await getTurn(store)).toBeUndefined();
+    expect(await getTurn(store), "await getTurn(store) toBeUndefined").toBeUndefined();
     const answer = await begin(store);
     if (answer.status !== "started") throw new Error(`expected started, got ${answer.status}`);
-    expect(answer.record).toMatchObject({ ...TURN_START, state: "running", lease: { token: answer.token } });
-    expect(answer.record.outcome).toBeUndefined();
+    expect(answer.record, "answer.record toMatchObject").toMatchObject({ ...TURN_START, state: "running", lease: { token: answer.token } });
+    expect(answer.record.outcome, "answer.record.outcome toBeUndefined").toBeUndefined();
     expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "lease.expiresAt");
     expectInstant(answer.record.createdAt, clock.ms, "createdAt");
     expectInstant(answer.record.updatedAt, clock.ms, "updatedAt");
-    expect(await getTurn(store)).toEqual(answer.record);
+    expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(answer.record);
   });
 
   test("a turn without a principal round-trips without one", async ({ store }) => {
@@ -98,8 +98,8 @@ export function turnsSuite(test: StoreTest): void {
     const of = start(input);
     await started(store, of);
     const record = await getTurn(store, of.turnKey);
-    expect(record?.input).toEqual(input);
-    expect(record !== undefined && "principal" in record).toBe(false);
+    expect(record?.input, "record?.input toEqual").toEqual(input);
+    expect(record !== undefined && "principal" in record, "record !== undefined && \"principal\" in record toBe").toBe(false);
   });
 
   test("while a lease is unexpired, begin answers running and changes nothing", async ({ store, clock }) => {
@@ -107,19 +107,19 @@ export function turnsSuite(test: StoreTest): void {
     const before = await getTurn(store);
     clock.advance(LEASE_MS - 1);
     const answer = await begin(store);
-    expect(answer).toEqual({ status: "running", record: before });
-    expect(before?.lease?.token).toBe(token);
-    expect(await getTurn(store)).toEqual(before);
+    expect(answer, "answer toEqual").toEqual({ status: "running", record: before });
+    expect(before?.lease?.token, "before?.lease?.token toBe").toBe(token);
+    expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(before);
   });
 
   test("the same key with another input digest is input_mismatch, whatever the turn's state", async ({ store }) => {
     const other = { ...TURN_START, inputDigest: digest({ kind: "conformance.turn-input", other: true }) };
     const token = await started(store);
     const before = await getTurn(store);
-    expect(await begin(store, other)).toEqual({ status: "input_mismatch" });
-    expect(await getTurn(store)).toEqual(before);
+    expect(await begin(store, other), "await begin(store, other) toEqual").toEqual({ status: "input_mismatch" });
+    expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(before);
     await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED });
-    expect(await begin(store, other)).toEqual({ status: "input_mismatch" });
+    expect(await begin(store, other), "await begin(store, other) toEqual").toEqual({ status: "input_mismatch" });
   });
 
   test("finish is a compare-and-set by the lease token: it stores state and outcome and drops the lease", async ({ store, clock }) => {
@@ -128,17 +128,17 @@ export function turnsSuite(test: StoreTest): void {
     clock.advance(1000);
     expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED }), true, "finishing with the token");
     const record = await getTurn(store);
-    expect(record).toMatchObject({ state: "completed", outcome: COMPLETED });
-    expect(record?.lease).toBeUndefined();
+    expect(record, "record toMatchObject").toMatchObject({ state: "completed", outcome: COMPLETED });
+    expect(record?.lease, "record?.lease toBeUndefined").toBeUndefined();
     expectInstant(record?.updatedAt, clock.ms, "updatedAt after finish");
     expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "failed", outcome: {} }), false, "finishing twice");
-    expect(await getTurn(store)).toEqual(record);
-    expect(await begin(store)).toEqual({ status: "finished", record });
+    expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(record);
+    expect(await begin(store), "await begin(store) toEqual").toEqual({ status: "finished", record });
   });
 
   test("finish of an unknown turn answers false and creates nothing", async ({ store }) => {
     expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: "t", state: "completed", outcome: COMPLETED }), false, "finishing nothing");
-    expect(await getTurn(store)).toBeUndefined();
+    expect(await getTurn(store), "await getTurn(store) toBeUndefined").toBeUndefined();
   });
 
   test("every finished state answers finished, with its outcome, and nothing runs", async ({ store }) => {
@@ -158,11 +158,11 @@ export function turnsSuite(test: StoreTest): void {
     clock.advance(LEASE_MS);
     const answer = await begin(store);
     if (answer.status !== "taken_over") throw new Error(`expected taken_over, got ${answer.status}`);
-    expect(answer.token).not.toBe(old);
-    expect(answer.record).toMatchObject({ state: "running", lease: { token: answer.token } });
+    expect(answer.token, "answer.token not.toBe").not.toBe(old);
+    expect(answer.record, "answer.record toMatchObject").toMatchObject({ state: "running", lease: { token: answer.token } });
     expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "the new lease's expiry");
-    expect(await getTurn(store)).toEqual(answer.record);
-    expect(await begin(store)).toMatchObject({ status: "running" });
+    expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(answer.record);
+    expect(await begin(store), "await begin(store) toMatchObject").toMatchObject({ status: "running" });
     expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: old, state: "completed", outcome: COMPLETED }), false, "the old token");
     expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: answer.token, state: "completed", outcome: COMPLETED }), true, "the new token");
   });
@@ -178,40 +178,40 @@ export function turnsSuite(test: StoreTest): void {
     clock.advance(5000);
     const answer = await resume(store);
     if (!answer.resumed) throw new Error("expected the turn to resume");
-    expect(answer.record).toMatchObject({ state: "running", lease: { token: answer.token } });
-    expect(answer.record.outcome).toBeUndefined();
+    expect(answer.record, "answer.record toMatchObject").toMatchObject({ state: "running", lease: { token: answer.token } });
+    expect(answer.record.outcome, "answer.record.outcome toBeUndefined").toBeUndefined();
     expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "the resumed lease's expiry");
-    expect(await resume(store)).toEqual({ resumed: false, record: answer.record });
-    expect(await begin(store)).toEqual({ status: "running", record: answer.record });
+    expect(await resume(store), "await resume(store) toEqual").toEqual({ resumed: false, record: answer.record });
+    expect(await begin(store), "await begin(store) toEqual").toEqual({ status: "running", record: answer.record });
     expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: answer.token, state: "completed", outcome: COMPLETED }), true, "finishing the resumed run");
   });
 
   test("resume answers resumed: false for no turn, a running one and a finished one", async ({ store }) => {
-    expect(await resume(store)).toEqual({ resumed: false });
+    expect(await resume(store), "await resume(store) toEqual").toEqual({ resumed: false });
     const token = await started(store);
-    expect(await resume(store)).toEqual({ resumed: false, record: await getTurn(store) });
+    expect(await resume(store), "await resume(store) toEqual").toEqual({ resumed: false, record: await getTurn(store) });
     await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED });
-    expect(await resume(store)).toEqual({ resumed: false, record: await getTurn(store) });
+    expect(await resume(store), "await resume(store) toEqual").toEqual({ resumed: false, record: await getTurn(store) });
   });
 
   test("16 concurrent begins of one new turn: one starts, the others answer running", async ({ store }) => {
     const answers = await Promise.all(Array.from({ length: 16 }, () => begin(store)));
-    expect(answers.filter((answer) => answer.status === "started")).toHaveLength(1);
-    expect(answers.filter((answer) => answer.status === "running")).toHaveLength(15);
+    expect(answers.filter((answer) => answer.status === "started"), "answers.filter((answer) => answer.status === \"started\") toHaveLength").toHaveLength(1);
+    expect(answers.filter((answer) => answer.status === "running"), "answers.filter((answer) => answer.status === \"running\") toHaveLength").toHaveLength(15);
   });
 
   test("16 concurrent takeovers of one expired lease: one takes over", async ({ store, clock }) => {
     await started(store);
     clock.advance(LEASE_MS + 1);
     const answers = await Promise.all(Array.from({ length: 16 }, () => begin(store)));
-    expect(answers.filter((answer) => answer.status === "taken_over")).toHaveLength(1);
-    expect(answers.filter((answer) => answer.status === "running")).toHaveLength(15);
+    expect(answers.filter((answer) => answer.status === "taken_over"), "answers.filter((answer) => answer.status === \"taken_over\") toHaveLength").toHaveLength(1);
+    expect(answers.filter((answer) => answer.status === "running"), "answers.filter((answer) => answer.status === \"running\") toHaveLength").toHaveLength(15);
   });
 
   test("16 concurrent resumes of one paused turn: one resumes", async ({ store }) => {
     await awaiting(store);
     const answers = await Promise.all(Array.from({ length: 16 }, () => resume(store)));
-    expect(answers.filter((answer) => answer.resumed)).toHaveLength(1);
+    expect(answers.filter((answer) => answer.resumed), "answers.filter((answer) => answer.resumed) toHaveLength").toHaveLength(1);
   });
 
   test("prune removes finished turns last updated before the cutoff, and keeps running and paused ones", async ({ store, clock }) => {
@@ -232,10 +232,10 @@ export function turnsSuite(test: StoreTest): void {
     await store.finishTurn({ turnKey: fresh.turnKey, token: freshToken, state: "completed", outcome: COMPLETED });
     await store.prune({ olderThan: new Date(clock.ms).toISOString() });
     for (const of of finished) expect(await getTurn(store, of.turnKey), of.input.turnId).toBeUndefined();
-    expect((await getTurn(store, running.turnKey))?.state).toBe("running");
-    expect((await getTurn(store))?.state).toBe("awaiting_approval");
-    expect((await getTurn(store, fresh.turnKey))?.state).toBe("completed");
-  });
+    expect((await getTurn(store, running.turnKey))?.state, "(await getTurn(store, running.turnKey))?.state toBe").toBe("running");
+    expect((await getTurn(store))?.state, "(await getTurn(store))?.state toBe").toBe("awaiting_approval");
+    expect((await getTurn(store, fresh.turnKey))?.state, "(await getTurn(store, fresh.turnKey))?.state toBe").toBe("completed");
+  }, ["operator"]);
 
   test("malformed turn input is rejected and changes nothing", async ({ store }) => {
     const bad: [string, () => Promise<unknown>][] = [
@@ -248,7 +248,7 @@ export function turnsSuite(test: StoreTest): void {
       ["an unknown field", () => store.beginTurn({ turn: TURN_START, leaseMs: LEASE_MS, extra: 1 } as never)],
     ];
     for (const [what, run] of bad) await expectContractError(run, `beginTurn with ${what}`);
-    expect(await getTurn(store)).toBeUndefined();
+    expect(await getTurn(store), "await getTurn(store) toBeUndefined").toBeUndefined();
     const token = await started(store);
     const before = await getTurn(store);
     await expectContractError(
@@ -262,6 +262,6 @@ export function turnsSuite(test: StoreTest): void {
     await expectContractError(() => store.resumeTurn({ turnKey: "not-a-digest", leaseMs: LEASE_MS }), "resumeTurn of a bad key");
     await expectContractError(() => store.getTurn("not-a-digest"), "getTurn of a bad key");
     await expectContractError(() => store.getMutation("not-a-digest"), "getMutation of a bad key");
-    expect(await getTurn(store)).toEqual(before);
+    expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(before);
   });
 }

@@ -31,6 +31,7 @@ import {
   type VerdictKey,
 } from "../../contracts.js";
 import { turnKey } from "../../keys.js";
+import { hasStorePart, STORE_PART_NAMES, STORE_PARTS } from "../../store-capabilities.js";
 import {
   acquire,
   approvalRequest,
@@ -51,7 +52,7 @@ import {
   VERDICT_KEY,
   verdictRecord,
 } from "./fixtures.js";
-import type { ManualClock, StoreTest } from "./harness.js";
+import type { ConformanceNeed, ManualClock, StoreTest } from "./harness.js";
 
 /** Lets a test pass a value the types forbid, as an untyped caller could. */
 const untyped = (value: unknown): never => value as never;
@@ -105,12 +106,14 @@ interface Seeded {
 async function seed(store: GuardrailStore, clock: ManualClock): Promise<Seeded> {
   await store.putReceiptIfAbsent(receipt(TURN));
   await store.recordSuccessfulRead(SEEDED_EVIDENCE);
-  await store.recordVerdict(verdictRecord(VERDICT_KEY, DENY));
-  await store.requestApproval(PENDING_REQUEST);
-  await store.requestApproval(APPROVED_REQUEST);
-  await store.decideApproval({ approvalId: APPROVED_REQUEST.approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
+  if (hasStorePart(store, "approvals")) {
+    await store.recordVerdict(verdictRecord(VERDICT_KEY, DENY));
+    await store.requestApproval(PENDING_REQUEST);
+    await store.requestApproval(APPROVED_REQUEST);
+    await store.decideApproval({ approvalId: APPROVED_REQUEST.approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
+  }
   await store.appendAudit(auditEvent());
-  await store.advanceAuditCursor({ sink: SEEDED_SINK, seq: 1 });
+  if (hasStorePart(store, "auditDelivery")) await store.advanceAuditCursor({ sink: SEEDED_SINK, seq: 1 });
   await complete(store, identity(DONE));
   await leaveUnknown(store, identity(STRANGER));
   const token = await acquire(store, identity(TURN));
@@ -120,21 +123,28 @@ async function seed(store: GuardrailStore, clock: ManualClock): Promise<Seeded> 
   return { token };
 }
 
-/** Everything a store holds for the seeded and the free keys, read without changing anything. */
+/**
+ * Everything a store holds for the seeded and the free keys, read without changing anything
+ * (through the parts the store has; `undefined` for those it lacks).
+ */
 async function observe(store: GuardrailStore) {
+  const approvals = hasStorePart(store, "approvals");
   return {
     receipts: [await store.getReceipt(TURN_KEY), await store.getReceipt(FREE_KEY)],
-    reads: [await store.hasSuccessfulRead(SEEDED_EVIDENCE), await store.hasSuccessfulRead(FREE_EVIDENCE)],
-    verdicts: [await store.getVerdict(VERDICT_KEY), await store.getVerdict(FREE_VERDICT_KEY)],
-    approvals: [
-      await store.getApproval(PENDING_REQUEST.approvalId),
-      await store.getApproval(APPROVED_REQUEST.approvalId),
-      await store.getApproval(FREE_REQUEST.approvalId),
-    ],
-    approvalList: await store.listApprovals(),
+    reads: hasSuccessfulRead(store) ? [await store.hasSuccessfulRead(SEEDED_EVIDENCE), await store.hasSuccessfulRead(FREE_EVIDENCE)] : undefined,
+    verdicts: approvals ? [await store.getVerdict(VERDICT_KEY), await store.getVerdict(FREE_VERDICT_KEY)] : undefined,
+    approvals: approvals
+      ? [
+          await store.getApproval(PENDING_REQUEST.approvalId),
+          await store.getApproval(APPROVED_REQUEST.approvalId),
+          await store.getApproval(FREE_REQUEST.approvalId),
+        ]
+      : undefined,
+    approvalList: approvals ? await store.listApprovals() : undefined,
     audit: await store.readAudit(),
-    cursors: [await store.getAuditCursor(SEEDED_SINK), await store.getAuditCursor(FREE_SINK)],
-    unresolved: await store.listUnresolved(),
+    cursors: hasStorePart(store, "auditDelivery") ? [await store.getAuditCursor(SEEDED_SINK), await store.getAuditCursor(FREE_SINK)] : undefined,
+    unresolved: hasStorePart(store, "operator") ? await store.listUnresolved() : undefined,
+    mutations: await Promise.all([TURN_KEY, FREE_KEY, turnKey(STRANGER), turnKey(DONE)].map((key) => store.getMutation(key))),
     // Claims that find an existing claim, or are refused, change nothing.
     claims: [
       await store.claimMutation(identity(TURN)),
@@ -669,6 +679,15 @@ function validationCases(): Case[] {
   ];
 }
 
+/** What a test of `method` needs beyond the core: its part, or `hasSuccessfulRead`. */
+function needOf(method: string): ConformanceNeed[] {
+  if (method === "hasSuccessfulRead") return ["hasSuccessfulRead"];
+  const part = STORE_PART_NAMES.find((name) => (STORE_PARTS[name] as readonly string[]).includes(method));
+  return part === undefined ? [] : [part];
+}
+
+const hasSuccessfulRead = (store: GuardrailStore): boolean => typeof (store as Partial<GuardrailStore>).hasSuccessfulRead === "function";
+
 export function validationSuite(test: StoreTest): void {
   for (const entry of validationCases()) {
     test(`${entry.method} rejects ${entry.label}, changing nothing`, async ({ store, clock }) => {
@@ -676,10 +695,10 @@ export function validationSuite(test: StoreTest): void {
       const seeded = await seed(store, clock);
       const before = await observe(store);
       await expectContractError(() => entry.call(store, seeded, entry.value), `${entry.method} with ${entry.label}`);
-      expect(await observe(store)).toEqual(before);
+      expect(await observe(store), "await observe(store) toEqual").toEqual(before);
       // The free turn's slot is still free, and the pending claim still settles with its token.
       await acquire(store, identity(FREE));
-      expect(await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: "complete", result: RESULT })).toBe(true);
-    });
+      expect(await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: "complete", result: RESULT }), "await store.settleMutation({ turnKey: TURN_KEY, token: seeded.token, outcome: \"complete\", result:...").toBe(true);
+    }, needOf(entry.method));
   }
 }
