@@ -12,11 +12,12 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
   storeName: string;
   /**
    * The optional parts of the contract the store implements (`approvals`, `auditDelivery`,
-   * `operator`, `turns`). Given, only their suites are registered, and every test first checks
-   * that the store has exactly these parts. Omitted, the parts are detected on each fresh store
-   * and the tests of a part it lacks are skipped (reported as skipped, with the part's name).
+   * `operator`, `turns`), and `"hasSuccessfulRead"` when it has that optional method. Given, only
+   * their suites are registered, and every test first checks that the store has exactly these.
+   * Omitted, the parts are detected on each fresh store and the tests of a part it lacks are
+   * skipped (reported as skipped, with the part's name).
    */
-  parts?: readonly StorePart[];
+  parts?: readonly ConformanceNeed[];
   /**
    * Writes a raw record into the backend, for the fail-closed suite: `invalid` makes the record
    * stored under `target.key` unparseable in the backend's own way (a truncated JSON column, a
@@ -119,12 +120,18 @@ export interface StoreFixture {
 export type StoreTest = (name: string, body: (fixture: StoreFixture) => Promise<void>, needs?: readonly ConformanceNeed[]) => void;
 
 /** The declared parts' problem with a store, or undefined: any mismatch with what is detected. */
-function declarationProblem(declared: readonly StorePart[], store: unknown): string | undefined {
+function declarationProblem(declared: readonly ConformanceNeed[], store: object): string | undefined {
   const found = detectStoreParts(store);
+  const read = declared.includes("hasSuccessfulRead");
+  if (read !== has(store, "hasSuccessfulRead")) {
+    return read ? "hasSuccessfulRead is declared but not a method" : "hasSuccessfulRead is implemented but not declared in parts";
+  }
   if (found.missingCore.length > 0) return `the store lacks core methods: ${found.missingCore.join(", ")}`;
   const half = found.incomplete.map(({ part, missing }) => `part "${part}" lacks ${missing.join(", ")}`);
   const undeclared = found.parts.filter((part) => !declared.includes(part)).map((part) => `part "${part}" is implemented but not declared in parts`);
-  const absent = declared.filter((part) => !found.parts.includes(part) && !found.incomplete.some((entry) => entry.part === part));
+  const absent = declared.filter(
+    (part): part is StorePart => part !== "hasSuccessfulRead" && !found.parts.includes(part) && !found.incomplete.some((entry) => entry.part === part),
+  );
   const problems = [...half, ...undeclared, ...absent.map((part) => `part "${part}" is declared but none of its methods exist`)];
   return problems.length === 0 ? undefined : problems.join("; ");
 }
@@ -139,7 +146,7 @@ export function storeTest<S extends AnyGuardrailStore>(initializer: GuardrailSto
   return (name, body, testNeeds = []) => {
     const needs = [...suiteNeeds, ...testNeeds];
     // Declared parts decide what is registered; a test of a part the store does not declare is left out.
-    if (declared !== undefined && needs.some((need) => need !== "hasSuccessfulRead" && !declared.includes(need))) return;
+    if (declared !== undefined && needs.some((need) => !declared.includes(need))) return;
     it(name, async (context) => {
       const clock = new ManualClock(CLOCK_START);
       const store = await initializer.createStore({ now: clock.now });
