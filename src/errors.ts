@@ -45,7 +45,7 @@ function brandOf(error: unknown): string | undefined {
 }
 
 /** A class derived from `GuardrailsError`, as its inherited static methods see it. */
-type ErrorClass<T> = abstract new (...args: never[]) => T;
+export type ErrorClass<T> = abstract new (...args: never[]) => T;
 
 /**
  * The base of every error this package throws. Each class carries its name as a brand under a

@@ -56,6 +56,7 @@ export {
   StoreContractError,
   type AdmissionErrorCode,
   type ApprovalErrorCode,
+  type ErrorClass,
   type SealViolation,
 } from "./errors.js";
 export { moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";

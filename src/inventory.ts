@@ -17,8 +17,15 @@ export const ManifestToolSchema = z.strictObject({
   /** `toolFingerprint` of the tool, with the identity fields its policy declares. */
   fingerprint: DigestSchema,
 });
-/** A {@link ManifestToolSchema} value. */
-export type ManifestTool = z.infer<typeof ManifestToolSchema>;
+/** One governed tool in a manifest: its name, kind and fingerprint. */
+export interface ManifestTool {
+  /** The tool's name, as registered in `tools`. */
+  readonly name: string;
+  /** Its kind, from its policy. */
+  readonly kind: z.infer<typeof ManifestToolSchema>["kind"];
+  /** `toolFingerprint` of the tool, with the identity fields its policy declares. */
+  readonly fingerprint: string;
+}
 
 /**
  * The tools an agent's guardrails govern, as `report().manifest` (or the CLI's `manifest`) gives

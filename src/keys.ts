@@ -6,6 +6,7 @@
 import type { ServerTool } from "@langchain/core/tools";
 import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
 import { canonicalJson, digest, sha256Hex } from "./digest.js";
+import { GuardrailsError } from "./errors.js";
 import { implementationOf } from "./execution/tool.js";
 import { declaredSchema } from "./guardrails/schema.js";
 
@@ -44,7 +45,10 @@ export interface ToolIdentityOptions {
 }
 
 /** A declared identity field found neither on the tool nor in its `metadata`. */
-export class IdentityFieldError extends Error {
+export class IdentityFieldError extends GuardrailsError {
+  protected static override readonly brandName: string = "IdentityFieldError";
+
+  /** The declared field that was not found. */
   readonly field: string;
 
   constructor(field: string) {

@@ -11,6 +11,7 @@ export {
   type ConformanceSuite,
   type CorruptedRecord,
   type CorruptionApplied,
+  type ConformanceNeed,
   type CorruptionTarget,
   type GuardrailStoreTestInitializer,
 } from "./conformance.js";

@@ -49,6 +49,7 @@ export type CorruptedRecord = "receipt" | "read" | "claim" | "verdict" | "approv
 
 /** What `corruptRecord` corrupts: the record of this kind stored under `key`, in this way. */
 export interface CorruptionTarget {
+  /** Which kind of record to corrupt. */
   readonly record: CorruptedRecord;
   /**
    * The key the record is stored under: the turn key (receipt, claim, turn), the approval id, the
@@ -56,6 +57,7 @@ export interface CorruptionTarget {
    * `VerdictKey` as canonical JSON (`keyOf` in the fixtures: its fields in contract order).
    */
   readonly key: string;
+  /** `invalid`: make the record unparseable; `wrong_key`: make it describe `otherKey`. */
   readonly mode: "invalid" | "wrong_key";
   /** For `wrong_key`: the key of another record of the same kind, already stored, whose record to put under `key`. */
   readonly otherKey: string;
