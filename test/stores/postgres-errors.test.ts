@@ -674,8 +674,11 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       expect(StoreContractError.isInstance(error)).toBe(true);
       expect(error.message).toMatch(/^invalid claim row: /);
       // One connection: had the delete not been rolled back, this claim would run in its transaction.
-      expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
-      expect((await admin.query(`SELECT state FROM ${s}.claims`)).rows).toEqual([{ state: "pending" }]);
+      const other = claimIdentity({ scopeId: "doc-release-other", turnId: "t2" });
+      expect((await store.claimMutation(other)).status).toBe("acquired");
+      // The corrupt claim itself answers nothing (fail closed), and is still there, pending.
+      expect(StoreContractError.isInstance(await failure(store.claimMutation(identity)))).toBe(true);
+      expect((await admin.query(`SELECT state FROM ${s}.claims WHERE turn_key = $1`, [identity.turnKey])).rows).toEqual([{ state: "pending" }]);
       expect(await store.readAudit()).toEqual([]);
     });
 

@@ -7,11 +7,13 @@ import { z } from "zod";
 import {
   AdmissionReceiptSchema,
   ApprovalRecordSchema,
+  ClaimedIdentitySchema,
   DigestSchema,
   MutationResultSchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
   type ApprovalRecord,
+  type ClaimedIdentity,
   type ClaimResult,
   type VerdictKey,
   type VerdictRecord,
@@ -104,17 +106,14 @@ export function classify(row: Record<string, unknown>, mutationKey: string): Cla
           "stored mutation result",
         )
       : undefined;
-  // Decoded only if the answer names the completed call, as before the rule was shared.
-  const identity = {
-    mutationKey: claim.mutation_key,
-    get toolName() {
-      return decodeText(claim.tool_name, "claim tool name");
-    },
-    get toolCallId() {
-      return decodeText(claim.tool_call_id, "claim tool call id");
-    },
-  };
+  // The whole identity is parsed whatever the answer: a corrupt row answers nothing.
+  const identity = claimedIdentityFromRow(row);
   return parseClaimResult(existingClaimAnswer({ state: claim.state, identity, result }, mutationKey));
+}
+
+/** The identity a claim row holds, parsed: every read of a claim checks all of it (fail closed). */
+export function claimedIdentityFromRow(row: Record<string, unknown>): ClaimedIdentity {
+  return parseStoreValue(ClaimedIdentitySchema, identityFromRow(row), "claim row");
 }
 
 export function identityFromRow(row: Record<string, unknown>) {

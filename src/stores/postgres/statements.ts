@@ -104,14 +104,16 @@ export function statements(schema: string) {
     ),
     readClaim: statement(
       "read_claim",
-      `SELECT mutation_key, tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state, result_content, result_status
+       FROM ${s}.claims WHERE turn_key = $1`,
     ),
     // The evidence check and the turn's claim in one snapshot ($2: the digests); one row always,
     // with NULL claim columns when there is no claim.
     readClaimWithEvidence: statement(
       "read_claim_with_evidence",
       `SELECT EXISTS (SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = ANY($2::text[])) AS evidence_ok,
-              c.turn_key AS claimed, c.mutation_key, c.tool_name, c.tool_call_id, c.state, c.result_content, c.result_status
+              c.turn_key AS claimed, c.turn_key, c.scope_id, c.tool_call_id, c.tool_name, c.args_digest, c.mutation_key,
+              c.tool_fingerprint, c.state, c.result_content, c.result_status
        FROM (SELECT 1) AS one LEFT JOIN ${s}.claims AS c ON c.turn_key = $1`,
     ),
     lockScope: statement(
@@ -141,7 +143,8 @@ export function statements(schema: string) {
     ),
     pendingScope: statement(
       "pending_scope",
-      `SELECT scope_id FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'`,
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint
+       FROM ${s}.claims WHERE turn_key = $1 AND token = $2 AND state = 'pending'`,
     ),
     settleUnknown: statement(
       "settle_unknown",
@@ -188,7 +191,8 @@ export function statements(schema: string) {
     ),
     getMutation: statement(
       "get_mutation",
-      `SELECT tool_name, tool_call_id, state, result_content, result_status FROM ${s}.claims WHERE turn_key = $1`,
+      `SELECT turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, state, result_content, result_status
+       FROM ${s}.claims WHERE turn_key = $1`,
     ),
     putVerdict: statement(
       "put_verdict",

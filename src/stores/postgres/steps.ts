@@ -14,7 +14,6 @@
  */
 import { randomUUID } from "node:crypto";
 import {
-  ClaimedIdentitySchema,
   type AuditEvent,
   type ClaimResult,
   type MutationIdentity,
@@ -23,9 +22,9 @@ import {
   type ReadEvidence,
 } from "../../contracts.js";
 import { releasedEvent } from "../events.js";
-import { parseClaimResult, parseStoreValue } from "../validate.js";
+import { parseClaimResult } from "../validate.js";
 import { appendEvent, eventValues, query, transaction, type Session } from "./connection.js";
-import { classify, COUNT_ROW, encodeText, identityFromRow, parseRow } from "./encoding.js";
+import { claimedIdentityFromRow, classify, COUNT_ROW, encodeText, parseRow } from "./encoding.js";
 
 /**
  * Records read evidence (an idempotent insert) and, when given, its audit event: one statement
@@ -145,9 +144,11 @@ export async function settle(session: Session, settlement: MutationSettlement): 
   // `unknown` blocks the scope: change it under the scope's lock (scope row, then claim row).
   return transaction(pool, async (client) => {
     const pending = await query(client, sql.pendingScope, [settlement.turnKey, token]);
-    const scopeId = pending.rows[0]?.scope_id;
-    if (scopeId === undefined) return false;
-    await query(client, sql.lockScope, [scopeId]);
+    const row = pending.rows[0];
+    if (row === undefined) return false;
+    // The claim is parsed before anything changes: a corrupt row fails closed, left pending.
+    claimedIdentityFromRow(row);
+    await query(client, sql.lockScope, [row.scope_id]);
     const { rowCount } = await query(client, sql.settleUnknown, [settlement.turnKey, token, settledAt, Date.parse(settledAt)]);
     if (rowCount !== 1) return false;
     if (settlement.audit !== undefined) await appendEvent(session, settlement.audit, client);
@@ -162,7 +163,7 @@ export async function release(session: Session, input: MutationRelease): Promise
     const { rows } = await query(client, session.sql.releaseClaim, [input.turnKey, encodeText(input.token)]);
     const row = rows[0];
     if (row === undefined) return false;
-    const identity = parseStoreValue(ClaimedIdentitySchema, identityFromRow(row), "claim row");
+    const identity = claimedIdentityFromRow(row);
     await appendEvent(session, releasedEvent(identity, session.timestamp()), client);
     return true;
   });

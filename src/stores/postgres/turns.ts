@@ -18,7 +18,7 @@ import { StoreContractError } from "../../errors.js";
 import { beginTransition, finishTransition, parseTurnRecord, resumeTransition, type TurnTransition } from "../turns.js";
 import { parseStoreValue } from "../validate.js";
 import { query, transaction, type Queryable, type Session } from "./connection.js";
-import { decodeJson, decodeOptionalText, decodeText } from "./encoding.js";
+import { claimedIdentityFromRow, decodeJson, decodeOptionalText } from "./encoding.js";
 
 const rowValues = (record: TurnRecord): unknown[] => [record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record)];
 
@@ -84,13 +84,15 @@ export async function getMutation(session: Session, turnKey: string): Promise<Mu
   const { rows } = await query(session.pool, session.sql.getMutation, [turnKey]);
   const row = rows[0];
   if (row === undefined) return undefined;
+  // The whole row is parsed, not only what the answer shows: a corrupt claim answers nothing.
+  const identity = claimedIdentityFromRow(row);
   const complete = row.state === "complete";
   return parseStoreValue(
     MutationStatusSchema,
     {
       state: row.state,
-      toolName: decodeText(row.tool_name, "claim tool name"),
-      toolCallId: decodeText(row.tool_call_id, "claim tool call id"),
+      toolName: identity.toolName,
+      toolCallId: identity.toolCallId,
       ...(complete
         ? { result: { content: decodeOptionalText(row.result_content, "claim result"), status: row.result_status } }
         : {}),
