@@ -10,6 +10,8 @@ import { defineConfig } from "tsup";
 const ENTRIES: Record<string, string> = {
   index: "src/index.ts",
   "testing/index": "src/testing/index.ts",
+  // Not an export: the child process raceGuardrailStore forks, found beside testing/index.
+  "testing/race-child": "src/testing/race/child.ts",
   store: "src/store/index.ts",
   sqlite: "src/stores/sqlite/index.ts",
   postgres: "src/stores/postgres/index.ts",
@@ -17,7 +19,7 @@ const ENTRIES: Record<string, string> = {
   otel: "src/otel/index.ts",
 };
 
-const REQUIRED = new Set(["index", "testing/index", "store"]);
+const REQUIRED = new Set(["index", "testing/index", "testing/race-child", "store"]);
 
 const entry = Object.fromEntries(
   Object.entries(ENTRIES).filter(([name, source]) => REQUIRED.has(name) || existsSync(source)),

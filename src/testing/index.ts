@@ -1,5 +1,5 @@
 /**
- * `arkah-agent-guardrails/testing`: the offline `ScriptedModel` and the store conformance kit (needs vitest).
+ * `arkah-agent-guardrails/testing`: the offline `ScriptedModel` and the store conformance kit (needs vitest), and the multi-process race harness.
  *
  * @packageDocumentation
  * @module arkah-agent-guardrails/testing
@@ -15,3 +15,11 @@ export {
   type CorruptionTarget,
   type GuardrailStoreTestInitializer,
 } from "./conformance.js";
+export {
+  raceGuardrailStore,
+  StoreRaceError,
+  type RaceGuardrailStoreOptions,
+  type StoreRace,
+  type StoreRaceReport,
+  type StoreRaceResult,
+} from "./race.js";

@@ -24,7 +24,7 @@ const ENTRY_POINTS: Readonly<Record<string, { readonly load: () => Promise<Recor
   },
   "arkah-agent-guardrails/testing": {
     load: () => import("arkah-agent-guardrails/testing"),
-    functions: ["ScriptedModel", "validateGuardrailStore"],
+    functions: ["ScriptedModel", "validateGuardrailStore", "raceGuardrailStore", "StoreRaceError"],
   },
   "arkah-agent-guardrails/store": {
     load: () => import("arkah-agent-guardrails/store"),

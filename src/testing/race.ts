@@ -1,0 +1,371 @@
+/**
+ * `raceGuardrailStore`: races several OS processes on one shared store, for adapter authors whose
+ * store is meant to be shared across processes (what the in-process conformance suites cannot
+ * check). Each child opens the store from the author's module; the parent sends every child the
+ * same request at once and checks the answers against the contract.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { JsonValue } from "../contracts.js";
+import type { StorePart } from "../store-capabilities.js";
+import {
+  raceApproval,
+  raceAuditEvent,
+  raceIdentity,
+  raceTurnStart,
+  type RaceAnswer,
+  type RaceMessage,
+  type RaceRequest,
+  type RaceValue,
+} from "./race/protocol.js";
+
+/** The races the harness runs: `approvals` and `turns` only on a store with that part. */
+export type StoreRace = "claims" | "audit" | "approvals" | "turns";
+
+export interface RaceGuardrailStoreOptions {
+  /**
+   * The module each child imports (an absolute path, a path relative to `cwd`, or a URL): its
+   * `openStore(options)`, else its default export, opens the store (or resolves to it) on the shared
+   * storage `options` describes. A `close()` on the store is called before the child exits.
+   */
+  readonly storeModule: string | URL;
+  /** Passed to the opener in every child; JSON, as it crosses a process boundary. */
+  readonly options?: JsonValue;
+  /** How many processes race (at least 2; default 4). */
+  readonly processes?: number;
+  /** Rounds of the claim, approval and turn races, each on a turn of its own (default 20). */
+  readonly rounds?: number;
+  /** Audit events each process appends in the audit race (default 50). */
+  readonly appends?: number;
+  /** Only these races (default: all the store's parts allow). */
+  readonly races?: readonly StoreRace[];
+  /** The whole run must finish within this (default 120 000 ms); then the children are killed and it throws. */
+  readonly timeoutMs?: number;
+  /** Node options of the children (default: the parent's, with `--import tsx` added when a module is TypeScript). */
+  readonly execArgv?: readonly string[];
+  /** The children's working directory (default: `process.cwd()`). */
+  readonly cwd?: string;
+}
+
+/** One race's outcome: how often each answer came, and every way it broke the contract. */
+export interface StoreRaceResult {
+  readonly race: StoreRace;
+  readonly rounds: number;
+  readonly counts: Readonly<Record<string, number>>;
+  readonly violations: readonly string[];
+}
+
+export interface StoreRaceReport {
+  readonly processes: number;
+  /** The optional parts the store has (as the first child detected them). */
+  readonly parts: readonly StorePart[];
+  readonly races: readonly StoreRaceResult[];
+}
+
+/** Thrown by `raceGuardrailStore` when a race broke the contract; `report` has every violation. */
+export class StoreRaceError extends Error {
+  override readonly name = "StoreRaceError";
+  constructor(readonly report: StoreRaceReport) {
+    const broken = report.races.filter((race) => race.violations.length > 0);
+    const lines = broken.flatMap((race) => race.violations.slice(0, 10).map((violation) => `- ${race.race}: ${violation}`));
+    const total = broken.reduce((sum, race) => sum + race.violations.length, 0);
+    super(
+      `the store broke the contract under ${String(report.processes)} racing processes in the ${broken.map((race) => race.race).join(", ")} race` +
+        `${broken.length === 1 ? "" : "s"} (${String(total)} violation${total === 1 ? "" : "s"}):\n${lines.join("\n")}`,
+    );
+  }
+}
+
+const here = typeof __dirname === "string" ? __dirname : dirname(fileURLToPath(import.meta.url));
+
+/** The child entry: the built one beside this module (dist/testing/), else the source (under tsx or vitest). */
+function childEntry(): string {
+  const candidates = [join(here, "race-child.js"), join(here, "testing", "race-child.js"), join(here, "race", "child.ts")];
+  const found = candidates.find((candidate) => existsSync(candidate));
+  if (found === undefined) throw new Error(`raceGuardrailStore: its child entry is missing (looked for ${candidates.join(", ")})`);
+  return found;
+}
+
+const isTypeScript = (file: string) => /\.[cm]?tsx?$/.test(file);
+
+interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  call(request: RaceRequest): Promise<RaceValue>;
+  readonly exited: Promise<void>;
+}
+
+function startChild(index: number, entry: string, execArgv: string[], cwd: string, abort: (error: Error) => void): { child: Child; ready: Promise<void> } {
+  const name = `p${String(index)}`;
+  const child = fork(entry, [], { cwd, execArgv, stdio: ["ignore", "inherit", "pipe", "ipc"] });
+  let stderr = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (chunk: string) => {
+    stderr = (stderr + chunk).slice(-4000);
+  });
+  const pending = new Map<number, { resolve: (value: RaceValue) => void; reject: (error: Error) => void }>();
+  let nextId = 1;
+  let markReady: () => void = () => undefined;
+  const ready = new Promise<void>((resolvePromise) => {
+    markReady = resolvePromise;
+  });
+  child.on("message", (message: RaceAnswer) => {
+    if ("type" in message) {
+      markReady();
+      return;
+    }
+    const waiter = pending.get(message.id);
+    pending.delete(message.id);
+    if (message.ok) waiter?.resolve(message.value);
+    else waiter?.reject(new Error(`${name}: ${message.error}`));
+  });
+  const exited = new Promise<void>((resolvePromise) => {
+    child.on("exit", (code, signal) => {
+      const error = new Error(`raceGuardrailStore: process ${name} exited (code ${String(code)}, signal ${String(signal)})${stderr === "" ? "" : `:\n${stderr}`}`);
+      for (const waiter of pending.values()) waiter.reject(error);
+      pending.clear();
+      abort(error);
+      resolvePromise();
+    });
+  });
+  child.on("error", (error) => {
+    abort(error);
+  });
+  return {
+    ready: Promise.race([ready, exited.then(() => Promise.reject(new Error(`raceGuardrailStore: process ${name} exited before it was ready:\n${stderr}`)))]),
+    child: {
+      name,
+      process: child,
+      exited,
+      call(request) {
+        const id = nextId++;
+        return new Promise<RaceValue>((resolvePromise, reject) => {
+          pending.set(id, { resolve: resolvePromise, reject });
+          child.send({ id, request } satisfies RaceMessage);
+        });
+      },
+    },
+  };
+}
+
+const count = (counts: Record<string, number>, key: string) => {
+  counts[key] = (counts[key] ?? 0) + 1;
+};
+
+function expectValue<T extends RaceValue["type"]>(value: RaceValue, type: T): Extract<RaceValue, { type: T }> {
+  if (value.type !== type) throw new Error(`raceGuardrailStore: expected a ${type} answer, got ${value.type}`);
+  return value as Extract<RaceValue, { type: T }>;
+}
+
+/** Every child sends `request(child)` at once; the answers in child order. */
+const all = <T extends RaceValue["type"]>(children: readonly Child[], type: T, request: (child: Child, index: number) => RaceRequest) =>
+  Promise.all(children.map(async (child, index) => expectValue(await child.call(request(child, index)), type)));
+
+async function claimsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+  const counts: Record<string, number> = {};
+  const violations: string[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const identity = raceIdentity(runId, round);
+    const claims = await all(children, "claimed", () => ({ type: "claim", identity }));
+    const statuses = claims.map(({ result }) => result.status);
+    for (const status of statuses) count(counts, status);
+    const winners = claims.flatMap(({ result }, index) => (result.status === "acquired" ? [{ index, token: result.token }] : []));
+    const others = statuses.filter((status) => status !== "acquired" && status !== "pending");
+    if (winners.length !== 1 || others.length > 0) {
+      violations.push(
+        `round ${String(round)}: ${String(winners.length)} of ${String(children.length)} processes acquired the same turn's claim ` +
+          `(answers: ${statuses.join(", ")}); exactly one must acquire, the others see pending`,
+      );
+      continue;
+    }
+    const [winner] = winners;
+    if (winner === undefined) continue;
+    const content = `round ${String(round)} by p${String(winner.index)}`;
+    const winnerChild = children[winner.index];
+    if (winnerChild === undefined) continue;
+    const settled = expectValue(await winnerChild.call({ type: "settle", turnKey: identity.turnKey, token: winner.token, content }), "settled");
+    if (!settled.applied) {
+      violations.push(`round ${String(round)}: the winner's settlement with its own token did not apply`);
+      continue;
+    }
+    const replays = await all(children, "claimed", () => ({ type: "claim", identity }));
+    replays.forEach(({ result }, index) => {
+      count(counts, `after settlement: ${result.status}`);
+      if (result.status !== "replay" || result.result.content !== content || result.result.status !== "success") {
+        violations.push(`round ${String(round)}: after the settlement p${String(index)} got ${JSON.stringify(result)}, not a replay of "${content}"`);
+      }
+    });
+  }
+  return { race: "claims", rounds, counts, violations };
+}
+
+async function auditRace(children: readonly Child[], runId: string, appends: number): Promise<StoreRaceResult> {
+  const violations: string[] = [];
+  await all(children, "appended", (_, process) => ({
+    type: "append",
+    events: Array.from({ length: appends }, (__, index) => raceAuditEvent(runId, process, index)),
+  }));
+  const reads = await all(children, "audit", () => ({ type: "read-audit", scopeId: `race-${runId}` }));
+  const expected = children.length * appends;
+  reads.forEach(({ events }, reader) => {
+    const who = `p${String(reader)} read`;
+    if (events.length !== expected) violations.push(`${who} ${String(events.length)} events; ${String(expected)} were appended`);
+    const seen = new Map<string, number>();
+    let previous = 0;
+    for (const { seq, toolCallId = "(none)" } of events) {
+      if (seq <= previous) violations.push(`${who} seq ${String(seq)} after seq ${String(previous)}: numbers must be unique and ascending`);
+      previous = Math.max(previous, seq);
+      if (seen.has(toolCallId)) violations.push(`${who} the event ${toolCallId} twice (seq ${String(seen.get(toolCallId))} and ${String(seq)})`);
+      seen.set(toolCallId, seq);
+    }
+    // One process appends one after another: its events must be numbered in that order.
+    for (let process = 0; process < children.length; process++) {
+      let last = 0;
+      for (let index = 0; index < appends; index++) {
+        const id = `p${String(process)}-${String(index)}`;
+        const seq = seen.get(id);
+        if (seq === undefined) {
+          if (events.length === expected) violations.push(`${who} no event ${id}`);
+          continue;
+        }
+        if (seq <= last) violations.push(`${who} ${id} at seq ${String(seq)}, not after the same process's earlier event at seq ${String(last)}`);
+        last = seq;
+      }
+    }
+  });
+  return { race: "audit", rounds: 1, counts: { appended: expected, read: reads[0]?.events.length ?? 0 }, violations };
+}
+
+async function approvalsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+  const counts: Record<string, number> = {};
+  const violations: string[] = [];
+  const [first] = children;
+  if (first === undefined) return { race: "approvals", rounds, counts, violations };
+  for (let round = 0; round < rounds; round++) {
+    expectValue(await first.call({ type: "request-approval", runId, round }), "requested");
+    const { approvalId } = raceApproval(runId, round);
+    const answers = await all(children, "decided", (child, index) => ({ type: "decide", approvalId, operatorRef: child.name, approve: index % 2 === 0 }));
+    const winners = answers.flatMap(({ result }, index) => (result.decided ? [{ index, record: result.record }] : []));
+    for (const { result } of answers) count(counts, result.decided ? "decided" : result.reason);
+    const winner = winners[0];
+    if (winners.length !== 1 || winner === undefined) {
+      violations.push(`round ${String(round)}: ${String(winners.length)} of ${String(children.length)} concurrent decisions of one request were decided; exactly one must be`);
+      continue;
+    }
+    answers.forEach(({ result }, index) => {
+      if (index === winner.index) return;
+      if (result.decided || result.reason !== "already_decided" || result.record?.status !== winner.record.status || result.record.operatorRef !== winner.record.operatorRef) {
+        violations.push(`round ${String(round)}: p${String(index)} got ${JSON.stringify(result.decided ? "decided" : result.reason)} with ${JSON.stringify(result.record?.status)} by ${String(result.record?.operatorRef)}; expected already_decided with the winner's ${winner.record.status} by ${String(winner.record.operatorRef)}`);
+      }
+    });
+  }
+  return { race: "approvals", rounds, counts, violations };
+}
+
+async function turnsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+  const counts: Record<string, number> = {};
+  const violations: string[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const turn = raceTurnStart(runId, round);
+    const answers = await all(children, "begun", () => ({ type: "begin-turn", turn }));
+    const statuses = answers.map(({ result }) => result.status);
+    for (const status of statuses) count(counts, status);
+    const started = statuses.filter((status) => status === "started").length;
+    if (started !== 1 || statuses.some((status) => status !== "started" && status !== "running")) {
+      violations.push(`round ${String(round)}: concurrent beginTurn of one new turn answered ${statuses.join(", ")}; exactly one must start it, the others see running`);
+    }
+  }
+  return { race: "turns", rounds, counts, violations };
+}
+
+async function stop(children: readonly Child[]): Promise<void> {
+  await Promise.all(
+    children.map(async (child) => {
+      if (child.process.exitCode !== null || child.process.signalCode !== null) return;
+      if (child.process.connected) child.process.send({ type: "exit" } satisfies RaceMessage);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<"late">((resolvePromise) => {
+        timer = setTimeout(() => {
+          resolvePromise("late");
+        }, 5_000);
+      });
+      const how = await Promise.race([child.exited, late]);
+      clearTimeout(timer);
+      if (how === "late") {
+        child.process.kill("SIGKILL");
+        await child.exited;
+      }
+    }),
+  );
+}
+
+/**
+ * Races `processes` OS processes on one shared store and checks the contract: of concurrent claims
+ * of one turn exactly one `acquired` (the rest `pending`), then every process replays the winner's
+ * settled result; concurrent `appendAudit` gives unique, ascending `seq` (gaps allowed) with every
+ * event once and each process's events in its append order; with `approvals`, of concurrent
+ * `decideApproval`s of one request exactly one decides (the rest `already_decided`, seeing the
+ * winner's record); with `turns`, of concurrent `beginTurn`s of a new turn exactly one `started`
+ * (the rest `running`). Resolves with the report; throws a {@link StoreRaceError} listing every
+ * violation. The children are stopped whatever happens (killed after a timeout).
+ */
+export async function raceGuardrailStore(options: RaceGuardrailStoreOptions): Promise<StoreRaceReport> {
+  const processes = options.processes ?? 4;
+  const rounds = options.rounds ?? 20;
+  const appends = options.appends ?? 50;
+  if (!Number.isInteger(processes) || processes < 2) throw new RangeError("raceGuardrailStore: processes must be an integer of at least 2");
+  if (!Number.isInteger(rounds) || rounds < 1) throw new RangeError("raceGuardrailStore: rounds must be a positive integer");
+  if (!Number.isInteger(appends) || appends < 1) throw new RangeError("raceGuardrailStore: appends must be a positive integer");
+  const cwd = options.cwd ?? process.cwd();
+  const storeModule =
+    options.storeModule instanceof URL ? options.storeModule.href : isAbsolute(options.storeModule) || /^[a-z][a-z0-9+.-]*:/i.test(options.storeModule) && !/^[a-z]:[\\/]/i.test(options.storeModule) ? options.storeModule : resolve(cwd, options.storeModule);
+  const entry = childEntry();
+  const execArgv = [...(options.execArgv ?? process.execArgv)];
+  const needsTsx = isTypeScript(entry) || isTypeScript(storeModule);
+  if (options.execArgv === undefined && needsTsx && !execArgv.some((arg) => arg.includes("tsx"))) execArgv.push("--import", "tsx");
+
+  const runId = randomUUID().slice(0, 8);
+  const children: Child[] = [];
+  let fail: (error: Error) => void = () => undefined;
+  const failed = new Promise<never>((_, reject) => {
+    fail = reject;
+  });
+  failed.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  let finished = false;
+  const abort = (error: Error) => {
+    if (!finished) fail(error);
+  };
+  const run = async (): Promise<StoreRaceReport> => {
+    const started = Array.from({ length: processes }, (_, index) => startChild(index, entry, execArgv, cwd, abort));
+    children.push(...started.map(({ child }) => child));
+    await Promise.all(started.map(({ ready }) => ready));
+    const opened = await all(children, "opened", () => ({ type: "open", storeModule, options: options.options ?? null }));
+    const parts = opened[0]?.parts ?? [];
+    const wanted = (race: StoreRace) => options.races === undefined || options.races.includes(race);
+    const races: StoreRaceResult[] = [];
+    if (wanted("claims")) races.push(await claimsRace(children, runId, rounds));
+    if (wanted("audit")) races.push(await auditRace(children, runId, appends));
+    if (wanted("approvals") && parts.includes("approvals")) races.push(await approvalsRace(children, runId, rounds));
+    if (wanted("turns") && parts.includes("turns")) races.push(await turnsRace(children, runId, rounds));
+    return { processes, parts, races };
+  };
+  try {
+    const timeoutMs = options.timeoutMs ?? 120_000;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`raceGuardrailStore: the run did not finish within ${String(timeoutMs)} ms`));
+      }, timeoutMs);
+    });
+    const report = await Promise.race([run(), failed, timedOut]);
+    if (report.races.some((race) => race.violations.length > 0)) throw new StoreRaceError(report);
+    return report;
+  } finally {
+    finished = true;
+    clearTimeout(timer);
+    await stop(children);
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * `raceGuardrailStore` from arkah-agent-guardrails/testing, run as an adapter author would: four OS
+ * processes on the shared SQLite file and on the example file store's directory must pass every
+ * race their parts allow; a store that is not shared (a private in-memory store per process) must
+ * make it throw, naming the claim race.
+ */
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { raceGuardrailStore, StoreRaceError, type StoreRaceReport } from "arkah-agent-guardrails/testing";
+import { tempDir, workerPath } from "./support.js";
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+const PROCESSES = 4;
+
+function raced(report: StoreRaceReport) {
+  return Object.fromEntries(report.races.map((race) => [race.race, race]));
+}
+
+describe("raceGuardrailStore", () => {
+  it("passes the SQLite store: claims, audit, approvals and turns, 4 processes", async () => {
+    const dir = tempDir("arkah-race-harness-");
+    cleanups.push(dir.remove);
+    const report = await raceGuardrailStore({
+      storeModule: workerPath("race-sqlite-store.ts"),
+      options: { path: join(dir.path, "guardrails.sqlite") },
+      processes: PROCESSES,
+      rounds: 10,
+      appends: 25,
+    });
+    const races = raced(report);
+    expect(Object.keys(races), "the races the SQLite store's parts allow").toEqual(["claims", "audit", "approvals", "turns"]);
+    expect(races.claims?.counts, "one acquired and three pending per round, then four replays").toEqual({ acquired: 10, pending: 30, "after settlement: replay": 40 });
+    expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 100, read: 100 });
+    expect(races.approvals?.counts, "one decision per round").toEqual({ decided: 10, already_decided: 30 });
+    expect(races.turns?.counts, "one start per round").toEqual({ started: 10, running: 30 });
+  }, 300_000);
+
+  it("passes the example file store (examples/file-store), 4 processes", async () => {
+    const dir = tempDir("arkah-race-harness-file-");
+    cleanups.push(dir.remove);
+    const report = await raceGuardrailStore({
+      storeModule: workerPath("race-file-store.ts"),
+      options: { directory: dir.path },
+      processes: PROCESSES,
+      rounds: 5,
+      appends: 10,
+    });
+    const races = raced(report);
+    expect(report.races.every((race) => race.violations.length === 0), "no violations").toBe(true);
+    expect(races.claims?.counts, "one acquired per round").toEqual({ acquired: 5, pending: 15, "after settlement: replay": 20 });
+    expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 40, read: 40 });
+  }, 300_000);
+
+  it("negative control: a private in-memory store per process breaks the claim race, and the harness throws naming it", async () => {
+    const error = await raceGuardrailStore({
+      storeModule: workerPath("race-memory-store.ts"),
+      processes: PROCESSES,
+      rounds: 2,
+      appends: 3,
+    }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error, "the harness throws a StoreRaceError").toBeInstanceOf(StoreRaceError);
+    const { message, report } = error as StoreRaceError;
+    expect(message, "the message names the claim race").toContain("claims: round 0: 4 of 4 processes acquired the same turn's claim");
+    expect(message, "and the audit race: each process reads only its own events").toContain("audit: p0 read 3 events; 12 were appended");
+    expect(raced(report).claims?.counts, "every process acquired every claim").toEqual({ acquired: 8 });
+  }, 300_000);
+});
