@@ -10,6 +10,7 @@ import { existsSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { JsonValue } from "../contracts.js";
+import { GuardrailsError } from "../errors.js";
 import type { StorePart } from "../store-capabilities.js";
 import {
   raceApproval,
@@ -25,6 +26,7 @@ import {
 /** The races the harness runs: `approvals` and `turns` only on a store with that part. */
 export type StoreRace = "claims" | "audit" | "approvals" | "turns";
 
+/** What `raceGuardrailStore` races: the adapter's store module, the shared storage, how hard. */
 export interface RaceGuardrailStoreOptions {
   /**
    * The module each child imports (an absolute path, a path relative to `cwd`, or a URL): its
@@ -52,23 +54,34 @@ export interface RaceGuardrailStoreOptions {
 
 /** One race's outcome: how often each answer came, and every way it broke the contract. */
 export interface StoreRaceResult {
+  /** Which race. */
   readonly race: StoreRace;
+  /** How many rounds it ran (for `audit`: one). */
   readonly rounds: number;
+  /** How often each answer came, by answer (`acquired`, `pending`, `replay`, `decided`...). */
   readonly counts: Readonly<Record<string, number>>;
+  /** Every way the store broke the contract, one line each; empty when it held. */
   readonly violations: readonly string[];
 }
 
+/** What `raceGuardrailStore` found: one result per race it ran. */
 export interface StoreRaceReport {
+  /** How many processes raced. */
   readonly processes: number;
   /** The optional parts the store has (as the first child detected them). */
   readonly parts: readonly StorePart[];
+  /** One result per race, in the order they ran. */
   readonly races: readonly StoreRaceResult[];
 }
 
 /** Thrown by `raceGuardrailStore` when a race broke the contract; `report` has every violation. */
-export class StoreRaceError extends Error {
-  override readonly name = "StoreRaceError";
-  constructor(readonly report: StoreRaceReport) {
+export class StoreRaceError extends GuardrailsError {
+  protected static override readonly brandName: string = "StoreRaceError";
+
+  /** Every race's result, the broken ones with their violations. */
+  readonly report: StoreRaceReport;
+
+  constructor(report: StoreRaceReport) {
     const broken = report.races.filter((race) => race.violations.length > 0);
     const lines = broken.flatMap((race) => race.violations.slice(0, 10).map((violation) => `- ${race.race}: ${violation}`));
     const total = broken.reduce((sum, race) => sum + race.violations.length, 0);
@@ -76,6 +89,7 @@ export class StoreRaceError extends Error {
       `the store broke the contract under ${String(report.processes)} racing processes in the ${broken.map((race) => race.race).join(", ")} race` +
         `${broken.length === 1 ? "" : "s"} (${String(total)} violation${total === 1 ? "" : "s"}):\n${lines.join("\n")}`,
     );
+    this.report = report;
   }
 }
 
