@@ -24,10 +24,10 @@ function hasBrand(error: unknown, name: string): boolean {
 }
 
 /** Walks an error's `cause` chain (LangChain wraps middleware errors in `MiddlewareError`). */
-function findBranded(error: unknown, name: string): unknown {
+function findBranded(error: unknown, name: string | undefined): unknown {
   let current: unknown = error;
   for (let depth = 0; depth < 16 && current !== undefined && current !== null; depth++) {
-    if (hasBrand(current, name)) return current;
+    if (name === undefined ? brandOf(current) !== undefined : hasBrand(current, name)) return current;
     current = readSafely(current, "cause");
   }
   return undefined;
@@ -74,14 +74,8 @@ export abstract class GuardrailsError extends Error {
    * `agent.invoke` rejects with LangChain's `MiddlewareError`, which keeps the original as its `cause`.
    */
   static find<T>(this: ErrorClass<T>, error: unknown): T | undefined {
-    const name = (this as unknown as typeof GuardrailsError).brandName;
-    if (name !== undefined) return findBranded(error, name) as T | undefined;
-    let current: unknown = error;
-    for (let depth = 0; depth < 16 && current !== undefined && current !== null; depth++) {
-      if (brandOf(current) !== undefined) return current as T;
-      current = readSafely(current, "cause");
-    }
-    return undefined;
+    // Undefined on the base: any error of the package.
+    return findBranded(error, (this as unknown as typeof GuardrailsError).brandName) as T | undefined;
   }
 }
 
