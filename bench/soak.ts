@@ -28,6 +28,7 @@ import { InMemoryGuardrailStore } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { startEmbeddedPostgres } from "../scripts/postgres/embedded.js";
+import { GUARD_MEMORY_TARGETS, measureGuardMemory, MIN_GUARD_MEMORY_TURNS, type GuardMemoryRow } from "./guard-memory.js";
 import { collectGarbage, log, quantile, type ResultRow } from "./harness.js";
 import { postgresUrl } from "./postgres.js";
 import { plainAgent, SoakAgent, soakInput, soakTurnId, type SoakCommand, type SoakReport } from "./soak-turns.js";
@@ -107,6 +108,8 @@ export interface SoakResult {
   readonly memory: MemorySoak;
   readonly sqlite: WorkersSoak;
   readonly postgres: WorkersSoak;
+  /** What each store keeps per turn after prune (bench/guard-memory.ts). */
+  readonly guardMemory: readonly GuardMemoryRow[];
   readonly seconds: number;
 }
 
@@ -332,13 +335,23 @@ export async function runSoak(profile: SoakProfile): Promise<SoakResult> {
   const sqlite = await soakSqlite(profile.sqliteTurns);
   log(`soak: ${profile.postgresTurns.toLocaleString("en-US")} turns on PostgreSQL, ${String(WORKERS)} worker processes`);
   const postgres = await soakPostgres(profile.postgresTurns);
-  return { memory, sqlite, postgres, seconds: (performance.now() - started) / 1000 };
+  log(`soak: what a pruned turn keeps in each store, over ${Math.max(profile.sqliteTurns, MIN_GUARD_MEMORY_TURNS).toLocaleString("en-US")} turns`);
+  const guardMemory = await measureGuardMemory(profile.sqliteTurns);
+  return { memory, sqlite, postgres, guardMemory, seconds: (performance.now() - started) / 1000 };
 }
 
 /** Whether every correctness figure holds: no error, each write exactly once, replays write nothing. */
 export function soakPassed(result: SoakResult): boolean {
-  return result.memory.errors === 0 && result.memory.writesExactlyOnce && workersPassed(result.sqlite) && workersPassed(result.postgres);
+  return (
+    result.memory.errors === 0 &&
+    result.memory.writesExactlyOnce &&
+    workersPassed(result.sqlite) &&
+    workersPassed(result.postgres) &&
+    result.guardMemory.every(guardMemoryPassed)
+  );
 }
+
+const guardMemoryPassed = (row: GuardMemoryRow) => row.bytesPerTurn <= GUARD_MEMORY_TARGETS[row.store];
 
 function workersPassed(soak: WorkersSoak): boolean {
   return (
@@ -379,6 +392,17 @@ export function soakRows(result: SoakResult): ResultRow[] {
       note: `${String(soak.errors)} errors; writes: ${count(soak.writtenOnce)} once, ${count(soak.writtenTwice)} more, ${count(soak.neverWritten)} never; ${count(soak.replays)} retries by another worker, ${String(soak.replayWrites)} writes`,
     });
   }
+  for (const row of result.guardMemory) {
+    rows.push({
+      benchmark: `guard memory: what a pruned turn keeps, ${row.store}`,
+      baseline: `${count(row.turns)} turns`,
+      subject: `${count(Math.round(row.bytesPerTurn))} B/turn`,
+      ratio: "—",
+      target: `≤ ${count(GUARD_MEMORY_TARGETS[row.store])} B/turn`,
+      pass: guardMemoryPassed(row),
+      note: `${row.how}; receipt, tombstone and two audit events (bench/guard-memory.ts)`,
+    });
+  }
   return rows;
 }
 
@@ -417,6 +441,15 @@ export function renderSoak(result: SoakResult): string {
     `Heap growth after warm-up: ${fixed(memory.heapBytesPerTurn, 0)} bytes per turn; the same agent without the guardrails ` +
       `(${count(memory.baselineTurns)} invokes, run first): ${fixed(memory.baselineHeapBytesPerTurn, 0)} bytes per invoke; ` +
       `the guardrails' share: ${fixed(memory.heapBytesPerTurn - memory.baselineHeapBytesPerTurn, 0)} bytes per turn.`,
+    "",
+    "What a pruned turn keeps in each store (bench/guard-memory.ts: one real turn's store writes replayed for each turn, then pruned):",
+    "",
+    "| store | turns | kept per turn | bound | measured as |",
+    "|---|---:|---:|---:|---|",
+    ...result.guardMemory.map(
+      (row) =>
+        `| ${row.store} | ${count(row.turns)} | ${count(Math.round(row.bytesPerTurn))} B | ${count(GUARD_MEMORY_TARGETS[row.store])} B | ${row.how} |`,
+    ),
   ].join("\n");
 }
 
