@@ -12,6 +12,7 @@ import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { benchGuardedLoop, benchReadWriteTurn } from "./agent.js";
+import { ALLOCATION_SHARE_TARGET, measureAllocation } from "./allocation.js";
 import { benchDigest } from "./digest.js";
 import { benchSchemaGuardrail, benchSchemaShareOfLoop } from "./guardrails.js";
 import { formatNs, formatRate, log, renderNotes, renderTable, type Interleaved, type ResultRow } from "./harness.js";
@@ -93,6 +94,22 @@ async function main() {
       `guard adds ${formatNs(loop.pairedDifference)} ± ${formatNs(loop.pairedDifferenceError)} per call`,
     ),
   );
+
+  for (const steps of quick ? [10] : [10, 120]) {
+    stage(`1/13 guarded loop: bytes allocated per tool call, ${String(steps)} read steps (bench/allocation.ts)`);
+    const allocation = measureAllocation(steps);
+    const own = allocation.guarded - allocation.noop;
+    const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`;
+    rows.push({
+      benchmark: `guarded loop, bytes allocated per tool call (${String(steps)} steps)`,
+      baseline: `${kb(allocation.noop)}/call (no-op middleware)`,
+      subject: `${kb(allocation.guarded)}/call`,
+      ratio: ratioText(allocation.guarded / allocation.noop),
+      target: `guard's own ≤ ${String(ALLOCATION_SHARE_TARGET * 100)} %`,
+      pass: own <= ALLOCATION_SHARE_TARGET * allocation.noop,
+      note: `the guard's own ${kb(own)} a call (${((own / allocation.noop) * 100).toFixed(1)} % of the loop's); no middleware ${kb(allocation.unguarded)}; counted in a young generation no GC ran in (${String(allocation.discarded)} runs discarded)`,
+    });
+  }
 
   stage("2/13 schema guardrail: one check vs @cfworker/json-schema with a cached validator");
   const schema = await benchSchemaGuardrail(
@@ -379,6 +396,7 @@ never pass for a speed-up.
 | benchmark | baseline | subject | target |
 |---|---|---|---|
 | guarded loop (bench/agent.ts) | the same \`createAgent\` loop, no middleware | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${String(LOOP_STEPS)} steps, one \`document-read\` call each, then an answer; time per tool call | ≤ ${LOOP_TARGET.toFixed(2)} |
+| bytes allocated per tool call (bench/allocation.ts, \`pnpm tsx bench/allocation.ts 120\`) | the same read loop (10 and 120 steps) with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler); also without any middleware | the guarded loop; bytes counted as heap growth over one run in a child process whose young generation (256 MB semi-spaces) holds the run without a GC (a run during which a GC ran is discarded); median of 7 | the guard's own bytes ≤ ${String(ALLOCATION_SHARE_TARGET * 100)} % of the no-op loop's |
 | schema guardrail check (bench/guardrails.ts) | \`new Validator(schema).validate(args)\` from @cfworker/json-schema, validator built once | \`createSchemaGuardrail().check(context)\` on the same JSON Schema tool (an MCP-style \`issue-credit\` schema) and valid arguments: what the port adds around the validator | ≤ 1.20 |
 | schema guardrail's share of the loop (bench/guardrails.ts) | the guarded loop with its schema check replaced by an allow-all guardrail | the guarded loop as shipped (schema guardrail on, the default) | adds ≤ 0.05 to the guarded loop's ratio |
 | read-then-write turn (bench/agent.ts) | the same turns, no middleware | one server-wide middleware, the turn passed per invoke with \`turnContext\`; each turn: \`admitTurn\` (fresh turn id, moderation stub \`true\`), read, write, answer; time per turn | ≤ ${TURN_TARGET.toFixed(2)} |
