@@ -157,4 +157,12 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "The change was not made: the service refused it and nothing was written (the document may have changed meanwhile). Read the document again, then make the change again if it is still wanted.",
   tool_changed:
     "This tool is not the one that was reviewed: its code, description, schema or configuration changed, so it cannot run. Do not retry it; tell the user an operator has to check the tool.",
+  effect_pending:
+    "This exact action is already being carried out. Do not call it again; tell the user it is in progress.",
+  effect_unknown:
+    "The outcome of this exact action is unknown and it will not be retried. Tell the user an operator has to confirm it.",
+  effect_pruned:
+    "This exact action was carried out earlier in this turn; its result is no longer kept. Do not call it again.",
+  effect_limit:
+    "This turn has made as many of these actions as it may, so this one did not run. Do not make another; tell the user.",
 };
