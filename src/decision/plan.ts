@@ -2,7 +2,17 @@
  * The decision table of design section 3, as pure functions of the policy, the model step and the
  * store's answers. The middleware asks these in order; the first refusal wins.
  */
-import type { ClaimResult, CompletedMutation, JsonValue, MutationResult, MutationStatus, RefusalCode, ToolKind } from "../contracts.js";
+import type {
+  ClaimResult,
+  CompletedMutation,
+  EffectClaimResult,
+  EffectStatus,
+  JsonValue,
+  MutationResult,
+  MutationStatus,
+  RefusalCode,
+  ToolKind,
+} from "../contracts.js";
 import type { StepCall } from "./transcript.js";
 
 export interface Refusal {
@@ -91,6 +101,39 @@ export function claimAction(claim: ClaimResult): ClaimAction {
       // The claim named the turn's read evidence and the store has none of it recorded.
       return { refuse: "read_required" };
   }
+}
+
+/**
+ * What to do with the store's answer to a side effect's claim. The effect's key is its whole
+ * identity, so an existing claim is always the same effect: replayed when it completed, refused
+ * otherwise; `limit_reached` changed nothing.
+ */
+export function effectClaimAction(claim: EffectClaimResult): ClaimAction {
+  switch (claim.status) {
+    case "acquired":
+      return { execute: claim.token };
+    case "replay":
+      return { replay: claim.result };
+    case "pending":
+      return { refuse: "effect_pending" };
+    case "unknown":
+      return { refuse: "effect_unknown" };
+    case "pruned":
+      return { refuse: "effect_pruned" };
+    case "limit_reached":
+      return { refuse: "effect_limit" };
+  }
+}
+
+/**
+ * Before a person is asked about a side effect: the refusal its claim would certainly answer, from
+ * its claim as `getEffect` reads it. `unknown` and `pruned` never change by themselves; a
+ * `pending` claim may still be released and a `complete` one replays, so both go on.
+ */
+export function effectRefusal(effect: EffectStatus | undefined): Refusal | undefined {
+  if (effect?.state === "unknown") return { refuse: "effect_unknown" };
+  if (effect?.state === "pruned") return { refuse: "effect_pruned" };
+  return undefined;
 }
 
 /** The turn's slot is held by another call: what the turn's one change did, so a model that minted a new call id can tell the user. */
