@@ -150,13 +150,16 @@ export {
 } from "./key-value.js";
 export {
   KEY_VALUE_COLLECTIONS,
+  effectGroupKey,
   sequenceKey,
   verdictStorageKey,
+  type EffectGroup,
   type KeyValueCollection,
   type KeyValueCounter,
   type StoredApproval,
   type StoredClaim,
   type StoredCursor,
+  type StoredEffect,
   type StoredReads,
   type UnknownScopeEntry,
 } from "./records.js";
