@@ -8,6 +8,9 @@
  *
  * Every assertion counts real effects: the messages the `send_email` tool puts in its outbox.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command, interrupt, MemorySaver } from "@langchain/langgraph";
 import { createAgent, tool } from "langchain";
@@ -26,6 +29,7 @@ import {
   type ToolPolicy,
   type TurnInput,
 } from "arkah-agent-guardrails";
+import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 import { CORE_STORE_METHODS } from "../../src/store-capabilities.js";
 import {
@@ -130,7 +134,7 @@ function agentFor(world: World, script: readonly ScriptStep[], options: RunOptio
       }),
     ],
     ...(options.checkpointer === undefined ? {} : { checkpointer: options.checkpointer }),
-    ...(options.version === undefined ? {} : { version: options.version }),
+    version: options.version ?? "v2",
   });
   const config = { configurable: { thread_id: options.thread ?? "effects" } };
   return {
@@ -159,6 +163,15 @@ afterAll(() => {
 
 const STORES: Record<string, () => GuardrailStore> = {
   memory: () => new InMemoryGuardrailStore(),
+  sqlite: () => {
+    const dir = mkdtempSync(join(tmpdir(), "arkah-effects-"));
+    const store = SqliteGuardrailStore.open({ path: join(dir, "guardrails.sqlite") });
+    closers.push(() => {
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return store;
+  },
 };
 
 describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
