@@ -112,8 +112,7 @@ const EXIT_HELP = `Exit codes:
   0  ok
   1  operational failure (cannot open the store, I/O error, unexpected store error)
   2  usage error (unknown or missing flags, malformed values)
-  3  not found (reconcile: the turn key has no mutation claim, or the effect key no claim;
-     decide: no request has the approval id)
+  3  not found (reconcile: no claim under the turn key or effect key; decide: no request has the approval id)
   4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled;
      decide: the request is not pending: already decided, applied or expired); nothing changed
   5  drift (compare: the tools do not match the reviewed manifest)
