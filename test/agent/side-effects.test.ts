@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import type { StructuredTool } from "@langchain/core/tools";
 import { Command, interrupt, MemorySaver } from "@langchain/langgraph";
 import { createAgent, tool } from "langchain";
 import { afterAll, describe, expect, it } from "vitest";
@@ -119,9 +120,10 @@ interface RunOptions {
 /** A real agent over the world's store and services, with a scripted model. */
 function agentFor(world: World, script: readonly ScriptStep[], options: RunOptions = {}) {
   const [sendEmail, postChat, askHuman] = effectTools(world.services);
+  const tools: StructuredTool[] = [...documentTools(world.document).all, sendEmail, postChat, askHuman];
   const agent = createAgent({
     model: new ScriptedModel(script),
-    tools: [...documentTools(world.document).all, sendEmail, postChat, askHuman],
+    tools,
     middleware: [
       createDocumentGuardrails({
         input: world.input,
@@ -133,8 +135,9 @@ function agentFor(world: World, script: readonly ScriptStep[], options: RunOptio
         logger: { warn: () => undefined },
       }),
     ],
-    ...(options.checkpointer === undefined ? {} : { checkpointer: options.checkpointer }),
-    version: options.version ?? "v2",
+    // Each agent its own saver unless a test shares one: a fresh agent is a transport retry.
+    checkpointer: options.checkpointer ?? new MemorySaver(),
+    ...(options.version === undefined ? {} : { version: options.version }),
   });
   const config = { configurable: { thread_id: options.thread ?? "effects" } };
   return {

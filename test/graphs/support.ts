@@ -6,7 +6,7 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { Annotation, END, MemorySaver, MessagesAnnotation, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
-import type { StructuredToolInterface } from "@langchain/core/tools";
+import type { StructuredTool } from "@langchain/core/tools";
 import {
   admitTurn,
   guardTools,
@@ -37,7 +37,7 @@ export interface NotesGraphOptions {
   readonly handleToolErrors?: boolean;
   readonly hooks?: NoteHooks;
   /** More tools beside the notes tools, governed too (their policies in `guardrails.tools`). */
-  readonly extraTools?: readonly StructuredToolInterface[];
+  readonly extraTools?: readonly StructuredTool[];
 }
 
 /** A graph whose tools node runs the governed twins of the notes tools. */
