@@ -4,6 +4,7 @@
  */
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
+import type { StructuredTool } from "@langchain/core/tools";
 import { createAgent, tool, type AgentMiddleware } from "langchain";
 import { z } from "zod";
 import {
@@ -193,6 +194,8 @@ export interface GuardedAgentOptions {
   /** Extra middleware placed after the guardrails (inner layers). */
   middleware?: readonly AgentMiddleware[];
   checkpointer?: BaseCheckpointSaver;
+  /** More tools beside the document tools (their policies in `guardrails.tools`). */
+  extraTools?: readonly StructuredTool[];
 }
 
 /** Builds a real agent guarded by `createDocumentGuardrails` with a scripted model. */
@@ -212,7 +215,7 @@ export function guardedAgent(options: GuardedAgentOptions) {
   });
   const agent = createAgent({
     model,
-    tools: documentTools(service, options.hooks).all,
+    tools: [...documentTools(service, options.hooks).all, ...(options.extraTools ?? [])],
     middleware: [guardrails, ...(options.middleware ?? [])],
     ...(options.checkpointer === undefined ? {} : { checkpointer: options.checkpointer }),
   });
