@@ -40,6 +40,12 @@ export const STORE_METHODS = [
   "finishTurn",
   "resumeTurn",
   "getTurn",
+  "claimEffect",
+  "settleEffect",
+  "releaseEffect",
+  "getEffect",
+  "listUnresolvedEffects",
+  "reconcileEffect",
 ] as const satisfies readonly (keyof GuardrailStore)[];
 export type StoreMethod = (typeof STORE_METHODS)[number];
 /** Compiles only while `STORE_METHODS` lists every method of the store interface. */

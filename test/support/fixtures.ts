@@ -52,7 +52,15 @@ import {
   type ResumeTurnResult,
   type StoredAuditEvent,
   type TurnRecord,
+  type UnresolvedEffect,
   type UnresolvedMutation,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails/store";
@@ -348,6 +356,24 @@ export class ForwardingStore implements GuardrailStore {
   }
   getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     return this.inner.getTurn(turnKey);
+  }
+  claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    return this.inner.claimEffect(identity, options);
+  }
+  settleEffect(settlement: EffectSettlement): Promise<boolean> {
+    return this.inner.settleEffect(settlement);
+  }
+  releaseEffect(release: EffectRelease): Promise<boolean> {
+    return this.inner.releaseEffect(release);
+  }
+  getEffect(effectKey: string): Promise<EffectStatus | undefined> {
+    return this.inner.getEffect(effectKey);
+  }
+  listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
+    return this.inner.listUnresolvedEffects();
+  }
+  reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
+    return this.inner.reconcileEffect(reconciliation);
   }
 }
 
