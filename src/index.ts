@@ -109,6 +109,7 @@ export {
   type TelemetryCall,
   type TelemetryCallEnd,
   type TelemetryCallObserver,
+  type TelemetryClaimKey,
   type TelemetryStep,
   type TelemetryTurn,
   type TelemetryTurnEnd,

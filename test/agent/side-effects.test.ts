@@ -386,7 +386,7 @@ describe("side effects: configuration", () => {
       error = caught;
     }
     expect(ConfigurationError.isInstance(error)).toBe(true);
-    expect(String((error as Error).message)).toContain("effects");
+    expect((error as Error).message).toContain("effects");
     expect(() => createDocumentGuardrails({ ...base, store: core as never, tools: TOOL_POLICIES }), "no side-effect tool: the core is enough").not.toThrow();
   });
 

@@ -138,7 +138,7 @@ describe("guardTools: retries and approvals through LangGraph", () => {
     }
     expect(before).toBeDefined();
     const again = await g.graph.invoke(null, { ...before?.config, context: turnContext(g.input) });
-    expect(toolResults(again.messages).filter((result) => result.name === "notify_owner").at(0)).toEqual({
+    expect(toolResults(again.messages).find((result) => result.name === "notify_owner")).toEqual({
       name: "notify_owner",
       status: "success",
       content: "notified",
