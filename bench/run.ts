@@ -19,6 +19,7 @@ import { formatNs, formatRate, log, renderNotes, renderTable, type Interleaved, 
 import { benchHistory, type HistoryRow } from "./history.js";
 import { benchPostgres, PAIRS_TARGET, TURN_WORKERS } from "./postgres.js";
 import { POOL_SETTINGS } from "./postgres-turns.js";
+import { benchSideEffects, SIDE_EFFECT_ROUNDS } from "./side-effects.js";
 import { benchSqliteClaimSettle, benchSqliteTurn } from "./sqlite.js";
 import { QUICK as SOAK_QUICK, runSoak, soakRows, STAGE as SOAK_STAGE } from "./soak.js";
 import { benchStore } from "./store.js";
@@ -233,6 +234,8 @@ async function main() {
 
   stage("11/13 telemetry: openTelemetry() with no SDK registered, and on a registered SDK, vs no telemetry option");
   rows.push(...(await benchTelemetry({ quick, log })));
+  log("side-effect call vs auxiliary call");
+  rows.push(...(await benchSideEffects(quick ? { rounds: 3, warmup: 1, calls: 10 } : SIDE_EFFECT_ROUNDS)));
 
   stage("12/13 PostgreSQL: claim+settle vs direct pg, concurrent workers, audit appends, turns through the middleware");
   const postgres = await benchPostgres({ quick });
@@ -474,7 +477,8 @@ Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file
 \`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes]\` prints a CPU profile of the guarded loop (or of
 read-then-write turns) as self time by module and the guard's hottest functions.
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
-\`pnpm bench --no-write\` prints without writing. \`pnpm tsx bench/run-telemetry.ts\` (or \`--quick\`) runs the telemetry rows alone. On a shared or busy machine (see the load
+\`pnpm bench --no-write\` prints without writing. \`pnpm tsx bench/run-telemetry.ts\` (or \`--quick\`) runs the telemetry rows alone,
+\`pnpm tsx bench/run-side-effects.ts\` (or \`--quick\`) the side-effect row. On a shared or busy machine (see the load
 average below; it should be well under the number of cores) the wall-clock samples are noisy:
 read a ratio near its target together with its CPU-time ratio and the per-round ratio in the
 notes, and rerun before concluding anything from it.

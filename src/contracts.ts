@@ -63,14 +63,17 @@ export type TurnRef = Pick<TurnInput, "scopeId" | "turnId">;
 // Tool policies
 
 /** Every tool kind a policy can name; see {@link ToolKind}. */
-export const TOOL_KINDS = ["document-read", "source-read", "mutation", "auxiliary"] as const;
+export const TOOL_KINDS = ["document-read", "source-read", "mutation", "side-effect", "auxiliary"] as const;
 /** Parses a {@link ToolKind}. */
 export const ToolKindSchema = z.enum(TOOL_KINDS);
 /**
  * - `document-read`: reads the document in scope; a successful one is the evidence a mutation needs.
  * - `source-read`: reads something else the edit may draw on (search, another file).
  * - `mutation`: changes the document; at most one per turn, claimed in the store.
- * - `auxiliary`: anything else (memory, calculators); runs freely.
+ * - `side-effect`: acts outside the document (sends mail, opens a ticket, posts to chat); each
+ *   distinct call (turn, tool, arguments) claimed in the store, run once, replayed after; no read
+ *   needed and the turn's mutation slot untouched. `maxPerTurn` caps how many a turn may make.
+ * - `auxiliary`: anything else without an effect to fence (memory, calculators); runs freely.
  */
 export type ToolKind = z.infer<typeof ToolKindSchema>;
 
@@ -114,10 +117,20 @@ export const ToolPolicySchema = z
       .min(1)
       .refine((fields) => new Set(fields).size === fields.length, "list each identity field once")
       .optional(),
+    /**
+     * For `side-effect` tools: at most this many distinct effects of this tool per turn (claims
+     * that were released, or reconciled `no-effect`, do not count). A call beyond it is refused
+     * `effect_limit` before anything runs. Default: no limit.
+     */
+    maxPerTurn: z.int().min(1).max(1000).optional(),
   })
   .refine((policy) => policy.scope === undefined || policy.kind === "document-read" || policy.kind === "mutation", {
     error: "scope binds document-read and mutation tools only",
     path: ["scope"],
+  })
+  .refine((policy) => policy.maxPerTurn === undefined || policy.kind === "side-effect", {
+    error: "maxPerTurn limits side-effect tools only",
+    path: ["maxPerTurn"],
   });
 /** A {@link ToolPolicySchema} value: one entry of the `tools` option. */
 export type ToolPolicy = z.infer<typeof ToolPolicySchema>;
@@ -158,11 +171,11 @@ export const AUDIT_DECISIONS = [
    * resume value it did not take.
    */
   "approval",
-  /** An operator reconciled an unresolved mutation. */
+  /** An operator reconciled an unresolved mutation or side effect. */
   "reconciled",
   /**
-   * A claim was released: its tool body provably never started, or the body threw `NoEffectError`
-   * (recorded before it as a `failed` event with code `no_effect`).
+   * A claim (a mutation's or a side effect's) was released: its tool body provably never started,
+   * or the body threw `NoEffectError` (recorded before it as a `failed` event with code `no_effect`).
    */
   "released",
 ] as const;
@@ -190,6 +203,8 @@ export const AuditEventSchema = z.strictObject({
   /** The approval request an `approval` event is about. */
   approvalId: DigestSchema.optional(),
   mutationKey: DigestSchema.optional(),
+  /** The side effect's `effectKey`, on events about a `side-effect` call's claim. */
+  effectKey: DigestSchema.optional(),
   operatorRef: IdSchema.optional(),
   /** Argument values and tool results: only with `audit: { includeValues: true }`. */
   args: JsonValueSchema.optional(),
@@ -352,6 +367,81 @@ export type MutationSettlement = z.infer<typeof MutationSettlementSchema>;
 export const MutationReleaseSchema = z.strictObject({ turnKey: DigestSchema, token: IdSchema });
 /** A {@link MutationReleaseSchema} value. */
 export type MutationRelease = z.infer<typeof MutationReleaseSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Side effects
+
+/**
+ * Which side effect a claim is for: one `side-effect` call, keyed by `effectKey` (turn, tool and
+ * arguments). The call id is recorded, not keyed: a model that asks for the same effect again in
+ * the same turn, under a new call id, gets the first call's answer, never a second effect.
+ */
+export const EffectIdentitySchema = z.strictObject({
+  turnKey: DigestSchema,
+  scopeId: IdSchema,
+  toolCallId: IdSchema,
+  toolName: IdSchema,
+  argsDigest: DigestSchema,
+  /** `effectKey(turn, call)`: hashes turn key, tool name and argument digest. */
+  effectKey: DigestSchema,
+  /** `toolFingerprint(tool)` of the tool the call was made to; recorded, not part of `effectKey`. */
+  toolFingerprint: DigestSchema,
+});
+/** An {@link EffectIdentitySchema} value. */
+export type EffectIdentity = z.infer<typeof EffectIdentitySchema>;
+
+/** `claimEffect`'s options. */
+export const EffectClaimOptionsSchema = z.strictObject({
+  /**
+   * At most this many effect claims of `identity.toolName` in `identity.turnKey`, this one
+   * included: a new effect beyond it answers `limit_reached` and changes nothing. Released claims
+   * and claims reconciled `no-effect` are gone and do not count. Checked in the claim's own
+   * transaction; an existing claim for the same `effectKey` is answered as usual, never limited.
+   */
+  maxPerTurn: z.int().min(1).max(1000).optional(),
+});
+/** An {@link EffectClaimOptionsSchema} value. */
+export type EffectClaimOptions = z.infer<typeof EffectClaimOptionsSchema>;
+
+/** `claimEffect`'s answer: one of six outcomes, only `acquired` lets the effect run. */
+export const EffectClaimResultSchema = z.discriminatedUnion("status", [
+  /** The caller owns this effect and must settle it (or release it) with `token`. */
+  z.strictObject({ status: z.literal("acquired"), token: IdSchema }),
+  /** The same effect completed before: return this result, do not run it again. */
+  z.strictObject({ status: z.literal("replay"), result: MutationResultSchema }),
+  /** The same effect is claimed and not settled (running elsewhere, or crashed). */
+  z.strictObject({ status: z.literal("pending") }),
+  /** The same effect ran with an ambiguous outcome; an operator must reconcile it. */
+  z.strictObject({ status: z.literal("unknown") }),
+  /** The same effect completed and its result was pruned: it is never run again. */
+  z.strictObject({ status: z.literal("pruned") }),
+  /** A new effect, and the turn already holds `maxPerTurn` claims of this tool: nothing changed. */
+  z.strictObject({ status: z.literal("limit_reached") }),
+]);
+/** An {@link EffectClaimResultSchema} value. */
+export type EffectClaimResult = z.infer<typeof EffectClaimResultSchema>;
+
+/**
+ * Compare-and-set from `pending`, by the claim token, as for a mutation. `audit`, when given, is
+ * appended in the same transaction exactly when the settlement applies.
+ */
+export const EffectSettlementSchema = z.discriminatedUnion("outcome", [
+  z.strictObject({
+    effectKey: DigestSchema,
+    token: IdSchema,
+    outcome: z.literal("complete"),
+    result: MutationResultSchema,
+    audit: AuditEventSchema.optional(),
+  }),
+  z.strictObject({ effectKey: DigestSchema, token: IdSchema, outcome: z.literal("unknown"), audit: AuditEventSchema.optional() }),
+]);
+/** An {@link EffectSettlementSchema} value. */
+export type EffectSettlement = z.infer<typeof EffectSettlementSchema>;
+
+/** Gives a `pending` effect claim back, by its token, when the body provably did nothing. */
+export const EffectReleaseSchema = z.strictObject({ effectKey: DigestSchema, token: IdSchema });
+/** An {@link EffectReleaseSchema} value. */
+export type EffectRelease = z.infer<typeof EffectReleaseSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Guardrail verdicts and approvals
@@ -654,6 +744,29 @@ export const ReconcileResultSchema = z.discriminatedUnion("reconciled", [
 /** A {@link ReconcileResultSchema} value. */
 export type ReconcileResult = z.infer<typeof ReconcileResultSchema>;
 
+/** A side effect whose outcome nobody recorded: `pending` (running, or crashed) or `unknown`. */
+export const UnresolvedEffectSchema = EffectIdentitySchema.extend({
+  state: z.enum(["pending", "unknown"]),
+  claimedAt: TimestampSchema,
+});
+/** An {@link UnresolvedEffectSchema} value. */
+export type UnresolvedEffect = z.infer<typeof UnresolvedEffectSchema>;
+
+/** An operator's verdict on an unresolved side effect, after checking the service it acts on. */
+export const EffectReconciliationSchema = z.discriminatedUnion("resolution", [
+  /** The effect happened: `result` is what later replays of it return. */
+  z.strictObject({
+    effectKey: DigestSchema,
+    resolution: z.literal("completed"),
+    result: MutationResultSchema,
+    operatorRef: IdSchema,
+  }),
+  /** The effect did not happen: its claim is gone, and the same call may run again. */
+  z.strictObject({ effectKey: DigestSchema, resolution: z.literal("no-effect"), operatorRef: IdSchema }),
+]);
+/** An {@link EffectReconciliationSchema} value. */
+export type EffectReconciliation = z.infer<typeof EffectReconciliationSchema>;
+
 /** `prune`'s input: the retention cut-off. */
 export const PruneOptionsSchema = z.strictObject({
   /** Completed records settled before this time are removed; a tombstone per turn remains. */
@@ -666,6 +779,8 @@ export type PruneOptions = z.infer<typeof PruneOptionsSchema>;
 export const PruneResultSchema = z.strictObject({
   /** Turns whose completed mutation was pruned to a tombstone. */
   turns: z.int().min(0),
+  /** Completed side effects pruned to a tombstone (0 from a store without the `effects` part). */
+  effects: z.int().min(0).optional(),
 });
 /** A {@link PruneResultSchema} value. */
 export type PruneResult = z.infer<typeof PruneResultSchema>;
@@ -867,6 +982,11 @@ export const MutationStatusSchema: z.ZodType<MutationStatus> = z
     path: ["result"],
   });
 
+/** A side effect's claim as `getEffect` reads it: the same shape as a mutation's. */
+export type EffectStatus = MutationStatus;
+/** Parses an {@link EffectStatus}. */
+export const EffectStatusSchema: z.ZodType<EffectStatus> = MutationStatusSchema;
+
 // ---------------------------------------------------------------------------------------------
 // The store
 
@@ -963,7 +1083,9 @@ export interface GuardrailStore {
    * Removes completed mutations settled before `olderThan`, with their turns' read evidence,
    * verdicts and approval requests, keeping a tombstone per turn so a replay is refused, not reopened.
    * Unresolved claims, receipts and the audit trail are kept. Finished turn records
-   * (`completed`, `refused`, `failed`) last updated before `olderThan` are removed too.
+   * (`completed`, `refused`, `failed`) last updated before `olderThan` are removed too. A store
+   * with the `effects` part also prunes completed side effects settled before `olderThan` to
+   * tombstones (a later claim of one answers `pruned`), and counts them in `effects`.
    */
   prune(options: PruneOptions): Promise<PruneResult>;
   /** The state of the turn's mutation claim, if it has one; read only. */
@@ -987,6 +1109,30 @@ export interface GuardrailStore {
   resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult>;
   /** The stored turn, whatever its state; `undefined` when there is none. */
   getTurn(turnKey: string): Promise<TurnRecord | undefined>;
+  /**
+   * Atomically claims one side effect by its `effectKey`: one winner across all workers. An
+   * existing claim answers `replay`, `pending`, `unknown` or `pruned`; with `options.maxPerTurn`,
+   * a new effect beyond the turn's limit for its tool answers `limit_reached`. Never touches the
+   * turn's mutation slot, and needs no read.
+   */
+  claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult>;
+  /** Settles a pending effect claim, as `settleMutation` does a mutation's. */
+  settleEffect(settlement: EffectSettlement): Promise<boolean>;
+  /**
+   * Releases a pending effect claim, with a `released` audit event, atomically, as
+   * `releaseMutation` does: the effect's claim is gone and it no longer counts toward `maxPerTurn`.
+   */
+  releaseEffect(release: EffectRelease): Promise<boolean>;
+  /** The state of one side effect's claim, if it has one; read only. */
+  getEffect(effectKey: string): Promise<EffectStatus | undefined>;
+  /** Every `pending` or `unknown` side effect, oldest claim first. */
+  listUnresolvedEffects(): Promise<UnresolvedEffect[]>;
+  /**
+   * Resolves a `pending` or `unknown` side effect on an operator's word, with a `reconciled` audit
+   * event, atomically: `completed` stores the result later replays return; `no-effect` removes
+   * the claim. Anything else changes nothing and says why.
+   */
+  reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1016,6 +1162,10 @@ export const REFUSAL_CODES = {
   unsupported_result: "unsupported_result",
   no_effect: "no_effect",
   tool_changed: "tool_changed",
+  effect_pending: "effect_pending",
+  effect_unknown: "effect_unknown",
+  effect_pruned: "effect_pruned",
+  effect_limit: "effect_limit",
 } as const;
 /** One of {@link REFUSAL_CODES}: the `guardrail` field of a refused call's `ToolMessage`. */
 export type RefusalCode = (typeof REFUSAL_CODES)[keyof typeof REFUSAL_CODES];

@@ -151,27 +151,37 @@ export class StoreContractError extends GuardrailsError {
 export class SettlementError extends GuardrailsError {
   protected static override readonly brandName: string = "SettlementError";
 
-  /** The mutation tool whose outcome could not be recorded. */
+  /** The mutation or side-effect tool whose outcome could not be recorded. */
   readonly toolName: string;
   /** The call whose outcome could not be recorded. */
   readonly toolCallId: string;
-  /** The key to reconcile the claim by (`arkah-guardrails reconcile`), and the write service's idempotency key. */
-  readonly mutationKey: string;
+  /**
+   * A mutation's: the key to reconcile the claim by (`arkah-guardrails reconcile`), and the write
+   * service's idempotency key. Undefined for a side effect.
+   */
+  readonly mutationKey: string | undefined;
+  /** A side effect's: the key to reconcile it by (`arkah-guardrails reconcile --effect`). Undefined for a mutation. */
+  readonly effectKey: string | undefined;
   /** What was being recorded: the result (`complete`) or an ambiguous outcome (`unknown`). */
   readonly outcome: "complete" | "unknown";
 
   constructor(
-    fields: { toolName: string; toolCallId: string; mutationKey: string; outcome: "complete" | "unknown" },
+    fields: { toolName: string; toolCallId: string; outcome: "complete" | "unknown" } & (
+      | { mutationKey: string; effectKey?: undefined }
+      | { effectKey: string; mutationKey?: undefined }
+    ),
     options: { cause: unknown },
   ) {
+    const key = fields.mutationKey === undefined ? `effectKey ${fields.effectKey}` : `mutationKey ${fields.mutationKey}`;
     super(
       `could not record the ${fields.outcome} outcome of ${fields.toolName} call ${fields.toolCallId} ` +
-        `(mutationKey ${fields.mutationKey}); its claim stays pending and will not run again until an operator reconciles it`,
+        `(${key}); its claim stays pending and will not run again until an operator reconciles it`,
       options,
     );
     this.toolName = fields.toolName;
     this.toolCallId = fields.toolCallId;
     this.mutationKey = fields.mutationKey;
+    this.effectKey = fields.effectKey;
     this.outcome = fields.outcome;
   }
 }

@@ -59,7 +59,7 @@ export {
   type ErrorClass,
   type SealViolation,
 } from "./errors.js";
-export { moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";
+export { effectKey, moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";
 export {
   deliverAudit,
   type AuditDelivery,
@@ -109,6 +109,7 @@ export {
   type TelemetryCall,
   type TelemetryCallEnd,
   type TelemetryCallObserver,
+  type TelemetryClaimKey,
   type TelemetryStep,
   type TelemetryTurn,
   type TelemetryTurnEnd,

@@ -4,7 +4,7 @@
  * the public contract and documented in docs/architecture.md.
  */
 import type { ServerTool } from "@langchain/core/tools";
-import type { MutationIdentity, Segment, TurnRef } from "./contracts.js";
+import type { EffectIdentity, MutationIdentity, Segment, TurnRef } from "./contracts.js";
 import { canonicalJson, digest, sha256Hex } from "./digest.js";
 import { GuardrailsError } from "./errors.js";
 import { implementationOf } from "./execution/tool.js";
@@ -192,6 +192,35 @@ export function mutationIdentity(
     toolName: call.name,
     argsDigest,
     mutationKey: keyOf(turn.turnKey, call.name, argsDigest, call.id),
+    toolFingerprint: call.toolFingerprint,
+  };
+}
+
+/**
+ * The key of one side effect: turn, tool and arguments (not the call id, so the same effect asked
+ * for again in the turn under a new id is the same effect). Pass it to the service the effect acts
+ * on (a mail API's idempotency key) so it can be recognised when an operator reconciles it.
+ */
+export function effectKey(turn: TurnRef, call: Omit<ToolCallRef, "id">): string {
+  return effectKeyOf(turnKey(turn), call.name, digest(call.args));
+}
+
+function effectKeyOf(turnKeyValue: string, toolName: string, argsDigest: string): string {
+  return digest({ kind: "arkah.effect", v: 1, turnKey: turnKeyValue, toolName, argsDigest });
+}
+
+/** @internal The identity a side effect is claimed under. */
+export function effectIdentity(
+  turn: { readonly scopeId: string; readonly turnKey: string },
+  call: { readonly id: string; readonly name: string; readonly argsDigest: string; readonly toolFingerprint: string },
+): EffectIdentity {
+  return {
+    turnKey: turn.turnKey,
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: call.argsDigest,
+    effectKey: effectKeyOf(turn.turnKey, call.name, call.argsDigest),
     toolFingerprint: call.toolFingerprint,
   };
 }

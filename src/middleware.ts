@@ -20,10 +20,10 @@ import { GuardrailListSchema, isFunction, LoggerSchema, StoreShape } from "./opt
 import { contextOf, createGovernance, GovernedCall, type AuthorizeRuntime, type Governance } from "./pipeline/call.js";
 import { ToolCoverage, ToolIdentities, type Coverage, type InventoryOptions } from "./pipeline/coverage.js";
 import { ToolManifestSchema, type ToolManifest } from "./inventory.js";
-import { runMutation, runRead } from "./pipeline/execute.js";
+import { runMutation, runRead, runSideEffect } from "./pipeline/execute.js";
 import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
-import { mutationPreflight } from "./pipeline/preflight.js";
+import { effectPreflight, mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
 import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
@@ -146,6 +146,8 @@ export interface ResolvedPolicy {
   readonly maxAttempts: number;
   readonly delayMs: number;
   readonly idempotent: boolean;
+  /** A `side-effect` tool's limit of distinct effects per turn; undefined: none. */
+  readonly maxPerTurn: number | undefined;
 }
 
 function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
@@ -160,7 +162,12 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
       `tools.${name}.retry: a mutation gets one attempt unless its write service dedupes by mutationKey; set idempotent: true or remove maxAttempts`,
     );
   }
-  return { kind: policy.kind, scope: policy.scope, owner, maxAttempts, delayMs, idempotent };
+  if (policy.kind === "side-effect" && maxAttempts > 1 && !idempotent) {
+    throw new ConfigurationError(
+      `tools.${name}.retry: a side effect gets one attempt unless the service it acts on dedupes by effectKey; set idempotent: true or remove maxAttempts`,
+    );
+  }
+  return { kind: policy.kind, scope: policy.scope, owner, maxAttempts, delayMs, idempotent, maxPerTurn: policy.maxPerTurn };
 }
 
 /**
@@ -288,7 +295,8 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     new Map([...policies].map(([name, policy]) => [name, policy.kind])),
     parsed.data.inventory,
   );
-  const governance: Governance = { ...createGovernance(parsed.data, factory), identities };
+  const sideEffects = [...policies.values()].some((policy) => policy.kind === "side-effect");
+  const governance: Governance = { ...createGovernance({ ...parsed.data, sideEffects }, factory), identities };
   const { logger, store } = governance; // the logger sanitizes every warning's fields
   const gate = new TurnGate(store ?? unreachable(), userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
 
@@ -309,11 +317,12 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
           "non-extensible tool cannot be), so they cannot seal its calls; build it with tool() and do not freeze it",
       );
     }
-    if (returnsArtifacts(tool) && policies.get(name)?.kind === "mutation") {
+    const claimed = policies.get(name)?.kind;
+    if (returnsArtifacts(tool) && (claimed === "mutation" || claimed === "side-effect")) {
       // Allowed, because MCP tools (@langchain/mcp-adapters) all declare it and most return text with
       // an empty artifact; a result with a real artifact is refused at run time (src/pipeline/execute.ts).
       logger.warn(
-        'a mutation declares responseFormat "content_and_artifact": a result whose artifact is not empty is refused unsupported_result and its claim left unknown, since a replay returns text only',
+        `a ${claimed} tool declares responseFormat "content_and_artifact": a result whose artifact is not empty is refused unsupported_result and its claim left unknown, since a replay returns text only`,
         { toolName: name },
       );
     }
@@ -332,6 +341,8 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     const policy = policies.get(name);
     const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
     const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
+    const preflight =
+      mutation !== undefined ? mutationPreflight(call, mutation) : kind === "side-effect" ? effectPreflight(call) : undefined;
     const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
     return observeCall(call, policy !== undefined, async () => {
       const refused =
@@ -339,11 +350,12 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
         (await parse(call)) ?? // 4: invalid_arguments
         checkScope(call, policy?.scope) ?? // 5: out_of_scope
         (await authorizeCall(call, asked)) ?? // 6: unauthorized
-        // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation is
-        // refused what its claim would certainly refuse before a person is asked
-        (await guard(call, asked, policy?.scope, mutation === undefined ? undefined : mutationPreflight(call, mutation)));
+        // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation or a
+        // side effect is refused what its claim would certainly refuse before a person is asked
+        (await guard(call, asked, policy?.scope, preflight));
       if (refused !== undefined) return refused;
       const attempts = policy ?? unreachable();
+      if (kind === "side-effect") return runSideEffect(call, handler, attempts, attempts); // 10
       if (mutation === undefined) return runRead(call, handler, { ...attempts, requireText: true }); // 8
       return runMutation(call, handler, attempts, mutation); // 9
     });

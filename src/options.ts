@@ -28,13 +28,22 @@ export const StoreShape = z.custom<AnyGuardrailStore>(
  * The parts a middleware's store needs: `approvals` when a guardrail other than the schema
  * guardrail runs (its verdicts are recorded and it may ask for an approval; the deterministic
  * schema guardrail records nothing), `auditDelivery` when an audit sink is given (it is delivered
- * from a cursor in the store).
+ * from a cursor in the store), `effects` when a `side-effect` tool is configured (its calls are
+ * claimed there).
  */
-function partsNeeded(guardrails: readonly Guardrail[], audit: { readonly sink?: unknown } | undefined): StorePart[] {
+function partsNeeded(configuration: StoreConfiguration): StorePart[] {
   const parts: StorePart[] = [];
-  if (guardrails.some((guardrail) => !(SCHEMA_GUARDRAIL in guardrail))) parts.push("approvals");
-  if (audit?.sink !== undefined) parts.push("auditDelivery");
+  if (configuration.guardrails.some((guardrail) => !(SCHEMA_GUARDRAIL in guardrail))) parts.push("approvals");
+  if (configuration.audit?.sink !== undefined) parts.push("auditDelivery");
+  if (configuration.sideEffects === true) parts.push("effects");
   return parts;
+}
+
+/** What of a middleware's configuration decides the store parts it needs. */
+interface StoreConfiguration {
+  readonly guardrails: readonly Guardrail[];
+  readonly audit: { readonly sink?: unknown } | undefined;
+  readonly sideEffects?: boolean;
 }
 
 /**
@@ -45,14 +54,14 @@ function partsNeeded(guardrails: readonly Guardrail[], audit: { readonly sink?: 
  */
 export function governedStore(
   store: AnyGuardrailStore,
-  configuration: { readonly guardrails: readonly Guardrail[]; readonly audit: { readonly sink?: unknown } | undefined },
+  configuration: StoreConfiguration,
   who: string,
 ): GuardrailStore {
   requireStoreParts(
     store,
-    partsNeeded(configuration.guardrails, configuration.audit),
+    partsNeeded(configuration),
     who,
-    "the configuration needs (guardrails beyond the schema guardrail store verdicts and approval requests; an audit sink is delivered from a cursor)",
+    "the configuration needs (guardrails beyond the schema guardrail store verdicts and approval requests; an audit sink is delivered from a cursor; side-effect tools are claimed in the store)",
   );
   return store as GuardrailStore;
 }

@@ -42,9 +42,11 @@ export const STORE_PARTS = {
   operator: ["listUnresolved", "reconcileMutation", "prune"],
   /** Turn records: needed by `createTurnService`. */
   turns: ["beginTurn", "finishTurn", "resumeTurn", "getTurn"],
+  /** Side-effect claims: needed when a `side-effect` tool is configured (and by the CLI for them). */
+  effects: ["claimEffect", "settleEffect", "releaseEffect", "getEffect", "listUnresolvedEffects", "reconcileEffect"],
 } as const satisfies Record<string, readonly (keyof GuardrailStore)[]>;
 
-/** One optional part of the store contract: `approvals`, `auditDelivery`, `operator` or `turns`. */
+/** One optional part of the store contract: `approvals`, `auditDelivery`, `operator`, `turns` or `effects`. */
 export type StorePart = keyof typeof STORE_PARTS;
 
 /** The parts, in a fixed order (for messages and the conformance kit). */

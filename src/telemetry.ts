@@ -4,7 +4,7 @@
  * port with `@opentelemetry/api` (an optional peer), and a host may implement it for another one.
  */
 import { z } from "zod";
-import type { ApprovalDecision, AuditEvent, ClaimStatus, ToolKind, TurnState } from "./contracts.js";
+import type { ApprovalDecision, AuditEvent, ClaimStatus, EffectClaimResult, ToolKind, TurnState } from "./contracts.js";
 
 /** The call a telemetry backend is told about when it starts: names, ids and digests, never values. */
 export interface TelemetryCall {
@@ -20,22 +20,30 @@ export interface TelemetryCall {
   readonly governed: boolean;
 }
 
-/** What happens to a mutation's claim on the way, in order. */
+/**
+ * Which claim a step is about: a mutation's (`mutationKey`) or a `side-effect` call's
+ * (`effectKey`); exactly one of the two.
+ */
+export type TelemetryClaimKey =
+  | { readonly mutationKey: string; readonly effectKey?: undefined }
+  | { readonly effectKey: string; readonly mutationKey?: undefined };
+
+/** What happens to a mutation's or a side effect's claim on the way, in order. */
 export type TelemetryStep =
-  /** The store answered the mutation's atomic claim. */
-  | { readonly type: "claim"; readonly status: ClaimStatus; readonly mutationKey: string }
+  /** The store answered the claim (a side effect's may also answer `limit_reached`). */
+  | ({ readonly type: "claim"; readonly status: ClaimStatus | EffectClaimResult["status"] } & TelemetryClaimKey)
   /**
-   * The claim was settled `complete` or `unknown`, or `released` (the body provably never started).
-   * `applied` is false when the store no longer held the claim under this call's token.
+   * The claim was settled `complete` or `unknown`, or `released` (the body provably never started,
+   * or asserted no effect). `applied` is false when the store no longer held the claim under this
+   * call's token.
    */
-  | {
+  | ({
       readonly type: "settle";
       readonly outcome: "complete" | "unknown" | "released";
       readonly applied: boolean;
-      readonly mutationKey: string;
-    }
-  /** A completed mutation's stored result was returned without running the tool. */
-  | { readonly type: "replay"; readonly mutationKey: string }
+    } & TelemetryClaimKey)
+  /** A completed mutation's or side effect's stored result was returned without running the tool. */
+  | ({ readonly type: "replay" } & TelemetryClaimKey)
   /** The tool threw `RetryableToolError` and its retry policy runs it again. */
   | { readonly type: "retry"; readonly attempt: number };
 
@@ -57,6 +65,8 @@ export interface TelemetryCallEnd {
   readonly guardrail: string | undefined;
   /** `mutationKey` of a mutation once it was claimed (a digest). */
   readonly mutationKey: string | undefined;
+  /** `effectKey` of a side effect once it was claimed (a digest). */
+  readonly effectKey?: string | undefined;
   /** The class name of the error that fails the run (`SealError`, `SettlementError`, ...), when one does. */
   readonly errorType: string | undefined;
   /** The call's arguments (parsed when they parsed, else as the model wrote them): only with `includeValues`. */
@@ -67,7 +77,7 @@ export interface TelemetryCallEnd {
 
 /** Receives one governed call's steps, then its end, exactly once. */
 export interface TelemetryCallObserver {
-  /** A step of a mutation's way (claim, settlement, replay) or a retry, as it happens. */
+  /** A step of a mutation's or side effect's way (claim, settlement, replay) or a retry, as it happens. */
   step(step: TelemetryStep): void;
   /** How the call ended; nothing follows it. */
   end(end: TelemetryCallEnd): void;

@@ -69,6 +69,26 @@ describe("README: your own graph (guardTools)", () => {
   });
 });
 
+describe("README: a side-effect tool", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("embeds examples/side-effects.ts verbatim", () => {
+    const block = /<!-- side-effects:start -->\n```ts\n([\s\S]*?)```\n<!-- side-effects:end -->/.exec(readme)?.[1];
+    expect(block).toBe(readFileSync(new URL("../examples/side-effects.ts", import.meta.url), "utf8"));
+  });
+
+  it("runs the example: the model asks for the same email twice, it is sent once", async () => {
+    const lines: unknown[][] = [];
+    vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => {
+      lines.push(args);
+    });
+    await import("../examples/side-effects.js");
+    expect(lines).toEqual([["Done.", ["ana@example.com: Ticket 42 is fixed"]]]);
+  });
+});
+
 describe("docs/guardrails.md: resuming an approval with a shared middleware", () => {
   afterEach(() => {
     vi.restoreAllMocks();

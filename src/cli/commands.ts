@@ -10,11 +10,13 @@ import {
   type ApprovalRecord,
   type ApprovalStatus,
   type JsonValue,
+  type EffectReconciliation,
   type Reconciliation,
   type StoredAuditEvent,
+  type UnresolvedEffect,
   type UnresolvedMutation,
 } from "../contracts.js";
-import { withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
+import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 
 /** The CLI's exit codes. */
 export const EXIT = {
@@ -143,6 +145,26 @@ export interface InspectOptions {
   readonly now?: () => Date;
   /** The store flags for the suggested command lines. Default: a generic `STORE` where the flags go. */
   readonly store?: SuggestedStore;
+  /**
+   * List the unresolved side effects only (`inspect --effects`); with `json`, as a JSON array of
+   * {@link UnresolvedEffectView}. Without it, the text lists them after the mutations (when the
+   * store has the `effects` part) and `--json` prints the mutations only, as it always did.
+   */
+  readonly effects?: boolean;
+}
+
+/** One unresolved side effect as `inspect --effects --json` prints it. */
+export interface UnresolvedEffectView {
+  readonly effectKey: string;
+  readonly turnKey: string;
+  readonly scopeId: string;
+  readonly toolName: string;
+  readonly toolCallId: string;
+  readonly state: UnresolvedEffect["state"];
+  readonly claimedAt: string;
+  /** Whole seconds since `claimedAt` (0 if the claim's clock is ahead). */
+  readonly ageSeconds: number;
+  readonly argsDigest: string;
 }
 
 /** One unresolved mutation as `inspect --json` prints it. */
@@ -194,46 +216,104 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
 
 /** Why a command needs a part of the store contract, for the `ConfigurationError` of a store without it. */
 const OPERATOR_WHY = "operator commands need (listing and reconciling unresolved mutations)";
+const EFFECTS_WHY = "side-effect commands need (listing and reconciling unresolved side effects)";
 const APPROVALS_WHY = "approval commands need (listing, deciding and expiring approval requests)";
 
-/** Lists the unresolved (`pending` or `unknown`) mutations, oldest claim first. */
+/**
+ * Lists the unresolved (`pending` or `unknown`) mutations, oldest claim first, then, when the store
+ * has the `effects` part, the unresolved side effects (`effects`: those only).
+ */
 export async function inspect(given: AnyGuardrailStore, options: InspectOptions, sink: OutputSink): Promise<ExitCode> {
-  const store = withStoreParts(given, ["operator"], "inspect", OPERATOR_WHY);
   const nowMs = (options.now ?? (() => new Date()))().getTime();
+  const suggested = options.store ?? GENERIC_STORE;
+  if (options.effects === true) {
+    const store = withStoreParts(given, ["effects"], "inspect --effects", EFFECTS_WHY);
+    const effects = (await store.listUnresolvedEffects()).map((effect) => effectView(effect, nowMs));
+    await sink.out(options.json === true ? `${terminalJson(effects, 2)}\n` : `${effectLines(effects, suggested).join("\n")}\n`);
+    return EXIT.ok;
+  }
+  const store = withStoreParts(given, ["operator"], "inspect", OPERATOR_WHY);
   const unresolved = (await store.listUnresolved()).map((mutation) => view(mutation, nowMs));
   if (options.json === true) {
     await sink.out(`${terminalJson(unresolved, 2)}\n`);
     return EXIT.ok;
   }
+  const lines: string[] = [];
   if (unresolved.length === 0) {
-    await sink.out("no unresolved mutations\n");
-    return EXIT.ok;
+    lines.push("no unresolved mutations");
+  } else {
+    const unknown = unresolved.filter((mutation) => mutation.state === "unknown").length;
+    lines.push(
+      `${String(unresolved.length)} unresolved mutation${unresolved.length === 1 ? "" : "s"} ` +
+        `(${String(unknown)} unknown, ${String(unresolved.length - unknown)} pending), oldest first:`,
+      "",
+      ...table(
+        ["AGE", "STATE", "SCOPE", "TOOL", "CALL ID", "TURN KEY", "MUTATION KEY"],
+        unresolved.map((mutation) => [
+          formatAge(mutation.ageSeconds),
+          mutation.state,
+          printable(mutation.scopeId),
+          printable(mutation.toolName),
+          printable(mutation.toolCallId),
+          mutation.turnKey,
+          mutation.mutationKey,
+        ]),
+      ),
+      "",
+      "Check each write with your write service by its MUTATION KEY, then:",
+      suggestion(suggested, "reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF"),
+      suggestion(suggested, "reconcile --turn-key KEY --no-effect --operator-ref REF"),
+      ...suggestionNote(suggested),
+    );
   }
-  const unknown = unresolved.filter((mutation) => mutation.state === "unknown").length;
-  const lines = [
-    `${String(unresolved.length)} unresolved mutation${unresolved.length === 1 ? "" : "s"} ` +
-      `(${String(unknown)} unknown, ${String(unresolved.length - unknown)} pending), oldest first:`,
+  if (hasStorePart(given, "effects")) {
+    const effects = (await given.listUnresolvedEffects()).map((effect) => effectView(effect, nowMs));
+    lines.push("", ...effectLines(effects, suggested));
+  }
+  await sink.out(`${lines.join("\n")}\n`);
+  return EXIT.ok;
+}
+
+function effectView(effect: UnresolvedEffect, nowMs: number): UnresolvedEffectView {
+  return {
+    effectKey: effect.effectKey,
+    turnKey: effect.turnKey,
+    scopeId: effect.scopeId,
+    toolName: effect.toolName,
+    toolCallId: effect.toolCallId,
+    state: effect.state,
+    claimedAt: effect.claimedAt,
+    ageSeconds: Math.max(0, Math.floor((nowMs - Date.parse(effect.claimedAt)) / 1000)),
+    argsDigest: effect.argsDigest,
+  };
+}
+
+/** The side-effect section of `inspect`: its own table, its own reconcile lines. */
+function effectLines(effects: readonly UnresolvedEffectView[], suggested: SuggestedStore): string[] {
+  if (effects.length === 0) return ["no unresolved side effects"];
+  const unknown = effects.filter((effect) => effect.state === "unknown").length;
+  return [
+    `${String(effects.length)} unresolved side effect${effects.length === 1 ? "" : "s"} ` +
+      `(${String(unknown)} unknown, ${String(effects.length - unknown)} pending), oldest first:`,
     "",
     ...table(
-      ["AGE", "STATE", "SCOPE", "TOOL", "CALL ID", "TURN KEY", "MUTATION KEY"],
-      unresolved.map((mutation) => [
-        formatAge(mutation.ageSeconds),
-        mutation.state,
-        printable(mutation.scopeId),
-        printable(mutation.toolName),
-        printable(mutation.toolCallId),
-        mutation.turnKey,
-        mutation.mutationKey,
+      ["AGE", "STATE", "SCOPE", "TOOL", "CALL ID", "CLAIMED AT", "EFFECT KEY"],
+      effects.map((effect) => [
+        formatAge(effect.ageSeconds),
+        effect.state,
+        printable(effect.scopeId),
+        printable(effect.toolName),
+        printable(effect.toolCallId),
+        effect.claimedAt,
+        effect.effectKey,
       ]),
     ),
     "",
-    "Check each write with your write service by its MUTATION KEY, then:",
-    suggestion(options.store ?? GENERIC_STORE, "reconcile --turn-key KEY --completed --result-file FILE --operator-ref REF"),
-    suggestion(options.store ?? GENERIC_STORE, "reconcile --turn-key KEY --no-effect --operator-ref REF"),
-    ...suggestionNote(options.store ?? GENERIC_STORE),
+    "Check each effect with the service it acts on (by its EFFECT KEY, if you pass it as an idempotency key), then:",
+    suggestion(suggested, "reconcile --effect KEY --completed --result-file FILE --operator-ref REF"),
+    suggestion(suggested, "reconcile --effect KEY --no-effect --operator-ref REF"),
+    ...suggestionNote(suggested),
   ];
-  await sink.out(`${lines.join("\n")}\n`);
-  return EXIT.ok;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,6 +400,79 @@ async function alreadyReconciled(store: AnyGuardrailStore, reconciliation: Recon
     mutation.result?.status === reconciliation.result.status &&
     mutation.result.content === reconciliation.result.content
   );
+}
+
+/**
+ * Resolves one `pending` or `unknown` side effect on the operator's word (`reconcile --effect`),
+ * as `reconcile` does a mutation. The same `completed` reconciliation repeated answers "already
+ * reconciled" with `ok`; an effect with no claim (never claimed, or reconciled `no-effect`, which
+ * removes it) is `notFound`; one not unresolved is `wrongState`. Nothing changes in these cases.
+ */
+export async function reconcileEffect(
+  given: AnyGuardrailStore,
+  reconciliation: EffectReconciliation,
+  sink: OutputSink,
+): Promise<ExitCode> {
+  const store = withStoreParts(given, ["effects"], "reconcile --effect", EFFECTS_WHY);
+  const effectKey = parseEffectKey(reconciliation.effectKey);
+  // For the report only: the reconciliation itself is one atomic store operation.
+  const before = (await store.listUnresolvedEffects()).find((effect) => effect.effectKey === effectKey);
+  const outcome = await store.reconcileEffect(reconciliation);
+  if (!outcome.reconciled) {
+    const current = await store.getEffect(effectKey);
+    if (
+      reconciliation.resolution === "completed" &&
+      current?.state === "complete" &&
+      current.result?.status === reconciliation.result.status &&
+      current.result.content === reconciliation.result.content
+    ) {
+      await sink.out(`already reconciled: side effect ${effectKey} is complete with this same result; nothing changed\n`);
+      return EXIT.ok;
+    }
+    if (outcome.reason === "not_found") {
+      throw new CliError(
+        EXIT.notFound,
+        `side effect ${effectKey} has no claim: nothing to reconcile (check the key with 'inspect'; ` +
+          "an effect reconciled as no-effect is removed, and 'audit' shows that)",
+      );
+    }
+    throw new CliError(
+      EXIT.wrongState,
+      `side effect ${effectKey} is not pending or unknown (it completed, or was reconciled before with another outcome): nothing changed`,
+    );
+  }
+  const lines = [`reconciled side effect ${effectKey}`];
+  if (before !== undefined) {
+    lines.push(
+      `  call:         ${printable(before.toolName)} ${printable(before.toolCallId)} in scope ${printable(before.scopeId)}`,
+      `  turnKey:      ${before.turnKey}`,
+    );
+  }
+  lines.push(`  was:          ${outcome.state}`);
+  if (reconciliation.resolution === "completed") {
+    const { result } = reconciliation;
+    lines.push(
+      `  now:          complete, with the operator's result (${result.status}, ${String(result.content.length)} characters` +
+        `${result.content.endsWith("\n") ? ", ending with a newline" : ""})`,
+      "                the same call (turn, tool, arguments) replays that result; the tool does not run again",
+    );
+  } else {
+    lines.push("  now:          no claim (no-effect): the same call may run again, once", "                it no longer counts toward the tool's maxPerTurn");
+  }
+  lines.push(`  operatorRef:  ${printable(reconciliation.operatorRef)} (recorded in the audit trail)`);
+  await sink.out(`${lines.join("\n")}\n`);
+  return EXIT.ok;
+}
+
+/** An effect key as the store uses it: 64 lowercase hex characters. */
+export function parseEffectKey(value: string): string {
+  if (!DigestSchema.safeParse(value).success) {
+    throw new CliError(
+      EXIT.usage,
+      `--effect: expected 64 lowercase hex characters (an effect key as 'inspect' shows it), got ${quote(value)}`,
+    );
+  }
+  return value;
 }
 
 // ---------------------------------------------------------------------------------------------

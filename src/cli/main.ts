@@ -18,9 +18,11 @@ import {
   inspect,
   MAX_APPROVALS,
   parseApprovalId,
+  parseEffectKey,
   parseTurnKey,
   printable,
   reconcile,
+  reconcileEffect,
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
@@ -48,9 +50,10 @@ const GLOBAL_OPTIONS = {
 } as const satisfies Options;
 
 const COMMAND_OPTIONS = {
-  inspect: { json: { type: "boolean" } },
+  inspect: { json: { type: "boolean" }, effects: { type: "boolean" } },
   reconcile: {
     "turn-key": { type: "string" },
+    effect: { type: "string" },
     completed: { type: "boolean" },
     "no-effect": { type: "boolean" },
     "result-file": { type: "string" },
@@ -109,7 +112,7 @@ const EXIT_HELP = `Exit codes:
   0  ok
   1  operational failure (cannot open the store, I/O error, unexpected store error)
   2  usage error (unknown or missing flags, malformed values)
-  3  not found (reconcile: the turn key has no mutation claim; decide: no request has the approval id)
+  3  not found (reconcile: no claim under the turn key or effect key; decide: no request has the approval id)
   4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled;
      decide: the request is not pending: already decided, applied or expired); nothing changed
   5  drift (compare: the tools do not match the reviewed manifest)
@@ -126,8 +129,8 @@ Usage:
   ${BIN} --version
 
 Commands:
-  inspect     list unresolved (pending or unknown) mutations, oldest first
-  reconcile   resolve one unresolved mutation on an operator's word
+  inspect     list unresolved (pending or unknown) mutations and side effects, oldest first
+  reconcile   resolve one unresolved mutation or side effect on an operator's word
   audit       export the audit trail as JSON lines
   approvals   list approval requests (the calls waiting for a person, and what became of them)
   decide      approve, reject or edit one pending approval request
@@ -139,15 +142,18 @@ ${STORE_HELP}
 
 ${EXIT_HELP}
 `,
-  inspect: `Usage: ${BIN} STORE inspect [--json]
+  inspect: `Usage: ${BIN} STORE inspect [--json] [--effects]
 
 Lists every mutation whose outcome nobody recorded, oldest claim first: its age, state, scope,
-tool, call id, turn key and mutationKey.
+tool, call id, turn key and mutationKey; then, when the store keeps side effects, every side
+effect whose outcome nobody recorded: its age, state, scope, tool, call id, claim time and effectKey.
   pending   claimed and never settled: still running, or the worker died mid-call
   unknown   the call ran and its outcome is ambiguous (it threw, was cancelled or interrupted)
 
 Options:
-  --json    print a JSON array (the same fields, plus claimedAt, ageSeconds and argsDigest)
+  --json    print a JSON array of the mutations (the same fields, plus claimedAt, ageSeconds and argsDigest)
+  --effects list the side effects only (with --json: a JSON array of them, with effectKey,
+            turnKey, claimedAt, ageSeconds and argsDigest)
 
 ${STORE_HELP}
 
@@ -156,6 +162,8 @@ ${EXIT_HELP}
   reconcile: `Usage:
   ${BIN} STORE reconcile --turn-key KEY --completed --result-file FILE [--result-status success|error] --operator-ref REF
   ${BIN} STORE reconcile --turn-key KEY --no-effect --operator-ref REF
+  ${BIN} STORE reconcile --effect KEY --completed --result-file FILE [--result-status success|error] --operator-ref REF
+  ${BIN} STORE reconcile --effect KEY --no-effect --operator-ref REF
 
 Resolves one pending or unknown mutation, after you checked the write service by its mutationKey.
   --completed        the write happened: FILE holds the tool's result text, stored verbatim (UTF-8);
@@ -163,6 +171,9 @@ Resolves one pending or unknown mutation, after you checked the write service by
   --no-effect        the write did not happen: the turn's mutation slot reopens, and a new attempt
                      may write once
   --turn-key KEY     the turn key, 64 lowercase hex characters, as 'inspect' shows it
+  --effect KEY       instead of --turn-key: a side effect's effect key, as 'inspect' shows it;
+                     --completed: the effect happened (the same call replays FILE);
+                     --no-effect: it did not (the same call may run again, once)
   --result-file FILE with --completed: the verified result text
   --result-status S  with --completed: success (default) or error
   --operator-ref REF your ticket or incident reference, recorded in the audit trail
@@ -450,8 +461,9 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo, ta
   switch (command) {
     case "inspect": {
       const json = values.json === true;
+      const effects = values.effects === true;
       const store = suggestedStore(target);
-      return (opened, sink) => inspect(opened, { json, store, ...clock }, sink);
+      return (opened, sink) => inspect(opened, { json, store, ...(effects ? { effects } : {}), ...clock }, sink);
     }
     case "audit": {
       const since = str(values, "since");
@@ -536,10 +548,13 @@ async function prepareDecide(values: Parsed["values"], io: CliIo): Promise<Job> 
 
 async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
   const rawKey = str(values, "turn-key");
-  if (rawKey === undefined) throw usage("--turn-key KEY is required", "reconcile");
-  let turnKey: string;
+  const rawEffect = str(values, "effect");
+  if ((rawKey === undefined) === (rawEffect === undefined)) {
+    throw usage("give exactly one of --turn-key KEY (a mutation) or --effect KEY (a side effect)", "reconcile");
+  }
+  let key: { readonly turnKey: string } | { readonly effectKey: string };
   try {
-    turnKey = parseTurnKey(rawKey);
+    key = rawEffect === undefined ? { turnKey: parseTurnKey(rawKey ?? "") } : { effectKey: parseEffectKey(rawEffect) };
   } catch (error) {
     throw usage((error as Error).message, "reconcile");
   }
@@ -556,7 +571,10 @@ async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
     if (resultFile !== undefined || resultStatus !== undefined) {
       throw usage("--result-file and --result-status apply to --completed only", "reconcile");
     }
-    return (store, sink) => reconcile(store, { turnKey, resolution: "no-effect", operatorRef }, sink);
+    return (store, sink) =>
+      "effectKey" in key
+        ? reconcileEffect(store, { effectKey: key.effectKey, resolution: "no-effect", operatorRef }, sink)
+        : reconcile(store, { turnKey: key.turnKey, resolution: "no-effect", operatorRef }, sink);
   }
   if (resultFile === undefined) throw usage("--completed needs --result-file FILE (the verified result text)", "reconcile");
   if (resultStatus !== undefined && resultStatus !== "success" && resultStatus !== "error") {
@@ -564,7 +582,10 @@ async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
   }
   const content = await readTextFile("--result-file", resultFile);
   const result = { content, status: resultStatus ?? "success" } as const;
-  return (store, sink) => reconcile(store, { turnKey, resolution: "completed", result, operatorRef }, sink);
+  return (store, sink) =>
+    "effectKey" in key
+      ? reconcileEffect(store, { effectKey: key.effectKey, resolution: "completed", result, operatorRef }, sink)
+      : reconcile(store, { turnKey: key.turnKey, resolution: "completed", result, operatorRef }, sink);
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<ExitCode> {

@@ -2,7 +2,17 @@
  * The decision table of design section 3, as pure functions of the policy, the model step and the
  * store's answers. The middleware asks these in order; the first refusal wins.
  */
-import type { ClaimResult, CompletedMutation, JsonValue, MutationResult, MutationStatus, RefusalCode, ToolKind } from "../contracts.js";
+import type {
+  ClaimResult,
+  CompletedMutation,
+  EffectClaimResult,
+  EffectStatus,
+  JsonValue,
+  MutationResult,
+  MutationStatus,
+  RefusalCode,
+  ToolKind,
+} from "../contracts.js";
 import type { StepCall } from "./transcript.js";
 
 export interface Refusal {
@@ -93,6 +103,39 @@ export function claimAction(claim: ClaimResult): ClaimAction {
   }
 }
 
+/**
+ * What to do with the store's answer to a side effect's claim. The effect's key is its whole
+ * identity, so an existing claim is always the same effect: replayed when it completed, refused
+ * otherwise; `limit_reached` changed nothing.
+ */
+export function effectClaimAction(claim: EffectClaimResult): ClaimAction {
+  switch (claim.status) {
+    case "acquired":
+      return { execute: claim.token };
+    case "replay":
+      return { replay: claim.result };
+    case "pending":
+      return { refuse: "effect_pending" };
+    case "unknown":
+      return { refuse: "effect_unknown" };
+    case "pruned":
+      return { refuse: "effect_pruned" };
+    case "limit_reached":
+      return { refuse: "effect_limit" };
+  }
+}
+
+/**
+ * Before a person is asked about a side effect: the refusal its claim would certainly answer, from
+ * its claim as `getEffect` reads it. `unknown` and `pruned` never change by themselves; a
+ * `pending` claim may still be released and a `complete` one replays, so both go on.
+ */
+export function effectRefusal(effect: EffectStatus | undefined): Refusal | undefined {
+  if (effect?.state === "unknown") return { refuse: "effect_unknown" };
+  if (effect?.state === "pruned") return { refuse: "effect_pruned" };
+  return undefined;
+}
+
 /** The turn's slot is held by another call: what the turn's one change did, so a model that minted a new call id can tell the user. */
 function conflict(completed: CompletedMutation | undefined): Refusal {
   if (completed === undefined) return { refuse: "mutation_conflict" };
@@ -157,4 +200,12 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "The change was not made: the service refused it and nothing was written (the document may have changed meanwhile). Read the document again, then make the change again if it is still wanted.",
   tool_changed:
     "This tool is not the one that was reviewed: its code, description, schema or configuration changed, so it cannot run. Do not retry it; tell the user an operator has to check the tool.",
+  effect_pending:
+    "This exact action is already being carried out. Do not call it again; tell the user it is in progress.",
+  effect_unknown:
+    "The outcome of this exact action is unknown and it will not be retried. Tell the user an operator has to confirm it.",
+  effect_pruned:
+    "This exact action was carried out earlier in this turn; its result is no longer kept. Do not call it again.",
+  effect_limit:
+    "This turn has made as many of these actions as it may, so this one did not run. Do not make another; tell the user.",
 };

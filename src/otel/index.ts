@@ -62,7 +62,7 @@ export const ATTRIBUTES = {
   arguments: "gen_ai.tool.call.arguments",
   /** The text the call was answered with: only with `includeValues`. */
   result: "gen_ai.tool.call.result",
-  /** The tool's kind (`document-read`, `source-read`, `mutation`, `auxiliary`). */
+  /** The tool's kind (`document-read`, `source-read`, `mutation`, `side-effect`, `auxiliary`). */
   kind: "arkah.tool.kind",
   /** `turnKey` of the call's turn. */
   turnKey: "arkah.turn_key",
@@ -74,6 +74,8 @@ export const ATTRIBUTES = {
   guardrail: "arkah.guardrail",
   /** `mutationKey` of a claimed mutation. */
   mutationKey: "arkah.mutation_key",
+  /** `effectKey` of a claimed side effect (a `side-effect` tool's call). */
+  effectKey: "arkah.effect_key",
   /** On `arkah.claim` events and the claims counter: the store's answer to the claim. */
   claimStatus: "arkah.claim.status",
   /** On `arkah.settle` events: `complete`, `unknown` or `released`. */
@@ -118,11 +120,11 @@ export const METRICS = {
   toolCalls: "arkah.guardrails.tool_calls",
   /** Calls answered with a refusal, by its code (`arkah.code`). */
   refusals: "arkah.guardrails.refusals",
-  /** Mutation claims, by `arkah.claim.status`. */
+  /** Mutation and side-effect claims, by `arkah.claim.status` (and `gen_ai.tool.name`, whose kind tells them apart). */
   claims: "arkah.guardrails.claims",
-  /** Completed mutations replayed from the store instead of run again. */
+  /** Completed mutations and side effects replayed from the store instead of run again. */
   replays: "arkah.guardrails.replays",
-  /** Mutations settled `unknown`: closed until an operator reconciles them. */
+  /** Mutations and side effects settled `unknown`: closed until an operator reconciles them. */
   unknownOutcomes: "arkah.guardrails.unknown_outcomes",
   /** Calls paused for a person's approval. */
   approvalWaits: "arkah.guardrails.approval_waits",
@@ -179,9 +181,9 @@ function instruments(provider: MeterProvider): Instruments {
     provider,
     toolCalls: counter(METRICS.toolCalls, "Governed tool calls, by decision.", "{call}"),
     refusals: counter(METRICS.refusals, "Tool calls answered with a refusal, by code.", "{refusal}"),
-    claims: counter(METRICS.claims, "Mutation claims, by the store's answer.", "{claim}"),
-    replays: counter(METRICS.replays, "Completed mutations replayed from the store.", "{replay}"),
-    unknownOutcomes: counter(METRICS.unknownOutcomes, "Mutations settled unknown, to reconcile.", "{mutation}"),
+    claims: counter(METRICS.claims, "Mutation and side-effect claims, by the store's answer.", "{claim}"),
+    replays: counter(METRICS.replays, "Completed mutations and side effects replayed from the store.", "{replay}"),
+    unknownOutcomes: counter(METRICS.unknownOutcomes, "Mutations and side effects settled unknown, to reconcile.", "{mutation}"),
     approvalWaits: counter(METRICS.approvalWaits, "Tool calls paused for a person's approval.", "{wait}"),
     turns: counter(METRICS.turns, "Turn-service operations, by status and whether the outcome was replayed.", "{operation}"),
     approvalWaitTime: meter.createHistogram(METRICS.approvalWaitTime, {
@@ -266,7 +268,8 @@ class SpanObserver implements TelemetryCallObserver {
     const span = this.#span;
     switch (step.type) {
       case "claim":
-        span.setAttribute(ATTRIBUTES.mutationKey, step.mutationKey);
+        if (step.mutationKey !== undefined) span.setAttribute(ATTRIBUTES.mutationKey, step.mutationKey);
+        else span.setAttribute(ATTRIBUTES.effectKey, step.effectKey);
         span.addEvent(EVENTS.claim, { [ATTRIBUTES.claimStatus]: step.status });
         this.#counters.claims.add(1, { ...this.#tool, [ATTRIBUTES.claimStatus]: step.status });
         return;
@@ -290,6 +293,7 @@ class SpanObserver implements TelemetryCallObserver {
     if (end.code !== undefined) attributes[ATTRIBUTES.code] = end.code;
     if (end.guardrail !== undefined) attributes[ATTRIBUTES.guardrail] = end.guardrail;
     if (end.mutationKey !== undefined) attributes[ATTRIBUTES.mutationKey] = end.mutationKey;
+    if (end.effectKey !== undefined) attributes[ATTRIBUTES.effectKey] = end.effectKey;
     if (end.errorType !== undefined) attributes[ATTRIBUTES.errorType] = end.errorType;
     if (end.args !== undefined) {
       const json = jsonText(end.args);

@@ -62,6 +62,8 @@ export interface GovernanceOptions {
   readonly logger?: GuardrailLogger | undefined;
   readonly telemetry?: GuardrailTelemetry | undefined;
   readonly approvalFormat?: ApprovalFormat | undefined;
+  /** A `side-effect` tool is configured: the store needs its `effects` part. */
+  readonly sideEffects?: boolean | undefined;
 }
 
 /**
@@ -73,7 +75,7 @@ export interface GovernanceOptions {
 export function createGovernance(options: GovernanceOptions, who: string): Governance {
   const logger = resolveLogger(options.logger);
   const guardrails = resolveGuardrails(options.guardrails);
-  const store = options.store === undefined ? undefined : governedStore(options.store, { guardrails, audit: options.audit }, who);
+  const store = options.store === undefined ? undefined : governedStore(options.store, { guardrails, audit: options.audit, sideEffects: options.sideEffects === true }, who);
   return {
     store,
     audit: new AuditTrail(store, options.audit ?? {}, logger),

@@ -1,29 +1,30 @@
 /**
  * Running a checked call: always under a seal (src/execution/seal.ts), so the tool body gets the
  * checked tool and arguments, once per attempt. Reads and auxiliary calls then just run; a
- * mutation is claimed first and its claim settled with what the seal saw really happened.
+ * mutation or a side effect is claimed first and its claim settled with what the seal saw really
+ * happened.
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallHandler } from "langchain";
 import {
+  EffectClaimResultSchema,
   MAX_READ_EVIDENCE,
   type AuditEvent,
   type GuardrailStore,
-  type MutationIdentity,
   type MutationResult,
-  type MutationSettlement,
   type RefusalCode,
   type ToolKind,
 } from "../contracts.js";
-import { checkMutationStep, claimAction } from "../decision/plan.js";
+import { checkMutationStep, claimAction, effectClaimAction, type ClaimAction } from "../decision/plan.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError } from "../errors.js";
 import { Seal } from "../execution/seal.js";
 import { bubblesUp } from "../interrupts.js";
-import { mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
+import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
 import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
+import type { TelemetryClaimKey, TelemetryStep } from "../telemetry.js";
 import { hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
@@ -148,31 +149,111 @@ export async function runMutation(
     .map((read) => readEvidenceDigest(call.turn.turnKey, read));
   if (readEvidence.length === 0) return call.refuse("read_required");
 
-  const store = call.governance.store;
-  if (store === undefined) throw new Error("unreachable: the document guardrails always have a store");
-  // A store this package ships validated its answers at its own boundary already.
+  const store = governedStoreOf(call);
   const trusted = isTrustedStore(store);
+  const { turnKey } = call.turn;
+  return runClaimed(call, handler, attempts, {
+    noun: "mutation",
+    unknownCode: "mutation_unknown",
+    claim: async (fingerprint) => {
+      const identity = mutationIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest, toolFingerprint: fingerprint });
+      const answer = await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope, readEvidence });
+      const claimed = trusted ? answer : parseClaimResult(answer);
+      return { key: { mutationKey: identity.mutationKey }, status: claimed.status, action: claimAction(claimed) };
+    },
+    settle: async (token, outcome, audit) => {
+      const answer = await store.settleMutation({ turnKey, token, ...outcome, audit });
+      return trusted ? answer : parseStoreValue(StoreBooleanSchema, answer, "settleMutation answer");
+    },
+    release: async (token) => parseStoreValue(StoreBooleanSchema, await store.releaseMutation({ turnKey, token }), "releaseMutation answer"),
+  });
+}
+
+/**
+ * A `side-effect` call: no step rule and no read needed; the effect's own claim (turn, tool,
+ * arguments; optionally limited per turn), the sealed run, the settlement: the mutation's shell.
+ */
+export async function runSideEffect(
+  call: GovernedCall,
+  handler: ToolCallHandler,
+  attempts: Attempts,
+  options: { readonly maxPerTurn: number | undefined },
+): Promise<ToolResult> {
+  const changed = recheckTool(call);
+  if (changed !== undefined) return changed;
+  const store = governedStoreOf(call);
+  const trusted = isTrustedStore(store);
+  const claimOptions = options.maxPerTurn === undefined ? {} : { maxPerTurn: options.maxPerTurn };
+  return runClaimed(call, handler, attempts, {
+    noun: "side effect",
+    unknownCode: "effect_unknown",
+    claim: async (fingerprint) => {
+      const identity = effectIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest, toolFingerprint: fingerprint });
+      const answer = await store.claimEffect(identity, claimOptions);
+      const claimed = trusted ? answer : parseStoreValue(EffectClaimResultSchema, answer, "claimEffect answer");
+      return { key: { effectKey: identity.effectKey }, status: claimed.status, action: effectClaimAction(claimed) };
+    },
+    settle: async (token, outcome, audit, key) => {
+      const answer = await store.settleEffect({ effectKey: key.effectKey ?? "", token, ...outcome, audit });
+      return trusted ? answer : parseStoreValue(StoreBooleanSchema, answer, "settleEffect answer");
+    },
+    release: async (token, key) =>
+      parseStoreValue(StoreBooleanSchema, await store.releaseEffect({ effectKey: key.effectKey ?? "", token }), "releaseEffect answer"),
+  });
+}
+
+function governedStoreOf(call: GovernedCall): GuardrailStore {
+  const { store } = call.governance;
+  if (store === undefined) throw new Error("unreachable: the document guardrails always have a store");
+  return store;
+}
+
+/**
+ * The two kinds of claim (a mutation's turn slot, a side effect's key) as the shared shell uses
+ * them. Each store call answers what the store said, validated unless the store is one this
+ * package ships (which validated it at its own boundary).
+ */
+interface ClaimKind {
+  /** For log messages. */
+  readonly noun: "mutation" | "side effect";
+  /** What an ambiguous outcome is refused with (and recorded as). */
+  readonly unknownCode: "mutation_unknown" | "effect_unknown";
+  /** Claims the call's identity (its arguments as checked now: an approver may have edited them). */
+  claim(fingerprint: string): Promise<{ readonly key: TelemetryClaimKey; readonly status: TelemetryClaimStatus; readonly action: ClaimAction }>;
+  /** Settles the claim held by `token`, with its audit event in the same store call. */
+  settle(
+    token: string,
+    outcome: { readonly outcome: "unknown" } | { readonly outcome: "complete"; readonly result: MutationResult },
+    audit: AuditEvent,
+    key: TelemetryClaimKey,
+  ): Promise<boolean>;
+  /** Gives the claim held by `token` back. */
+  release(token: string, key: TelemetryClaimKey): Promise<boolean>;
+}
+
+type TelemetryClaimStatus = Extract<TelemetryStep, { readonly type: "claim" }>["status"];
+
+/**
+ * The claimed path: the atomic claim (given back while a person is asked again), a replay or a
+ * refusal from its answer, else the sealed run, once, and the settlement with what the seal saw
+ * really happened. Every way out that may have left an effect leaves the claim closed.
+ */
+async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts: Attempts, kind: ClaimKind): Promise<ToolResult> {
   const sealedTool = call.tool;
   if (sealedTool === undefined) throw new Error("unreachable: the step check sets the tool");
   const claim = async () => {
     call.signal?.throwIfAborted();
-    const identity = mutationIdentity(call.turn, {
-      id: call.id,
-      name: call.name,
-      argsDigest: call.checked.argsDigest,
-      toolFingerprint: call.fingerprint ?? toolFingerprint(sealedTool),
-    });
-    const answer = await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope, readEvidence });
-    const claimed = trusted ? answer : parseClaimResult(answer);
-    call.note({ type: "claim", status: claimed.status, mutationKey: identity.mutationKey });
-    return { identity, action: claimAction(claimed) };
+    const claimed = await kind.claim(call.fingerprint ?? toolFingerprint(sealedTool));
+    call.note({ type: "claim", status: claimed.status, ...claimed.key });
+    return claimed;
   };
-  let { identity, action } = await claim();
+  let { key, action } = await claim();
+  const releaseHeld = (token: string) => releaseClaim(call, kind, key, token);
   // An approval covers one execution. One an earlier execution used covers this call's replay
-  // only: a slot that opened again (a no-effect reconciliation) needs a new one, so the claim
+  // only: a claim that opened again (a no-effect reconciliation) needs a new one, so the claim
   // is given back while a person is asked.
-  while ("execute" in action && call.approval !== undefined && !(await coversOrRelease(call, store, identity, action.execute))) {
-    await releaseClaim(call, store, identity, action.execute);
+  while ("execute" in action && call.approval !== undefined && !(await coversOrRelease(call, kind, key, action.execute))) {
+    await releaseHeld(action.execute);
     const renewed = await call.approval.renew();
     if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
@@ -180,121 +261,96 @@ export async function runMutation(
       return renewed.refusal;
     }
     call.adopt(renewed.pass, renewed.approval);
-    ({ identity, action } = await claim());
+    ({ key, action } = await claim());
   }
   // authorize allowed this call before the claim, so the turn's completed change may be named.
   if ("refuse" in action) return call.refuse(action.refuse, action.details);
-  const { mutationKey } = identity;
   if ("replay" in action) {
-    call.note({ type: "replay", mutationKey });
-    await call.record({ decision: "replayed", mutationKey, result: action.replay.content });
+    call.note({ type: "replay", ...key });
+    await call.record({ decision: "replayed", ...key, result: action.replay.content });
     return replayMessage(call, action.replay);
   }
   const token = action.execute;
+  const logKey = { toolName: call.name, toolCallId: call.id, ...key };
 
-  // The slot is ours: run once, then settle with what really happened, with the audit event
+  // The claim is ours: run once, then settle with what really happened, with the audit event
   // that says so in the same store call.
   const settle = async (
     outcome: { outcome: "unknown" } | { outcome: "complete"; result: MutationResult },
     event: AuditEvent,
   ): Promise<void> => {
-    const settlement: MutationSettlement = { turnKey: call.turn.turnKey, token, ...outcome, audit: event };
     let applied: boolean;
     try {
-      const answer = await store.settleMutation(settlement);
-      applied = trusted ? answer : parseStoreValue(StoreBooleanSchema, answer, "settleMutation answer");
+      applied = await kind.settle(token, outcome, event, key);
     } catch (error) {
-      const failure = new SettlementError(
-        { toolName: call.name, toolCallId: call.id, mutationKey, outcome: outcome.outcome },
-        { cause: error },
-      );
-      call.governance.logger.warn(failure.message, { toolName: call.name, toolCallId: call.id, mutationKey, error });
+      const failure = new SettlementError({ toolName: call.name, toolCallId: call.id, ...key, outcome: outcome.outcome }, { cause: error });
+      call.governance.logger.warn(failure.message, { ...logKey, error });
       throw failure;
     }
-    call.note({ type: "settle", outcome: outcome.outcome, applied, mutationKey });
+    call.note({ type: "settle", outcome: outcome.outcome, applied, ...key });
     if (!applied) {
-      call.governance.logger.warn("settlement rejected: the claim is no longer pending under this token", {
-        toolName: call.name,
-        toolCallId: call.id,
-        mutationKey,
-      });
+      call.governance.logger.warn("settlement rejected: the claim is no longer pending under this token", logKey);
       // The store appended nothing; what ran is still recorded.
-      await store.appendAudit(event);
+      await call.governance.store?.appendAudit(event);
     }
     await call.appended(event);
   };
-  const settleUnknown = (code: RefusalCode | "seal_broken") =>
-    settle({ outcome: "unknown" }, call.event({ decision: "failed", mutationKey, code }));
+  const settleUnknown = (code: RefusalCode | "seal_broken") => settle({ outcome: "unknown" }, call.event({ decision: "failed", ...key, code }));
   const settleComplete = (result: MutationResult, event: AuditEvent) => settle({ outcome: "complete", result }, event);
-  const release = () => releaseClaim(call, store, identity, token);
+  const release = () => releaseHeld(token);
 
   const { finding, outcome } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) {
     const body = finding.mayHaveRun ? bodyText(finding.bodyResult) : undefined;
     if (!finding.mayHaveRun) await release();
-    else if (body !== undefined) await settleComplete(body, call.event({ decision: "failed", mutationKey, code: "seal_broken" }));
+    else if (body !== undefined) await settleComplete(body, call.event({ decision: "failed", ...key, code: "seal_broken" }));
     else await settleUnknown("seal_broken");
     return brokenSeal(call, finding.broken);
   }
   if ("notStarted" in finding) {
     await release();
     if ("error" in outcome) return toolFailed(call, outcome.error);
-    await call.record({ decision: "refused", mutationKey, code: "tool_failed" });
+    await call.record({ decision: "refused", ...key, code: "tool_failed" });
     return outcome.result;
   }
   if ("error" in outcome && finding.noEffect) {
-    // The body itself proved nothing was written: the slot is given back, the scope stays open.
-    await call.record({ decision: "failed", mutationKey, code: "no_effect" });
+    // The body itself proved nothing happened: the claim is given back.
+    await call.record({ decision: "failed", ...key, code: "no_effect" });
     await release();
-    call.governance.logger.warn("the tool asserted its change had no effect; its claim is released", {
-      code: "no_effect",
-      toolName: call.name,
-      toolCallId: call.id,
-      mutationKey,
-    });
+    call.governance.logger.warn(`the tool asserted its ${kind.noun} had no effect; its claim is released`, { code: "no_effect", ...logKey });
     if (call.signal?.aborted === true) throw outcome.error;
     return refusal(call, "no_effect");
   }
   if ("error" in outcome) {
-    await settleUnknown("mutation_unknown");
+    await settleUnknown(kind.unknownCode);
     const { error } = outcome;
     if (bubblesUp(error) || call.signal?.aborted === true) throw error;
-    call.governance.logger.warn("mutation failed; its outcome is unknown", {
-      code: "mutation_unknown",
-      toolName: call.name,
-      toolCallId: call.id,
-      mutationKey,
-      error,
-    });
-    return refusal(call, "mutation_unknown");
+    call.governance.logger.warn(`${kind.noun} failed; its outcome is unknown`, { code: kind.unknownCode, ...logKey, error });
+    return refusal(call, kind.unknownCode);
   }
   const text = resultText(outcome.result);
-  // A completed mutation is replayed as text: a result whose artifact a replay would drop is not
+  // A completed claim is replayed as text: a result whose artifact a replay would drop is not
   // settled complete. The body ran, so the claim is settled unknown (closed), never released.
   if (text === undefined || hasArtifact(outcome.result)) {
     await settleUnknown("unsupported_result");
     return refusal(call, "unsupported_result");
   }
-  await settleComplete(text, call.event({ decision: "executed", mutationKey, args: call.checked.args, result: text.content }));
+  await settleComplete(text, call.event({ decision: "executed", ...key, args: call.checked.args, result: text.content }));
   return outcome.result;
 }
 
 /**
- * Gives the slot back: the body provably never started, or it threw `NoEffectError`, so nothing
- * was written. A release that fails leaves the claim pending: closed, as after a lost settlement.
+ * Gives the claim back: the body provably never started, or it threw `NoEffectError`, so nothing
+ * was done. A release that fails leaves the claim pending: closed, as after a lost settlement.
  */
-async function releaseClaim(call: GovernedCall, store: GuardrailStore, identity: MutationIdentity, token: string): Promise<void> {
-  const released = parseStoreValue(
-    StoreBooleanSchema,
-    await store.releaseMutation({ turnKey: identity.turnKey, token }),
-    "releaseMutation answer",
-  );
-  call.note({ type: "settle", outcome: "released", applied: released, mutationKey: identity.mutationKey });
+async function releaseClaim(call: GovernedCall, kind: ClaimKind, key: TelemetryClaimKey, token: string): Promise<void> {
+  const released = await kind.release(token, key);
+  call.note({ type: "settle", outcome: "released", applied: released, ...key });
   if (!released) {
     call.governance.logger.warn("release rejected: the claim is no longer pending under this token", {
       toolName: call.name,
       toolCallId: call.id,
-      mutationKey: identity.mutationKey,
+      ...key,
     });
   }
 }
@@ -321,19 +377,19 @@ async function applyApproval(call: GovernedCall): Promise<ToolMessage | undefine
  * when it fails, the body has not started, so the claim is given back before the failure
  * propagates (a release that fails too leaves it pending: closed).
  */
-async function coversOrRelease(call: GovernedCall, store: GuardrailStore, identity: MutationIdentity, token: string): Promise<boolean> {
+async function coversOrRelease(call: GovernedCall, kind: ClaimKind, key: TelemetryClaimKey, token: string): Promise<boolean> {
   const approval = call.approval;
   if (approval === undefined) return true;
   try {
     return await coversThisExecution(approval);
   } catch (error) {
     try {
-      await releaseClaim(call, store, identity, token);
+      await releaseClaim(call, kind, key, token);
     } catch (releaseError) {
       call.governance.logger.warn("release failed after the approval could not be applied; the claim stays pending", {
         toolName: call.name,
         toolCallId: call.id,
-        mutationKey: identity.mutationKey,
+        ...key,
         error: releaseError,
       });
     }

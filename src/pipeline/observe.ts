@@ -80,6 +80,7 @@ function ending(call: GovernedCall, settled: Settled, includeValues: boolean): T
     refusal: answered?.status === "error" && last?.code !== undefined ? last.code : undefined,
     guardrail: last?.guardrail,
     mutationKey: last?.mutationKey,
+    ...(last?.effectKey === undefined ? {} : { effectKey: last.effectKey }),
     errorType: "error" in settled && !bubblesUp(thrown) ? sanitizeError(thrown).name : undefined,
   };
   if (!includeValues) return end;

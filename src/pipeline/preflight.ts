@@ -4,8 +4,9 @@
  * stored, no interrupt raised). Asked only when a call is about to be put to a person: calls
  * without approvals pay nothing. The claim after the approval still decides.
  */
-import { MutationStatusSchema, UnresolvedMutationSchema } from "../contracts.js";
-import { checkMutationStep, slotRefusal, type Refusal } from "../decision/plan.js";
+import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema } from "../contracts.js";
+import { checkMutationStep, effectRefusal, slotRefusal, type Refusal } from "../decision/plan.js";
+import { effectIdentity, toolFingerprint } from "../keys.js";
 import { readCandidates } from "../decision/transcript.js";
 import { hasStorePart } from "../store-capabilities.js";
 import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
@@ -39,5 +40,25 @@ export function mutationPreflight(call: GovernedCall, context: MutationContext):
     const { scopeId, turnKey } = call.turn;
     const blocked = unresolved.some((claim) => claim.state === "unknown" && claim.scopeId === scopeId && claim.turnKey !== turnKey);
     return blocked ? { refuse: "scope_unresolved" } : undefined;
+  };
+}
+
+/**
+ * Before a person is asked about a side effect: its claim as `getEffect` reads it, refused when
+ * it is certain never to run (`unknown`, `pruned`). One store read, and only for calls put to a person.
+ */
+export function effectPreflight(call: GovernedCall): () => Promise<Refusal | undefined> {
+  return async () => {
+    const { store } = call.governance;
+    if (store === undefined || call.tool === undefined) return undefined;
+    const { effectKey } = effectIdentity(call.turn, {
+      id: call.id,
+      name: call.name,
+      argsDigest: call.checked.argsDigest,
+      toolFingerprint: call.fingerprint ?? toolFingerprint(call.tool),
+    });
+    const answer = await store.getEffect(effectKey);
+    const effect = answer === undefined || isTrustedStore(store) ? answer : parseStoreValue(EffectStatusSchema, answer, "getEffect answer");
+    return effectRefusal(effect);
   };
 }

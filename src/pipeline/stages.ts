@@ -163,7 +163,8 @@ export async function guard(
     scopeId: call.turn.scopeId,
     signal: call.signal,
     siblings: (call.step ?? []).flatMap((sibling) => (sibling.id === undefined || sibling.id === call.id ? [] : [sibling.id])),
-    reuseApplied: call.kind === "mutation",
+    // A claimed call replays once it completed, so the approval its execution used covers that.
+    reuseApplied: call.kind === "mutation" || call.kind === "side-effect",
     checkpointed: hasCheckpointer(call.request.runtime.configurable),
     beforeAsk,
     approvalFormat: governance.approvalFormat,

@@ -4,7 +4,7 @@
  * rows. (The approval and turn rules live beside their events, in `stores/events.ts` and
  * `stores/turns.ts`.)
  */
-import type { ClaimResult, MutationResult } from "../contracts.js";
+import type { ClaimResult, EffectClaimResult, MutationResult } from "../contracts.js";
 
 /** A turn's existing claim, as much of it as `claimMutation` needs to answer a second claim. */
 export interface ExistingClaim {
@@ -31,6 +31,18 @@ export function existingClaimAnswer(existing: ExistingClaim, mutationKey: string
   }
   if (result !== undefined) return { status: "replay", result: { content: result.content, status: result.status } };
   return { status: existing.state === "unknown" ? "unknown" : "pending" };
+}
+
+/**
+ * What `claimEffect` answers when the effect already has a claim (its `effectKey` is the whole
+ * identity, so it is always the same effect): `replay` with a copy of the result, `pending`,
+ * `unknown` or `pruned`.
+ */
+export function existingEffectAnswer(existing: Pick<ExistingClaim, "state" | "result">): EffectClaimResult {
+  if (existing.state === "complete" && existing.result !== undefined) {
+    return { status: "replay", result: { content: existing.result.content, status: existing.result.status } };
+  }
+  return { status: existing.state === "complete" ? "unknown" : existing.state };
 }
 
 /**

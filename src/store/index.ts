@@ -37,6 +37,13 @@ export {
   DecideApprovalInputSchema,
   DetectionSchema,
   DigestSchema,
+  EffectClaimOptionsSchema,
+  EffectClaimResultSchema,
+  EffectIdentitySchema,
+  EffectReconciliationSchema,
+  EffectReleaseSchema,
+  EffectSettlementSchema,
+  EffectStatusSchema,
   ExpireApprovalsInputSchema,
   ExpireApprovalsResultSchema,
   FinishTurnInputSchema,
@@ -67,6 +74,7 @@ export {
   TurnRecordSchema,
   TurnStartSchema,
   TurnStateSchema,
+  UnresolvedEffectSchema,
   UnresolvedMutationSchema,
   VerdictKeySchema,
   VerdictRecordSchema,
@@ -90,6 +98,13 @@ export {
   type CompletedMutation,
   type DecideApprovalInput,
   type Detection,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
   type FinishTurnInput,
@@ -118,6 +133,7 @@ export {
   type TurnRecord,
   type TurnStart,
   type TurnState,
+  type UnresolvedEffect,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -134,13 +150,16 @@ export {
 } from "./key-value.js";
 export {
   KEY_VALUE_COLLECTIONS,
+  effectGroupKey,
   sequenceKey,
   verdictStorageKey,
+  type EffectGroup,
   type KeyValueCollection,
   type KeyValueCounter,
   type StoredApproval,
   type StoredClaim,
   type StoredCursor,
+  type StoredEffect,
   type StoredReads,
   type UnknownScopeEntry,
 } from "./records.js";
@@ -163,6 +182,8 @@ export {
   appliedApprovalRecord,
   approvalDecisionOutcome,
   approvalEvent,
+  effectReconciledEvent,
+  effectReleasedEvent,
   expiredApprovalRecord,
   reconciledEvent,
   releasedEvent,
@@ -180,7 +201,7 @@ export {
   resumeTransition,
   type TurnTransition,
 } from "../stores/turns.js";
-export { existingClaimAnswer, instantMs, tokenHoldsClaim, type ExistingClaim } from "./decisions.js";
+export { existingClaimAnswer, existingEffectAnswer, instantMs, tokenHoldsClaim, type ExistingClaim } from "./decisions.js";
 
 // -- Capabilities: the core and the optional parts ----------------------------------------------
 export {

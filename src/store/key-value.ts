@@ -19,6 +19,11 @@ import {
   AuditQuerySchema,
   AuditSinkNameSchema,
   DecideApprovalInputSchema,
+  EffectClaimOptionsSchema,
+  EffectIdentitySchema,
+  EffectReconciliationSchema,
+  EffectReleaseSchema,
+  EffectSettlementSchema,
   ExpireApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -38,6 +43,13 @@ import {
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
   type FinishTurnInput,
@@ -57,12 +69,22 @@ import {
   type ResumeTurnResult,
   type StoredAuditEvent,
   type TurnRecord,
+  type UnresolvedEffect,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
 import { StoreContractError } from "../errors.js";
-import { appliedApprovalRecord, approvalDecisionOutcome, approvalEvent, expiredApprovalRecord, reconciledEvent, releasedEvent } from "../stores/events.js";
+import {
+  appliedApprovalRecord,
+  approvalDecisionOutcome,
+  approvalEvent,
+  effectReconciledEvent,
+  effectReleasedEvent,
+  expiredApprovalRecord,
+  reconciledEvent,
+  releasedEvent,
+} from "../stores/events.js";
 import {
   beginTransition,
   finishTransition,
@@ -83,8 +105,9 @@ import {
   parseSettlement,
   parseStoreValue,
 } from "../stores/validate.js";
-import { existingClaimAnswer, instantMs, tokenHoldsClaim } from "./decisions.js";
+import { existingClaimAnswer, existingEffectAnswer, instantMs, tokenHoldsClaim } from "./decisions.js";
 import {
+  effectGroupKey,
   KEY_VALUE_COLLECTIONS as C,
   RECORD_KINDS as K,
   sequenceKey,
@@ -93,6 +116,7 @@ import {
   type RecordKind,
   type StoredApproval,
   type StoredClaim,
+  type StoredEffect,
 } from "./records.js";
 
 /** `scan`'s options. */
@@ -673,7 +697,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     for (const [key, record] of yield* this.#all(tx, K.turn)) {
       if (PRUNABLE_TURN_STATES.includes(record.state) && instantMs(record.updatedAt) < cutoff) tx.delete(C.turns, key);
     }
-    return { turns: pruned.size };
+    // A pruned effect stays in its group: it happened, so it still counts toward `maxPerTurn`.
+    let effects = 0;
+    for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
+      if (effect.state !== "complete" || effect.settledAtMs === undefined || !(effect.settledAtMs < cutoff)) continue;
+      const { result: _dropped, ...rest } = effect;
+      this.#put(tx, K.effect, effectKey, { ...rest, state: "pruned" });
+      effects++;
+    }
+    return { turns: pruned.size, effects };
   }
 
   async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
@@ -731,5 +763,120 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const key = parseDigest(turnKey, "turn key");
     return this.#run((tx) => this.#getCopy(tx, K.turn, key));
+  }
+  // -- side effects ---------------------------------------------------------------------------
+
+  async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    const parsed = parseStoreValue(EffectIdentitySchema, identity, "effect identity");
+    const { maxPerTurn } = parseStoreValue(EffectClaimOptionsSchema, options ?? {}, "effect claim options");
+    return this.#run((tx) => this.#claimEffect(tx, parsed, maxPerTurn));
+  }
+
+  *#claimEffect(tx: StepTransaction, identity: EffectIdentity, maxPerTurn: number | undefined): Step<EffectClaimResult> {
+    const { effectKey, turnKey, toolName } = identity;
+    const existing = yield* this.#get(tx, K.effect, effectKey);
+    if (existing !== undefined) return existingEffectAnswer(existing);
+    // The group is read and written by every claim of this (turn, tool), in this step: the count
+    // and the claim it admits are one decision.
+    const groupKey = effectGroupKey(turnKey, toolName);
+    const group = yield* this.#get(tx, K.effectGroup, groupKey);
+    if (maxPerTurn !== undefined && (group?.effectKeys.length ?? 0) >= maxPerTurn) return { status: "limit_reached" };
+    const token = randomUUID();
+    const claimedAtMs = this.#time();
+    const seq = yield* this.#next(tx, "effect");
+    this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "pending" });
+    this.#put(tx, K.effectGroup, groupKey, { turnKey, toolName, effectKeys: [...(group?.effectKeys ?? []), effectKey] });
+    return { status: "acquired", token };
+  }
+
+  async settleEffect(settlement: EffectSettlement): Promise<boolean> {
+    const parsed = parseStoreValue(EffectSettlementSchema, settlement, "effect settlement");
+    return this.#run((tx) => this.#settleEffect(tx, parsed));
+  }
+
+  *#settleEffect(tx: StepTransaction, settlement: EffectSettlement): Step<boolean> {
+    const effect = yield* this.#get(tx, K.effect, settlement.effectKey);
+    if (effect === undefined || !tokenHoldsClaim(effect, settlement.token)) return false;
+    const settledAtMs = this.#time();
+    const { identity, token, seq, claimedAtMs } = effect;
+    const settled: StoredEffect =
+      settlement.outcome === "complete"
+        ? { identity, token, seq, claimedAtMs, state: "complete", result: settlement.result, settledAtMs }
+        : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
+    this.#put(tx, K.effect, settlement.effectKey, settled);
+    if (settlement.audit !== undefined) yield* this.#append(tx, settlement.audit);
+    return true;
+  }
+
+  async releaseEffect(release: EffectRelease): Promise<boolean> {
+    const parsed = parseStoreValue(EffectReleaseSchema, release, "effect release");
+    return this.#run((tx) => this.#releaseEffect(tx, parsed));
+  }
+
+  *#releaseEffect(tx: StepTransaction, { effectKey, token }: EffectRelease): Step<boolean> {
+    const effect = yield* this.#get(tx, K.effect, effectKey);
+    if (effect === undefined || !tokenHoldsClaim(effect, token)) return false;
+    yield* this.#forgetEffect(tx, effect.identity);
+    yield* this.#append(tx, effectReleasedEvent(effect.identity, this.#timestamp()));
+    return true;
+  }
+
+  /** Deletes an effect's claim and takes it out of its group: it no longer counts toward `maxPerTurn`. */
+  *#forgetEffect(tx: StepTransaction, { effectKey, turnKey, toolName }: EffectIdentity): Step<void> {
+    tx.delete(C.effects, effectKey);
+    const groupKey = effectGroupKey(turnKey, toolName);
+    const group = yield* this.#get(tx, K.effectGroup, groupKey);
+    const effectKeys = group?.effectKeys.filter((each) => each !== effectKey) ?? [];
+    if (effectKeys.length > 0) this.#put(tx, K.effectGroup, groupKey, { turnKey, toolName, effectKeys });
+    else if (group !== undefined) tx.delete(C.effectGroups, groupKey);
+  }
+
+  async getEffect(effectKey: string): Promise<EffectStatus | undefined> {
+    const key = parseDigest(effectKey, "effect key");
+    return this.#run((tx) => this.#getEffect(tx, key));
+  }
+
+  *#getEffect(tx: StepTransaction, key: string): Step<EffectStatus | undefined> {
+    const effect = yield* this.#get(tx, K.effect, key);
+    if (effect === undefined) return undefined;
+    const { toolName, toolCallId } = effect.identity;
+    return effect.result === undefined || effect.state !== "complete"
+      ? { state: effect.state, toolName, toolCallId }
+      : { state: effect.state, toolName, toolCallId, result: { content: effect.result.content, status: effect.result.status } };
+  }
+
+  async listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
+    return this.#run((tx) => this.#listUnresolvedEffects(tx));
+  }
+
+  *#listUnresolvedEffects(tx: StepTransaction): Step<UnresolvedEffect[]> {
+    const unresolved: StoredEffect[] = [];
+    for (const [, effect] of yield* this.#all(tx, K.effect)) if (effect.state === "pending" || effect.state === "unknown") unresolved.push(effect);
+    // Oldest claim time first; ties in claim order.
+    return unresolved
+      .sort((a, b) => a.claimedAtMs - b.claimedAtMs || a.seq - b.seq)
+      .map(({ identity, state, claimedAtMs }) => ({ ...identity, state: state as UnresolvedEffect["state"], claimedAt: new Date(claimedAtMs).toISOString() }));
+  }
+
+  async reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
+    const parsed = parseStoreValue(EffectReconciliationSchema, reconciliation, "effect reconciliation");
+    return this.#run((tx) => this.#reconcileEffect(tx, parsed));
+  }
+
+  *#reconcileEffect(tx: StepTransaction, reconciliation: EffectReconciliation): Step<ReconcileResult> {
+    const { effectKey } = reconciliation;
+    const effect = yield* this.#get(tx, K.effect, effectKey);
+    if (effect === undefined) return { reconciled: false, reason: "not_found" };
+    if (effect.state !== "pending" && effect.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
+    const { state } = effect;
+    const time = this.#time();
+    if (reconciliation.resolution === "completed") {
+      const { identity, token, seq, claimedAtMs } = effect;
+      this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "complete", result: reconciliation.result, settledAtMs: time });
+    } else {
+      yield* this.#forgetEffect(tx, effect.identity);
+    }
+    yield* this.#append(tx, effectReconciledEvent(effect.identity, reconciliation, new Date(time).toISOString()));
+    return { reconciled: true, state };
   }
 }

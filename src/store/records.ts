@@ -8,6 +8,7 @@ import {
   AdmissionReceiptSchema,
   ApprovalRecordSchema,
   DigestSchema,
+  EffectIdentitySchema,
   MutationIdentitySchema,
   MutationResultSchema,
   StoredAuditEventSchema,
@@ -15,6 +16,7 @@ import {
   VerdictRecordSchema,
   type AdmissionReceipt,
   type ApprovalRecord,
+  type EffectIdentity,
   type MutationIdentity,
   type MutationResult,
   type StoredAuditEvent,
@@ -43,7 +45,11 @@ export const KEY_VALUE_COLLECTIONS = {
   cursors: "cursors",
   /** turn key -> {@link TurnRecord}. */
   turns: "turns",
-  /** counter name (`audit`, `claim`, `approval`) -> the last number it issued (an integer, 0 before any). */
+  /** effect key -> {@link StoredEffect}: one side effect's claim. */
+  effects: "effects",
+  /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
+  effectGroups: "effectGroups",
+  /** counter name (`audit`, `claim`, `approval`, `effect`) -> the last number it issued (an integer, 0 before any). */
   counters: "counters",
 } as const;
 
@@ -51,7 +57,7 @@ export const KEY_VALUE_COLLECTIONS = {
 export type KeyValueCollection = (typeof KEY_VALUE_COLLECTIONS)[keyof typeof KEY_VALUE_COLLECTIONS];
 
 /** The counters the base keeps, each in its own record of `counters`. */
-export type KeyValueCounter = "audit" | "claim" | "approval";
+export type KeyValueCounter = "audit" | "claim" | "approval" | "effect";
 
 /** Digits of a zero-padded sequence number: every safe integer fits, so key order is number order. */
 const SEQ_DIGITS = 16;
@@ -67,6 +73,14 @@ export function sequenceKey(seq: number): string {
  */
 export function verdictStorageKey(key: VerdictKey): string {
   return JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.toolFingerprint, key.guardrail, key.argsDigest]);
+}
+
+/**
+ * The key of a turn's effect claims of one tool: JSON of `[turnKey, toolName]` (a tool name may
+ * hold any character; JSON keeps two different pairs apart).
+ */
+export function effectGroupKey(turnKey: string, toolName: string): string {
+  return JSON.stringify([turnKey, toolName]);
 }
 
 const EpochMsSchema = z.number().refine(Number.isFinite, "expected a finite epoch millisecond");
@@ -103,6 +117,59 @@ export const StoredClaimSchema: z.ZodType<StoredClaim> = z
     error: "a complete claim has a result, and no other does",
     path: ["result"],
   });
+
+/** A side effect's claim as the base stores it: a {@link StoredClaim} for one effect key. */
+export interface StoredEffect {
+  /** The identity it was claimed under. */
+  readonly identity: EffectIdentity;
+  /** The claim token `claimEffect` issued: a settlement or release needs it. */
+  readonly token: string;
+  /** The effect counter's number for it: claim order, the tie-break of `listUnresolvedEffects`. */
+  readonly seq: number;
+  /** Epoch milliseconds of the store's clock when claimed. */
+  readonly claimedAtMs: number;
+  /** `pruned`: a tombstone; the effect happened and its result is gone. */
+  readonly state: "pending" | "complete" | "unknown" | "pruned";
+  /** Present exactly when `complete`. */
+  readonly result?: MutationResult;
+  /** Epoch milliseconds when settled or reconciled; absent while pending. */
+  readonly settledAtMs?: number;
+}
+/** Parses a {@link StoredEffect}. */
+export const StoredEffectSchema: z.ZodType<StoredEffect> = z
+  .strictObject({
+    identity: EffectIdentitySchema,
+    token: z.string().min(1),
+    seq: z.int().min(1),
+    claimedAtMs: EpochMsSchema,
+    state: z.enum(["pending", "complete", "unknown", "pruned"]),
+    result: MutationResultSchema.optional(),
+    settledAtMs: EpochMsSchema.optional(),
+  })
+  .refine((claim) => (claim.state === "complete") === (claim.result !== undefined), {
+    error: "a complete effect has a result, and no other does",
+    path: ["result"],
+  });
+
+/**
+ * A turn's effect claims of one tool, kept beside the claims so `maxPerTurn` is one get, not a
+ * scan: every claim of the (turn, tool) writes this one record, so two claims racing for the
+ * turn's last slot conflict on it even in storage with optimistic concurrency.
+ */
+export interface EffectGroup {
+  /** The turn. */
+  readonly turnKey: string;
+  /** The tool. */
+  readonly toolName: string;
+  /** Effect keys claimed and not released or reconciled `no-effect` (at least one: an empty group is deleted). */
+  readonly effectKeys: readonly string[];
+}
+/** Parses an {@link EffectGroup}. */
+export const EffectGroupSchema: z.ZodType<EffectGroup> = z.strictObject({
+  turnKey: DigestSchema,
+  toolName: z.string().min(1),
+  effectKeys: z.array(DigestSchema).min(1),
+});
 
 /** A turn's read evidence. */
 export interface StoredReads {
@@ -182,5 +249,9 @@ export const RECORD_KINDS = {
   audit: kind<StoredAuditEvent>(KEY_VALUE_COLLECTIONS.audit, "audit event", StoredAuditEventSchema, (event) => sequenceKey(event.seq)),
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
+  effect: kind<StoredEffect>(KEY_VALUE_COLLECTIONS.effects, "side-effect claim", StoredEffectSchema, (record) => record.identity.effectKey),
+  effectGroup: kind<EffectGroup>(KEY_VALUE_COLLECTIONS.effectGroups, "side-effect group", EffectGroupSchema, (record) =>
+    effectGroupKey(record.turnKey, record.toolName),
+  ),
   counter: kind<number>(KEY_VALUE_COLLECTIONS.counters, "counter", StoredCounterSchema, (_value, key) => key),
 } as const;

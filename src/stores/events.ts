@@ -6,6 +6,8 @@ import {
   type AuditEvent,
   type ClaimedIdentity,
   type DecideApprovalInput,
+  type EffectIdentity,
+  type EffectReconciliation,
   type Reconciliation,
 } from "../contracts.js";
 
@@ -32,6 +34,31 @@ function claimEvent(decision: "reconciled" | "released", identity: ClaimedIdenti
     kind: "mutation",
     argsDigest: identity.argsDigest,
     mutationKey: identity.mutationKey,
+  };
+}
+
+/** The `reconciled` audit event of a side effect's reconciliation, in the same transaction. */
+export function effectReconciledEvent(identity: EffectIdentity, reconciliation: EffectReconciliation, at: string): AuditEvent {
+  return { ...effectEvent("reconciled", identity, at), action: reconciliation.resolution, operatorRef: reconciliation.operatorRef };
+}
+
+/** The `released` audit event of a side effect's release, in the same transaction. */
+export function effectReleasedEvent(identity: EffectIdentity, at: string): AuditEvent {
+  return effectEvent("released", identity, at);
+}
+
+function effectEvent(decision: "reconciled" | "released", identity: EffectIdentity, at: string): AuditEvent {
+  return {
+    at,
+    decision,
+    turnKey: identity.turnKey,
+    scopeId: identity.scopeId,
+    toolCallId: identity.toolCallId,
+    toolName: identity.toolName,
+    toolFingerprint: identity.toolFingerprint,
+    kind: "side-effect",
+    argsDigest: identity.argsDigest,
+    effectKey: identity.effectKey,
   };
 }
 

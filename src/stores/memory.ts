@@ -17,6 +17,11 @@ import {
   AuditQuerySchema,
   AuditSinkNameSchema,
   DecideApprovalInputSchema,
+  EffectClaimOptionsSchema,
+  EffectIdentitySchema,
+  EffectReconciliationSchema,
+  EffectReleaseSchema,
+  EffectSettlementSchema,
   ExpireApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -36,6 +41,13 @@ import {
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
   type FinishTurnInput,
@@ -55,16 +67,19 @@ import {
   type ResumeTurnResult,
   type StoredAuditEvent,
   type TurnRecord,
+  type UnresolvedEffect,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { existingClaimAnswer, tokenHoldsClaim } from "../store/decisions.js";
+import { existingClaimAnswer, existingEffectAnswer, tokenHoldsClaim } from "../store/decisions.js";
 import {
   appliedApprovalRecord,
   approvalEvent,
   approvalDecisionOutcome,
   expiredApprovalRecord,
+  effectReconciledEvent,
+  effectReleasedEvent,
   reconciledEvent,
   releasedEvent,
 } from "./events.js";
@@ -102,6 +117,16 @@ interface ClaimRecord {
   settledAt: number | undefined;
 }
 
+interface EffectRecord {
+  readonly identity: EffectIdentity;
+  readonly token: string;
+  readonly claimedAt: number;
+  /** `pruned`: a tombstone; the effect happened and its result is gone. */
+  state: "pending" | "complete" | "unknown" | "pruned";
+  result: MutationResult | undefined;
+  settledAt: number | undefined;
+}
+
 /** `InMemoryGuardrailStore`'s options. */
 export interface InMemoryGuardrailStoreOptions {
   /** Clock for claim, settlement and audit times. Default: the system clock. */
@@ -129,6 +154,10 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #cursors = new Map<string, number>();
   /** turn key -> the turn service's record. */
   readonly #turns = new Map<string, TurnRecord>();
+  /** effect key -> its claim. */
+  readonly #effects = new Map<string, EffectRecord>();
+  /** JSON [turn key, tool name] -> that tool's effect keys in the turn, for `maxPerTurn`. */
+  readonly #effectsByTurnTool = new Map<string, Set<string>>();
 
   constructor(options: InMemoryGuardrailStoreOptions = {}) {
     const now = options.now;
@@ -407,7 +436,15 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     for (const [turnKey, record] of this.#turns) {
       if (PRUNABLE_TURN_STATES.includes(record.state) && Date.parse(record.updatedAt) < cutoff) this.#turns.delete(turnKey);
     }
-    return { turns: pruned.size };
+    let effects = 0;
+    for (const claim of this.#effects.values()) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
+        claim.state = "pruned";
+        claim.result = undefined;
+        effects++;
+      }
+    }
+    return { turns: pruned.size, effects };
   }
 
   async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
@@ -445,5 +482,91 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const record = this.#turns.get(parseDigest(turnKey, "turn key"));
     return record === undefined ? undefined : structuredClone(record);
+  }
+
+  // -- side effects ---------------------------------------------------------------------------
+
+  async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    const parsed = parseStoreValue(EffectIdentitySchema, identity, "effect identity");
+    const { maxPerTurn } = parseStoreValue(EffectClaimOptionsSchema, options ?? {}, "effect claim options");
+    const existing = this.#effects.get(parsed.effectKey);
+    if (existing !== undefined) return existingEffectAnswer(existing);
+    const groupKey = JSON.stringify([parsed.turnKey, parsed.toolName]);
+    const group = this.#effectsByTurnTool.get(groupKey);
+    if (maxPerTurn !== undefined && (group?.size ?? 0) >= maxPerTurn) return { status: "limit_reached" };
+    const token = randomUUID();
+    this.#effects.set(parsed.effectKey, { identity: parsed, token, claimedAt: this.#time(), state: "pending", result: undefined, settledAt: undefined });
+    if (group === undefined) this.#effectsByTurnTool.set(groupKey, new Set([parsed.effectKey]));
+    else group.add(parsed.effectKey);
+    return { status: "acquired", token };
+  }
+
+  async settleEffect(settlement: EffectSettlement): Promise<boolean> {
+    const parsed = parseStoreValue(EffectSettlementSchema, settlement, "effect settlement");
+    const claim = this.#effects.get(parsed.effectKey);
+    if (claim === undefined || !tokenHoldsClaim(claim, parsed.token)) return false;
+    claim.settledAt = this.#time();
+    if (parsed.outcome === "complete") {
+      claim.state = "complete";
+      claim.result = parsed.result;
+    } else {
+      claim.state = "unknown";
+    }
+    if (parsed.audit !== undefined) this.#append(parsed.audit);
+    return true;
+  }
+
+  async releaseEffect(release: EffectRelease): Promise<boolean> {
+    const parsed = parseStoreValue(EffectReleaseSchema, release, "effect release");
+    const claim = this.#effects.get(parsed.effectKey);
+    if (claim === undefined || !tokenHoldsClaim(claim, parsed.token)) return false;
+    this.#forgetEffect(claim.identity);
+    this.#append(effectReleasedEvent(claim.identity, this.#timestamp()));
+    return true;
+  }
+
+  #forgetEffect(identity: EffectIdentity): void {
+    this.#effects.delete(identity.effectKey);
+    const groupKey = JSON.stringify([identity.turnKey, identity.toolName]);
+    const group = this.#effectsByTurnTool.get(groupKey);
+    group?.delete(identity.effectKey);
+    if (group?.size === 0) this.#effectsByTurnTool.delete(groupKey);
+  }
+
+  async getEffect(effectKey: string): Promise<EffectStatus | undefined> {
+    const claim = this.#effects.get(parseDigest(effectKey, "effect key"));
+    if (claim === undefined) return undefined;
+    const { toolName, toolCallId } = claim.identity;
+    return claim.result === undefined || claim.state !== "complete"
+      ? { state: claim.state, toolName, toolCallId }
+      : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
+  }
+
+  async listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
+    const unresolved: UnresolvedEffect[] = [];
+    for (const claim of this.#effects.values()) {
+      if (claim.state === "pending" || claim.state === "unknown") {
+        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: new Date(claim.claimedAt).toISOString() });
+      }
+    }
+    return unresolved.sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt));
+  }
+
+  async reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
+    const parsed = parseStoreValue(EffectReconciliationSchema, reconciliation, "effect reconciliation");
+    const claim = this.#effects.get(parsed.effectKey);
+    if (claim === undefined) return { reconciled: false, reason: "not_found" };
+    if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
+    const state = claim.state;
+    const time = this.#time();
+    if (parsed.resolution === "completed") {
+      claim.state = "complete";
+      claim.result = parsed.result;
+      claim.settledAt = time;
+    } else {
+      this.#forgetEffect(claim.identity);
+    }
+    this.#append(effectReconciledEvent(claim.identity, parsed, new Date(time).toISOString()));
+    return { reconciled: true, state };
   }
 }

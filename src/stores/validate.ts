@@ -321,6 +321,7 @@ const AUDIT_FIELDS: ReadonlyMap<string, (value: unknown) => boolean> = new Map<s
   ["action", isString],
   ["approvalId", isDigest],
   ["mutationKey", isDigest],
+  ["effectKey", isDigest],
   ["operatorRef", isId],
   ["result", isString],
 ]);

@@ -15,6 +15,7 @@ import type { StorePart } from "../store-capabilities.js";
 import {
   raceApproval,
   raceAuditEvent,
+  raceEffectIdentity,
   raceIdentity,
   raceTurnStart,
   type RaceAnswer,
@@ -23,8 +24,8 @@ import {
   type RaceValue,
 } from "./race/protocol.js";
 
-/** The races the harness runs: `approvals` and `turns` only on a store with that part. */
-export type StoreRace = "claims" | "audit" | "approvals" | "turns";
+/** The races the harness runs: `approvals`, `turns` and `effects` only on a store with that part. */
+export type StoreRace = "claims" | "audit" | "approvals" | "turns" | "effects";
 
 /** What `raceGuardrailStore` races: the adapter's store module, the shared storage, how hard. */
 export interface RaceGuardrailStoreOptions {
@@ -38,7 +39,7 @@ export interface RaceGuardrailStoreOptions {
   readonly options?: JsonValue;
   /** How many processes race (at least 2; default 4). */
   readonly processes?: number;
-  /** Rounds of the claim, approval and turn races, each on a turn of its own (default 20). */
+  /** Rounds of the claim, approval, turn and effect races, each on a turn of its own (default 20). */
   readonly rounds?: number;
   /** Audit events each process appends in the audit race (default 50). */
   readonly appends?: number;
@@ -295,6 +296,37 @@ async function turnsRace(children: readonly Child[], runId: string, rounds: numb
   return { race: "turns", rounds, counts, violations };
 }
 
+/**
+ * Each round: every process claims the same side effect (exactly one `acquired`, the rest
+ * `pending`), then each claims a distinct effect of the same tool in another turn with
+ * `maxPerTurn` half the processes (exactly that many `acquired`, the rest `limit_reached`).
+ */
+async function effectsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+  const counts: Record<string, number> = {};
+  const violations: string[] = [];
+  const limit = Math.max(1, Math.floor(children.length / 2));
+  for (let round = 0; round < rounds; round++) {
+    const identity = raceEffectIdentity(runId, 2 * round, 0);
+    const same = (await all(children, "effect-claimed", () => ({ type: "claim-effect", identity }))).map(({ result }) => result.status);
+    for (const status of same) count(counts, `same effect: ${status}`);
+    if (same.filter((status) => status === "acquired").length !== 1 || same.some((status) => status !== "acquired" && status !== "pending")) {
+      violations.push(`round ${String(round)}: concurrent claims of one side effect answered ${same.join(", ")}; exactly one must acquire, the others see pending`);
+    }
+    const limited = (
+      await all(children, "effect-claimed", (_, index) => ({ type: "claim-effect", identity: raceEffectIdentity(runId, 2 * round + 1, index + 1), maxPerTurn: limit }))
+    ).map(({ result }) => result.status);
+    for (const status of limited) count(counts, `limited: ${status}`);
+    const acquired = limited.filter((status) => status === "acquired").length;
+    if (acquired !== limit || limited.some((status) => status !== "acquired" && status !== "limit_reached")) {
+      violations.push(
+        `round ${String(round)}: concurrent claims of ${String(children.length)} distinct side effects of one tool with maxPerTurn ${String(limit)} answered ` +
+          `${limited.join(", ")}; exactly ${String(limit)} must acquire, the others see limit_reached`,
+      );
+    }
+  }
+  return { race: "effects", rounds, counts, violations };
+}
+
 async function stop(children: readonly Child[]): Promise<void> {
   await Promise.all(
     children.map(async (child) => {
@@ -323,7 +355,9 @@ async function stop(children: readonly Child[]): Promise<void> {
  * event once and each process's events in its append order; with `approvals`, of concurrent
  * `decideApproval`s of one request exactly one decides (the rest `already_decided`, seeing the
  * winner's record); with `turns`, of concurrent `beginTurn`s of a new turn exactly one `started`
- * (the rest `running`). Resolves with the report; throws a {@link StoreRaceError} listing every
+ * (the rest `running`); with `effects`, of concurrent claims of one side effect exactly one
+ * `acquired` (the rest `pending`), and of concurrent claims of distinct effects of one tool in one
+ * turn with `maxPerTurn` k exactly k `acquired` (the rest `limit_reached`). Resolves with the report; throws a {@link StoreRaceError} listing every
  * violation. The children are stopped whatever happens (killed after a timeout).
  */
 export async function raceGuardrailStore(options: RaceGuardrailStoreOptions): Promise<StoreRaceReport> {
@@ -365,6 +399,7 @@ export async function raceGuardrailStore(options: RaceGuardrailStoreOptions): Pr
     if (wanted("audit")) races.push(await auditRace(children, runId, appends));
     if (wanted("approvals") && parts.includes("approvals")) races.push(await approvalsRace(children, runId, rounds));
     if (wanted("turns") && parts.includes("turns")) races.push(await turnsRace(children, runId, rounds));
+    if (wanted("effects") && parts.includes("effects")) races.push(await effectsRace(children, runId, rounds));
     return { processes, parts, races };
   };
   try {

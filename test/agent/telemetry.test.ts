@@ -20,6 +20,7 @@ import {
   ConfigurationError,
   createDocumentGuardrails,
   createToolGuardrails,
+  effectKey,
   InMemoryGuardrailStore,
   requireApproval,
   RetryableToolError,
@@ -183,6 +184,45 @@ describe("a span per governed tool call", () => {
     expect(await telemetry.count(METRICS.replays, { [ATTRIBUTES.toolName]: "rename_document" })).toBe(1);
     expect(await telemetry.count(METRICS.claims, { [ATTRIBUTES.claimStatus]: "replay" })).toBe(1);
     expect(await telemetry.count(METRICS.toolCalls, { [ATTRIBUTES.decision]: "replayed" })).toBe(1);
+  });
+
+  it("a side effect: kind side-effect, its effect key, the claim, settlement and replay as a mutation's", async () => {
+    const telemetry = sdk();
+    const sent: string[] = [];
+    const notify = tool(
+      ({ to }) => {
+        sent.push(to);
+        return "notified";
+      },
+      { name: "notify", description: "Notify someone.", schema: z.object({ to: z.string() }) },
+    );
+    const call = (id: string) => ({ id, name: "notify", args: { to: "ana" } });
+    const { agent, store, input } = agentWith(telemetry.telemetry(), {
+      script: [{ toolCalls: [call("n1")] }, { toolCalls: [call("n2")] }, { content: "Sent." }],
+      extraTools: [notify],
+      guardrails: { tools: { ...TOOL_POLICIES, notify: { kind: "side-effect" } } },
+    });
+    await admit(store, input);
+    await invokeTurn(agent, input);
+    expect(sent).toEqual(["ana"]);
+
+    const first = spanOf(telemetry, "n1");
+    expect(first.attributes).toMatchObject({ [ATTRIBUTES.kind]: "side-effect", [ATTRIBUTES.decision]: "executed" });
+    expect(first.attributes[ATTRIBUTES.effectKey]).toBe(effectKey(input, { name: "notify", args: { to: "ana" } }));
+    expect(first.attributes[ATTRIBUTES.mutationKey]).toBeUndefined();
+    expect(eventsOf(first)).toEqual([
+      { name: EVENTS.claim, attributes: { [ATTRIBUTES.claimStatus]: "acquired" } },
+      { name: EVENTS.settle, attributes: { [ATTRIBUTES.settleOutcome]: "complete", [ATTRIBUTES.settleApplied]: true } },
+    ]);
+    const second = spanOf(telemetry, "n2");
+    expect(second.attributes).toMatchObject({ [ATTRIBUTES.kind]: "side-effect", [ATTRIBUTES.decision]: "replayed" });
+    expect(second.attributes[ATTRIBUTES.effectKey]).toBe(first.attributes[ATTRIBUTES.effectKey]);
+    expect(eventsOf(second)).toEqual([
+      { name: EVENTS.claim, attributes: { [ATTRIBUTES.claimStatus]: "replay" } },
+      { name: EVENTS.replay, attributes: {} },
+    ]);
+    expect(await telemetry.count(METRICS.claims, { [ATTRIBUTES.toolName]: "notify" })).toBe(2);
+    expect(await telemetry.count(METRICS.replays, { [ATTRIBUTES.toolName]: "notify" })).toBe(1);
   });
 
   it("a refusal: its code on the span and in the refusals counter; an unregistered tool's name stays out of metrics", async () => {

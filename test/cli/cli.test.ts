@@ -19,6 +19,7 @@ import { Command, MemorySaver } from "@langchain/langgraph";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import {
   digest,
+  effectKey,
   mutationKey,
   requireApproval,
   toolFingerprint,
@@ -31,6 +32,7 @@ import {
   type TurnRef,
 } from "arkah-agent-guardrails";
 import {
+  type EffectIdentity,
   type MutationIdentity,
   type MutationSettlement,
 } from "arkah-agent-guardrails/store";
@@ -47,6 +49,7 @@ import {
   inspect,
   printable,
   reconcile,
+  reconcileEffect,
   shellWord,
   terminalJson,
 } from "../../src/cli/commands.js";
@@ -201,7 +204,7 @@ describe("inspect", () => {
     const { store } = sqliteFile();
     const text = sink();
     expect(await inspect(store, {}, text)).toBe(EXIT.ok);
-    expect(text.lines.out).toBe("no unresolved mutations\n");
+    expect(text.lines.out).toBe("no unresolved mutations\n\nno unresolved side effects\n");
     const json = sink();
     await inspect(store, { json: true }, json);
     expect(JSON.parse(json.lines.out)).toEqual([]);
@@ -324,6 +327,128 @@ describe("reconcile", () => {
     await expect(missing).rejects.toBeInstanceOf(CliError);
     await expect(missing).rejects.toMatchObject({ exitCode: EXIT.notFound });
     store.close();
+  });
+});
+
+/** Claims a side effect as a worker would, and settles it `unknown` if asked (else it stays pending). */
+async function claimEffect(store: GuardrailStore, turn: TurnRef, callId: string, to: string, settle?: "unknown"): Promise<EffectIdentity> {
+  const args = { to };
+  const id: EffectIdentity = {
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: callId,
+    toolName: "send_email",
+    argsDigest: digest(args),
+    effectKey: effectKey(turn, { name: "send_email", args }),
+    toolFingerprint: toolFingerprint({ name: "send_email" }),
+  };
+  const claimed = await store.claimEffect(id);
+  if (claimed.status !== "acquired") throw new Error(`expected to acquire, got ${claimed.status}`);
+  if (settle === "unknown") await store.settleEffect({ effectKey: id.effectKey, token: claimed.token, outcome: "unknown" });
+  return id;
+}
+
+describe("side effects: inspect and reconcile --effect", () => {
+  it("inspect lists pending and unknown side effects after the mutations, labelled, with effect key, tool, call id, state and claim time", async () => {
+    const clock = manualClock();
+    const { store } = sqliteFile(clock.now);
+    const mutation = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    const older = await claimEffect(store, { scopeId: "doc-1", turnId: "t-1" }, "mail-1", "ana@example.com", "unknown");
+    clock.advance(30);
+    const newer = await claimEffect(store, { scopeId: "doc-2", turnId: "t-2" }, "mail-2", "bo@example.com");
+    clock.advance(30);
+    const text = sink();
+    await inspect(store, { now: clock.now }, text);
+    const [mutations = "", effects = ""] = text.lines.out.split(/\n(?=2 unresolved side effects)/);
+    expect(mutations).toContain(mutation.mutationKey);
+    expect(mutations).not.toContain(older.effectKey);
+    expect(effects).toMatch(/^2 unresolved side effects \(1 unknown, 1 pending\), oldest first:/);
+    expect(effects).toMatch(/AGE\s+STATE\s+SCOPE\s+TOOL\s+CALL ID\s+CLAIMED AT\s+EFFECT KEY/);
+    expect(effects).toMatch(new RegExp(`^1m00s\\s+unknown\\s+doc-1\\s+send_email\\s+mail-1\\s+2026-11-29T18:00:00.000Z\\s+${older.effectKey}$`, "m"));
+    expect(effects).toMatch(new RegExp(`^30s\\s+pending\\s+doc-2\\s+send_email\\s+mail-2\\s+2026-11-29T18:00:30.000Z\\s+${newer.effectKey}$`, "m"));
+    expect(effects).toContain("reconcile --effect KEY --completed --result-file FILE --operator-ref REF");
+
+    const json = sink();
+    await inspect(store, { now: clock.now, json: true }, json);
+    expect((JSON.parse(json.lines.out) as { mutationKey: string }[]).map((entry) => entry.mutationKey)).toEqual([mutation.mutationKey]);
+    const effectsJson = sink();
+    await inspect(store, { now: clock.now, json: true, effects: true }, effectsJson);
+    expect(JSON.parse(effectsJson.lines.out)).toEqual([
+      {
+        effectKey: older.effectKey,
+        turnKey: older.turnKey,
+        scopeId: "doc-1",
+        toolName: "send_email",
+        toolCallId: "mail-1",
+        state: "unknown",
+        claimedAt: "2026-11-29T18:00:00.000Z",
+        ageSeconds: 60,
+        argsDigest: older.argsDigest,
+      },
+      {
+        effectKey: newer.effectKey,
+        turnKey: newer.turnKey,
+        scopeId: "doc-2",
+        toolName: "send_email",
+        toolCallId: "mail-2",
+        state: "pending",
+        claimedAt: "2026-11-29T18:00:30.000Z",
+        ageSeconds: 30,
+        argsDigest: newer.argsDigest,
+      },
+    ]);
+    const only = sink();
+    await inspect(store, { now: clock.now, effects: true }, only);
+    expect(only.lines.out).not.toContain("mutation");
+    store.close();
+  });
+
+  it("reconcile --effect completed stores the result the effect then replays; repeated is ok; no-effect then is wrong state; an unknown key is not found", async () => {
+    const { store } = sqliteFile();
+    const turn = { scopeId: "doc-1", turnId: "t-1" };
+    const id = await claimEffect(store, turn, "mail-1", "ana@example.com", "unknown");
+    const result = { content: "sent (checked in the mail log)", status: "success" } as const;
+    const out = sink();
+    expect(await reconcileEffect(store, { effectKey: id.effectKey, resolution: "completed", result, operatorRef: "INC-7" }, out)).toBe(EXIT.ok);
+    expect(out.lines.out).toContain(`reconciled side effect ${id.effectKey}`);
+    expect(out.lines.out).toContain("send_email mail-1 in scope doc-1");
+    expect(out.lines.out).toContain("was:          unknown");
+    expect(out.lines.out).toContain("operatorRef:  INC-7");
+    expect(await store.claimEffect({ ...id, toolCallId: "mail-9" })).toEqual({ status: "replay", result });
+
+    const repeated = sink();
+    expect(await reconcileEffect(store, { effectKey: id.effectKey, resolution: "completed", result, operatorRef: "INC-8" }, repeated)).toBe(EXIT.ok);
+    expect(repeated.lines.out).toContain("already reconciled");
+    const other = reconcileEffect(store, { effectKey: id.effectKey, resolution: "no-effect", operatorRef: "INC-8" }, sink());
+    await expect(other).rejects.toMatchObject({ exitCode: EXIT.wrongState });
+    const missing = reconcileEffect(store, { effectKey: "f".repeat(64), resolution: "no-effect", operatorRef: "INC-9" }, sink());
+    await expect(missing).rejects.toMatchObject({ exitCode: EXIT.notFound });
+    store.close();
+  });
+
+  it("through main: reconcile --effect KEY --no-effect reopens the effect; --effect with --turn-key, or a malformed key, is a usage error", async () => {
+    const { path, store } = sqliteFile();
+    const id = await claimEffect(store, { scopeId: "doc-1", turnId: "t-1" }, "mail-1", "ana@example.com");
+    store.close();
+    const flags = ["--sqlite", path];
+    const both = await cli([...flags, "reconcile", "--effect", id.effectKey, "--turn-key", id.turnKey, "--no-effect", "--operator-ref", "R"]);
+    expect(both.code).toBe(EXIT.usage);
+    const malformed = await cli([...flags, "reconcile", "--effect", "nope", "--no-effect", "--operator-ref", "R"]);
+    expect(malformed.code).toBe(EXIT.usage);
+    expect(malformed.stderr).toContain("--effect: expected 64 lowercase hex characters");
+    const listed = await cli([...flags, "inspect", "--effects", "--json"]);
+    expect((JSON.parse(listed.stdout) as { effectKey: string }[]).map((entry) => entry.effectKey)).toEqual([id.effectKey]);
+    const done = await cli([...flags, "reconcile", "--effect", id.effectKey, "--no-effect", "--operator-ref", "INC-1"]);
+    expect(done).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(done.stdout).toContain("no claim (no-effect): the same call may run again, once");
+    expect((await cli([...flags, "inspect", "--effects"])).stdout).toBe("no unresolved side effects\n");
+    const reopened = SqliteGuardrailStore.open({ path });
+    expect((await reopened.claimEffect(id)).status).toBe("acquired");
+    const audited = await reopened.readAudit({ turnKey: id.turnKey });
+    expect(audited.map((event) => [event.decision, event.action, event.effectKey, event.operatorRef])).toEqual([
+      ["reconciled", "no-effect", id.effectKey, "INC-1"],
+    ]);
+    reopened.close();
   });
 });
 
@@ -933,7 +1058,7 @@ describe("main", () => {
     [["--postgres", "not a url", "inspect"], /--postgres: not a valid URL/],
     [["--postgres", "mysql://u:pw@h/db", "inspect"], /expected a postgres:\/\/ or postgresql:\/\/ URL/],
     [["--postgres", "postgres://h/db", "--schema", "pg_catalog", "inspect"], /--schema: "pg_catalog" is not a schema name/],
-    [["--sqlite", "a", "reconcile", "--no-effect", "--operator-ref", "R"], /--turn-key KEY is required/],
+    [["--sqlite", "a", "reconcile", "--no-effect", "--operator-ref", "R"], /give exactly one of --turn-key KEY \(a mutation\) or --effect KEY \(a side effect\)/],
     [["--sqlite", "a", "reconcile", "--turn-key", "ABC", "--no-effect", "--operator-ref", "R"], /64 lowercase hex characters/],
     [["--sqlite", "a", "reconcile", "--turn-key", "A".repeat(64), "--no-effect", "--operator-ref", "R"], /64 lowercase hex/],
     [["--sqlite", "a", "reconcile", "--turn-key", "a".repeat(64), "--no-effect"], /--operator-ref REF is required/],
@@ -1156,7 +1281,7 @@ describe("main", () => {
     expect(unknownTurn.code).toBe(EXIT.notFound);
     expect(unknownTurn.stderr).toMatch(/has no mutation claim: nothing to reconcile/);
 
-    expect((await cli([...flags, "inspect"])).stdout).toBe("no unresolved mutations\n");
+    expect((await cli([...flags, "inspect"])).stdout).toBe("no unresolved mutations\n\nno unresolved side effects\n");
 
     const exported = await cli([...flags, "audit", "--since", "2026-11-29"]);
     expect(exported.code).toBe(0);

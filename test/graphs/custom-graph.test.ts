@@ -9,8 +9,9 @@ import { join } from "node:path";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
 import { Command, MemorySaver } from "@langchain/langgraph";
-import { createAgent } from "langchain";
+import { createAgent, tool } from "langchain";
 import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
   admitTurn,
   ConfigurationError,
@@ -104,6 +105,47 @@ describe("guardTools: retries and approvals through LangGraph", () => {
     expect(g.service.writes).toHaveLength(1);
     expect(g.service.entries).toEqual(["read_note", "edit_note"]);
     expect((await decisions(g.store)).at(-1)).toBe("edit_note replayed");
+  });
+
+  it("a side-effect twin: the notification sent once is replayed when the graph is retried from its checkpoint before the tools node", async () => {
+    const outbox: string[] = [];
+    const notify = tool(
+      ({ text }) => {
+        outbox.push(text);
+        return "notified";
+      },
+      { name: "notify_owner", description: "Notify the note's owner.", schema: z.object({ text: z.string() }) },
+    );
+    const g = notesGraph({
+      // No read first: a side effect needs none. The same notification asked twice, under two ids.
+      script: (messages) => {
+        const results = messages.filter((message) => message.type === "tool").length;
+        if (results > 1) return { content: "Done." };
+        return { toolCalls: [{ id: results === 0 ? "call-notify" : "call-notify-2", name: "notify_owner", args: { text: "note-7 will change" } }] };
+      },
+      extraTools: [notify],
+      guardrails: { tools: { ...NOTE_POLICIES, notify_owner: { kind: "side-effect" } } },
+    });
+    await g.admit();
+    await g.run("thread-effect");
+    expect(outbox).toEqual(["note-7 will change"]); // the second call, a new id, replayed
+    const config = { configurable: { thread_id: "thread-effect" } };
+    let before: Awaited<ReturnType<typeof g.graph.getState>> | undefined;
+    for await (const snapshot of g.graph.getStateHistory(config)) {
+      const last = (snapshot.values as typeof GraphState.State).messages.at(-1);
+      const proposed = last !== undefined && AIMessage.isInstance(last) ? last.tool_calls : undefined;
+      if (snapshot.next.includes("tools") && proposed?.some((call) => call.id === "call-notify") === true) before = snapshot;
+    }
+    expect(before).toBeDefined();
+    const again = await g.graph.invoke(null, { ...before?.config, context: turnContext(g.input) });
+    expect(toolResults(again.messages).find((result) => result.name === "notify_owner")).toEqual({
+      name: "notify_owner",
+      status: "success",
+      content: "notified",
+    });
+    expect(outbox).toEqual(["note-7 will change"]);
+    // The first run: sent, then replayed for the new id; the redelivery: both replayed.
+    expect(await decisions(g.store)).toEqual(["notify_owner executed", "notify_owner replayed", "notify_owner replayed", "notify_owner replayed"]);
   });
 
   it("the tool policy's retry: a RetryableToolError before the write runs the body again under a new seal, one write", async () => {

@@ -6,6 +6,7 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { Annotation, END, MemorySaver, MessagesAnnotation, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
+import type { StructuredTool } from "@langchain/core/tools";
 import {
   admitTurn,
   guardTools,
@@ -35,6 +36,8 @@ export interface NotesGraphOptions {
   /** LangGraph's ToolNode option; default true (errors become error ToolMessages). */
   readonly handleToolErrors?: boolean;
   readonly hooks?: NoteHooks;
+  /** More tools beside the notes tools, governed too (their policies in `guardrails.tools`). */
+  readonly extraTools?: readonly StructuredTool[];
 }
 
 /** A graph whose tools node runs the governed twins of the notes tools. */
@@ -44,7 +47,7 @@ export function notesGraph(options: NotesGraphOptions) {
   const service = options.service ?? new NotesService();
   const warnings: string[] = [];
   const originals = noteTools(service, options.hooks);
-  const twins = guardTools(originals.all, {
+  const twins = guardTools([...originals.all, ...(options.extraTools ?? [])], {
     store,
     userMessageLabel: "user",
     authorize: () => true,

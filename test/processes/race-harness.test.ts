@@ -7,6 +7,7 @@
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { raceGuardrailStore, StoreRaceError, type StoreRaceReport } from "arkah-agent-guardrails/testing";
+import { adminPool, describePostgres, dropSchema, freshSchema } from "../support/postgres.js";
 import { tempDir, workerPath } from "./support.js";
 
 const cleanups: (() => void)[] = [];
@@ -21,7 +22,7 @@ function raced(report: StoreRaceReport) {
 }
 
 describe("raceGuardrailStore", () => {
-  it("passes the SQLite store: claims, audit, approvals and turns, 4 processes", async () => {
+  it("passes the SQLite store: claims, audit, approvals, turns and effects, 4 processes", async () => {
     const dir = tempDir("arkah-race-harness-");
     cleanups.push(dir.remove);
     const report = await raceGuardrailStore({
@@ -32,11 +33,17 @@ describe("raceGuardrailStore", () => {
       appends: 25,
     });
     const races = raced(report);
-    expect(Object.keys(races), "the races the SQLite store's parts allow").toEqual(["claims", "audit", "approvals", "turns"]);
+    expect(Object.keys(races), "the races the SQLite store's parts allow").toEqual(["claims", "audit", "approvals", "turns", "effects"]);
     expect(races.claims?.counts, "one acquired and three pending per round, then four replays").toEqual({ acquired: 10, pending: 30, "after settlement: replay": 40 });
     expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 100, read: 100 });
     expect(races.approvals?.counts, "one decision per round").toEqual({ decided: 10, already_decided: 30 });
     expect(races.turns?.counts, "one start per round").toEqual({ started: 10, running: 30 });
+    expect(races.effects?.counts, "one claim of the same effect per round; two of four distinct ones under maxPerTurn 2").toEqual({
+      "same effect: acquired": 10,
+      "same effect: pending": 30,
+      "limited: acquired": 20,
+      "limited: limit_reached": 20,
+    });
   }, 300_000);
 
   it("passes the example file store (examples/file-store), 4 processes", async () => {
@@ -70,5 +77,32 @@ describe("raceGuardrailStore", () => {
     expect(message, "the message names the claim race").toContain("claims: round 0: 4 of 4 processes acquired the same turn's claim");
     expect(message, "and the audit race: each process reads only its own events").toContain("audit: p0 read 3 events; 12 were appended");
     expect(raced(report).claims?.counts, "every process acquired every claim").toEqual({ acquired: 8 });
+  }, 300_000);
+});
+
+describePostgres("raceGuardrailStore on PostgreSQL", (url) => {
+  it("passes the PostgreSQL store: the claim and effect races, 4 processes on one schema", async () => {
+    const schema = freshSchema("arkah_race");
+    const admin = adminPool({ max: 1 });
+    try {
+      const report = await raceGuardrailStore({
+        storeModule: workerPath("race-postgres-store.ts"),
+        options: { url, schema },
+        processes: PROCESSES,
+        rounds: 10,
+        races: ["claims", "effects"],
+      });
+      const races = raced(report);
+      expect(races.claims?.counts, "one acquired and three pending per round, then four replays").toEqual({ acquired: 10, pending: 30, "after settlement: replay": 40 });
+      expect(races.effects?.counts, "one claim of the same effect per round; two of four distinct ones under maxPerTurn 2").toEqual({
+        "same effect: acquired": 10,
+        "same effect: pending": 30,
+        "limited: acquired": 20,
+        "limited: limit_reached": 20,
+      });
+    } finally {
+      await dropSchema(admin, schema);
+      await admin.end();
+    }
   }, 300_000);
 });

@@ -2,21 +2,26 @@
  * Random model steps through the real `createAgent` loop, against an oracle of the decision table
  * (support/decision-oracle.ts): batches of calls of every kind, with repeated, reused and
  * malformed ids, odd arguments and unknown tool names, over one or two turns of one document and
- * transport retries of a turn. For every call, the model must see exactly what the table says;
- * the document must have taken exactly the writes the table allows; and no tool error text may
- * reach the model. See docs/reliability.md, "Property tests".
+ * transport retries of a turn, with a side-effect tool beside the document's. For every call, the
+ * model must see exactly what the table says; the document must have taken exactly the writes the
+ * table allows, and the outbox exactly the notifications it allows (each distinct one once per
+ * turn, at most `NOTIFY_LIMIT` per turn); and no tool error text may reach the model. See docs/reliability.md, "Property tests".
  */
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { test } from "@fast-check/vitest";
 import { describe, expect } from "vitest";
+import { tool } from "langchain";
+import { z } from "zod";
 import { InMemoryGuardrailStore, type Guardrail } from "arkah-agent-guardrails";
-import { admit, DocumentService, guardedAgent, invokeTurn, refusalCode, turnInput } from "../support/fixtures.js";
+import { admit, DocumentService, guardedAgent, invokeTurn, refusalCode, TOOL_POLICIES, turnInput } from "../support/fixtures.js";
 import {
   DecisionOracle,
   DRAFT,
   DRAFT_CODE,
   FORBIDDEN,
   LOUD,
+  notified,
+  NOTIFY_LIMIT,
   programArbitrary,
   type Expected,
   type Invocation,
@@ -85,6 +90,15 @@ async function runProgram(program: readonly Invocation[]): Promise<void> {
   const store = new InMemoryGuardrailStore();
   const service = new DocumentService();
   const oracle = new DecisionOracle();
+  /** The notifications really sent: the side effects the table must allow, exactly. */
+  const outbox: string[] = [];
+  const notify = tool(
+    ({ to }) => {
+      outbox.push(to);
+      return notified(to);
+    },
+    { name: "notify", description: "Notify someone.", schema: z.object({ to: z.string() }) },
+  );
   const turns = { t1: turnInput({ turnId: "t1" }), t2: turnInput({ turnId: "t2" }) };
   await admit(store, turns.t1);
   await admit(store, turns.t2);
@@ -95,7 +109,9 @@ async function runProgram(program: readonly Invocation[]): Promise<void> {
       service,
       input,
       script: [...invocation.steps.map((toolCalls) => ({ toolCalls })), { content: "done" }],
+      extraTools: [notify],
       guardrails: {
+        tools: { ...TOOL_POLICIES, notify: { kind: "side-effect", maxPerTurn: NOTIFY_LIMIT } },
         authorize: (call) => !Object.values(call.args as Record<string, unknown>).includes(FORBIDDEN),
         guardrails: GUARDRAILS,
       },
@@ -112,6 +128,8 @@ async function runProgram(program: readonly Invocation[]): Promise<void> {
       title: oracle.title,
       revision: oracle.revision,
     });
+    // Calls of one step run concurrently: the same notifications, in any order within it.
+    expect([...outbox].sort(), `notifications after invocation ${String(index + 1)}`).toEqual([...oracle.outbox].sort());
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * Model-based property tests of the store contract: random programs of admissions, reads, claims,
- * settlements, releases, reconciliations, approvals, expiries, prunes and audit appends, with
+ * settlements, releases, reconciliations, approvals, expiries, prunes, audit appends and side-effect
+ * claims, settlements, releases and reconciliations (with and without maxPerTurn), with
  * several workers' operations in flight at once, against each shipped store and a reference model
  * (support/store-model.ts). Compared after every command. See docs/reliability.md, "Property tests".
  */

@@ -18,7 +18,7 @@ import {
   type ToolPolicy,
   type TurnInput,
 } from "arkah-agent-guardrails";
-import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
+import { ScriptedModel, type ScriptResponder, type ScriptStep } from "arkah-agent-guardrails/testing";
 
 /** Notes by id. `entries` counts entries into a tool body; `writes` lists completed writes. */
 export class NotesService {
@@ -88,7 +88,7 @@ export function noteTurn(overrides: Partial<TurnInput> = {}): TurnInput {
 }
 
 export interface SecureAgentOptions {
-  readonly script: readonly ScriptStep[];
+  readonly script: readonly ScriptStep[] | ScriptResponder;
   readonly tools?: readonly (ClientTool | ServerTool)[];
   readonly policies?: Record<string, ToolPolicy>;
   readonly service?: NotesService;

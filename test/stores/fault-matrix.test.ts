@@ -1,7 +1,7 @@
 /**
  * The store fault-injection matrix (issue 12, item 1) on the memory, SQLite and PostgreSQL
- * stores. For each store call a guarded read-then-write turn makes (admission included), and each
- * call of the same turn with an approval, the call throws, hangs past the run's abort, or answers
+ * stores. For each store call a guarded read-then-write turn makes (admission included), each
+ * call of the same turn with an approval, and each call of a turn with one side effect, the call throws, hangs past the run's abort, or answers
  * malformed (test/support/faults.ts); the turn is then retried, same input and call ids, against
  * the healthy store. test/support/fault-matrix.ts runs and judges the cells; this file pins what
  * the matrix covers and prints it. docs/reliability.md has the figures.
@@ -53,29 +53,42 @@ const APPROVAL = [
   "settleMutation#1",
 ];
 
+/** A turn with one side effect and no read: admission, the effect's claim, its settlement. */
+const SIDE_EFFECT = ["getReceipt#1", "putReceiptIfAbsent#1", "getReceipt#2", "claimEffect#1", "settleEffect#1"];
+
 /**
  * The only cells that may lose the slot: the claim landed and its answer was lost, so nobody holds
  * its token; the claim stays pending (closed) until an operator reconciles it.
  */
-const SLOTS_LOST = ["read-then-write claimMutation#1 malformed", "approval claimMutation#1 malformed"];
+const SLOTS_LOST = [
+  "read-then-write claimMutation#1 malformed",
+  "approval claimMutation#1 malformed",
+  // The same for a side effect: its claim landed, its answer was lost; closed until reconciled.
+  "side-effect claimEffect#1 malformed",
+];
 
 const MATRIX_TIMEOUT_MS = 180_000;
 
 async function checkMatrix(name: string, store: GuardrailStore, prefix: string): Promise<Cell[]> {
   expect(await turnCalls("read-then-write", store, turnInput({ scopeId: `doc-${prefix}-calls-1`, turnId: `turn-${prefix}-calls-1` }))).toEqual(READ_THEN_WRITE);
   expect(await turnCalls("approval", store, turnInput({ scopeId: `doc-${prefix}-calls-2`, turnId: `turn-${prefix}-calls-2` }))).toEqual(APPROVAL);
+  expect(await turnCalls("side-effect", store, turnInput({ scopeId: `doc-${prefix}-calls-3`, turnId: `turn-${prefix}-calls-3` }))).toEqual(SIDE_EFFECT);
 
   const cells = await runMatrix(name, store, prefix);
   // The matrix in the test output: every cell, then the totals.
   console.log(`Store fault-injection matrix, ${name} store\n\n${renderMatrix(cells)}\n\n${name}: ${summarize(cells)}`);
 
-  expect(cells).toHaveLength((READ_THEN_WRITE.length + APPROVAL.length) * FAULT_KINDS.length);
+  expect(cells).toHaveLength((READ_THEN_WRITE.length + APPROVAL.length + SIDE_EFFECT.length) * FAULT_KINDS.length);
   expect(cells.flatMap((cell) => cell.violations.map((violation) => `${cell.turn} ${cell.call} ${cell.kind}: ${violation}`))).toEqual([]);
   expect(cells.filter((cell) => cell.slotLost).map((cell) => `${cell.turn} ${cell.call} ${cell.kind}`)).toEqual(SLOTS_LOST);
   // Every outcome the assertions distinguish occurs, so none of them holds vacuously.
   const retries = new Set(cells.map((cell) => cell.retry));
-  expect([...retries].sort()).toEqual(["executed", "mutation_pending", "replayed"]);
+  expect([...retries].sort()).toEqual(["effect_pending", "executed", "mutation_pending", "replayed"]);
   expect(cells.some((cell) => cell.wroteFirst && !cell.recorded)).toBe(true);
+  // The same for the side effect: run once and recorded (replayed), run and not recorded (refused, never re-run).
+  const effects = cells.filter((cell) => cell.turn === "side-effect");
+  expect(effects.some((cell) => cell.wroteFirst && cell.recorded && cell.retry === "replayed")).toBe(true);
+  expect(effects.some((cell) => cell.wroteFirst && !cell.recorded && cell.retry.startsWith("effect_"))).toBe(true);
   return cells;
 }
 

@@ -1,5 +1,6 @@
 /**
- * The conformance kit catches the three bugs it used to miss (issue 26): each is seeded into a
+ * The conformance kit catches the three bugs it used to miss (issue 26), and a side-effect limit
+ * counted across tools (issue 22): each is seeded into a
  * wrapper around the in-memory store, the kit's suites are run against it (collected here, not
  * registered with vitest), and the named kit tests must fail; the same suites pass against the
  * unbroken wrapper, so the failures are the seeded bugs'.
@@ -14,15 +15,19 @@ import type {
   ApprovalSubmission,
   AuditQuery,
   DecideApprovalInput,
+  EffectClaimOptions,
+  EffectClaimResult,
+  EffectIdentity,
   StoredAuditEvent,
 } from "arkah-agent-guardrails/store";
 import type { CorruptionTarget } from "arkah-agent-guardrails/testing";
 import { releaseSuite } from "../../src/testing/conformance/claims.js";
 import { corruptionSuite } from "../../src/testing/conformance/corruption.js";
 import { cursorsSuite } from "../../src/testing/conformance/cursors.js";
+import { effectsSuite } from "../../src/testing/conformance/effects.js";
 import { CLOCK_START, ManualClock, type StoreFixture, type StoreTest } from "../../src/testing/conformance/harness.js";
 
-type Bug = "none" | "released-without-kind" | "unencoded-sink-names" | "unchecked-key";
+type Bug = "none" | "released-without-kind" | "unencoded-sink-names" | "unchecked-key" | "limit-across-tools";
 
 /** The in-memory store with one seeded bug (or none), and a corruptRecord for its approvals. */
 class SeededStore extends InMemoryGuardrailStore {
@@ -34,6 +39,19 @@ class SeededStore extends InMemoryGuardrailStore {
     now: () => Date,
   ) {
     super({ now });
+  }
+
+  /** turn key -> every effect key claimed in it, whatever the tool: what the seeded limit bug counts. */
+  readonly #effectsByTurn = new Map<string, Set<string>>();
+
+  override async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    if (this.bug === "limit-across-tools" && options?.maxPerTurn !== undefined && (await this.getEffect(identity.effectKey)) === undefined) {
+      // The seeded bug: the turn's effects are counted across all its tools.
+      if ((this.#effectsByTurn.get(identity.turnKey)?.size ?? 0) >= options.maxPerTurn) return { status: "limit_reached" };
+    }
+    const result = await super.claimEffect(identity, options);
+    if (result.status === "acquired") this.#effectsByTurn.set(identity.turnKey, (this.#effectsByTurn.get(identity.turnKey) ?? new Set()).add(identity.effectKey));
+    return result;
   }
 
   override async readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]> {
@@ -150,5 +168,13 @@ describe("the kit fails a store with each bug it used to miss, and passes the sa
     const only = /approval stored wrong_key/;
     expect(await failures(corruptionSuite, "none", only), "the unbroken store fails closed").toEqual([]);
     expect(await failures(corruptionSuite, "unchecked-key", only), "the fail-closed check fails").toEqual(["an approval stored wrong_key: every read fails closed"]);
+  });
+
+  it("a side-effect limit counted across the turn's tools, not per (turn, tool)", async () => {
+    const only = /maxPerTurn counts one tool/;
+    expect(await failures(effectsSuite, "none", only), "the unbroken store passes").toEqual([]);
+    expect(await failures(effectsSuite, "limit-across-tools", only), "the per-tool limit check fails").toEqual([
+      "maxPerTurn counts one tool in one turn: not other tools, not other turns",
+    ]);
   });
 });

@@ -394,7 +394,7 @@ describePostgres("PostgresGuardrailStore: what its failures say", (url) => {
       } finally {
         await release();
       }
-      expect(await store.prune({ olderThan: "2099-01-01T00:00:00Z" })).toEqual({ turns: 1 });
+      expect(await store.prune({ olderThan: "2099-01-01T00:00:00Z" })).toEqual({ turns: 1, effects: 0 });
     });
 
     it("expireApprovals waits on its schema's expiry lock; the request stays pending", async () => {

@@ -37,6 +37,8 @@ function where(record: CorruptionTarget["record"], key: string, first: number): 
       };
     case "read":
       return { table: "read_evidence", clause: `turn_key || ':' || evidence_digest = ${p(0)}`, params: [key] };
+    case "effect":
+      return { table: "effects", clause: `effect_key = ${p(0)}`, params: [key] };
   }
 }
 
@@ -53,6 +55,7 @@ const INVALID: Record<CorruptionTarget["record"], string> = {
   auditCursor: "seq = 9223372036854775807",
   verdict: "record = '[]'",
   read: "evidence_digest = evidence_digest",
+  effect: "tool_call_id = E'\\x01not json'",
 };
 
 /** The records that are a JSON column: another key's record can be copied over them. */
@@ -88,7 +91,7 @@ describePostgres("PostgreSQL conformance", async () => {
 
   await validateGuardrailStore({
     storeName: "postgres",
-    parts: ["approvals", "auditDelivery", "operator", "turns", "hasSuccessfulRead"],
+    parts: ["approvals", "auditDelivery", "operator", "turns", "effects", "hasSuccessfulRead"],
     beforeAll: () => {
       admin = adminPool({ max: 2 });
       pool = adminPool({ max: 8, maxUses: 500 });

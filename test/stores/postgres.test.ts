@@ -20,6 +20,7 @@ import {
 import {
   type ClaimResult,
 } from "arkah-agent-guardrails/store";
+import { effectIdentity } from "../../src/keys.js";
 import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
 import {
   adminPool,
@@ -164,8 +165,8 @@ describePostgres("PostgresGuardrailStore", (url) => {
       );
       stores.push(...opened);
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
-      expect(POSTGRES_SCHEMA_VERSION).toBe(4);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
+      expect(POSTGRES_SCHEMA_VERSION).toBe(5);
       // Every store works against the one schema.
       const turn = { scopeId: "doc-open", turnId: "t-open" };
       const answers = await Promise.all(opened.map((store) => store.claimMutation(claimIdentity(turn))));
@@ -181,7 +182,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       stores.push(again);
       expect(await again.claimMutation(claimIdentity(turn))).toEqual({ status: "pending" });
       const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_migrations`);
-      expect(rows).toHaveLength(4);
+      expect(rows).toHaveLength(5);
     });
 
     it("upgrades a version 1 schema once when 8 workers open it at the same time; claims and the trail stay", async () => {
@@ -216,7 +217,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
       expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
       expect(await store.releaseMutation({ turnKey: identity.turnKey, token: "old-token" })).toBe(true);
       expect((await admin.query(`SELECT 1 FROM ${s}.verdicts`)).rowCount).toBe(0);
@@ -230,6 +231,43 @@ describePostgres("PostgresGuardrailStore", (url) => {
       ]);
       const column = await admin.query(`SELECT approval_id FROM ${s}.audit ORDER BY seq`);
       expect(column.rows).toEqual([{ approval_id: null }, { approval_id: null }, { approval_id: request.approvalId }]);
+    });
+
+    it("upgrades a version 4 schema: its claims stay, and side effects start empty and work", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const s = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${s}`);
+      await admin.query(
+        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
+      );
+      for (const migration of MIGRATIONS.filter((each) => each.version <= 4)) {
+        for (const statement of migration.statements(s)) await admin.query(statement);
+        await admin.query(`INSERT INTO ${s}.schema_migrations VALUES ($1, $2, '2031-01-01T00:00:00.000Z')`, [migration.version, migration.description]);
+      }
+      const identity = claimIdentity({ scopeId: "doc-v4", turnId: "t1" });
+      await admin.query(
+        `INSERT INTO ${s}.claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, claimed_at, claimed_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'old-token', 'pending', '2031-01-01T00:00:00.000Z', 1924992000000)`,
+        [identity.turnKey, identity.scopeId, identity.toolCallId, identity.toolName, identity.argsDigest, identity.mutationKey, identity.toolFingerprint],
+      );
+      const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(store);
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
+      expect(rows, "migrated to 5").toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
+      expect(await store.claimMutation(identity), "the version 4 claim is kept").toEqual({ status: "pending" });
+      expect(await store.listUnresolvedEffects(), "no side effects before the upgrade").toEqual([]);
+      const effect = effectIdentity(
+        { scopeId: "doc-v4", turnKey: identity.turnKey },
+        { id: "m1", name: "send_mail", argsDigest: digest({ to: "a" }), toolFingerprint: RENAME_FINGERPRINT },
+      );
+      const claimed = await store.claimEffect(effect, { maxPerTurn: 1 });
+      expect(claimed.status, "a side effect claims after the upgrade").toBe("acquired");
+      if (claimed.status !== "acquired") return;
+      const result = { content: "sent", status: "success" as const };
+      expect(await store.settleEffect({ effectKey: effect.effectKey, token: claimed.token, outcome: "complete", result }), "and settles").toBe(true);
+      expect(await store.claimEffect(effect), "and replays").toEqual({ status: "replay", result });
+      expect(await store.getMutation(identity.turnKey), "the mutation claim is untouched").toMatchObject({ state: "pending" });
     });
 
     it("upgrades a version 2 schema once when 8 workers open it at the same time; claims gain no fingerprint, verdicts start empty", async () => {
@@ -293,7 +331,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
+      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
       // Receipts: an older one names no principal; a new one keeps its principal.
       expect(await store.getReceipt(receiptV2.turnKey)).toEqual(receiptV2);
       expect(await store.getReceipt(receiptV2.turnKey)).not.toHaveProperty("principal");
@@ -1003,6 +1041,9 @@ describePostgres("PostgresGuardrailStore", (url) => {
           "audit_turn_seq",
           "claims_complete",
           "claims_unresolved",
+          "effects_complete",
+          "effects_turn_tool",
+          "effects_unresolved",
         ]),
       );
       expect(rows.map((row) => row.name)).not.toContain("audit_turn");
@@ -1431,7 +1472,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       }
       const pruned = await Promise.all(Array.from({ length: 4 }, () => store.prune({ olderThan: "2031-01-02T00:00:00.000Z" })));
       expect(pruned.reduce((sum, result) => sum + result.turns, 0)).toBe(30);
-      expect(await store.prune({ olderThan: "2031-01-02T00:00:00.000Z" })).toEqual({ turns: 0 });
+      expect(await store.prune({ olderThan: "2031-01-02T00:00:00.000Z" })).toEqual({ turns: 0, effects: 0 });
     });
 
     it("uses the injected clock for every time it assigns", async () => {
@@ -1444,8 +1485,8 @@ describePostgres("PostgresGuardrailStore", (url) => {
       time += 60_000;
       await store.settleMutation({ turnKey: identity.turnKey, token: claim.token, outcome: "complete", result: RESULT });
       // Settled at 07:09:09: not older than 07:09:09, older than 07:09:09.001.
-      expect(await store.prune({ olderThan: "2031-05-06T07:09:09.000Z" })).toEqual({ turns: 0 });
-      expect(await store.prune({ olderThan: "2031-05-06T07:09:09.001Z" })).toEqual({ turns: 1 });
+      expect(await store.prune({ olderThan: "2031-05-06T07:09:09.000Z" })).toEqual({ turns: 0, effects: 0 });
+      expect(await store.prune({ olderThan: "2031-05-06T07:09:09.001Z" })).toEqual({ turns: 1, effects: 0 });
       expect(await store.claimMutation(identity)).toEqual({ status: "conflict" });
     });
   });

@@ -35,6 +35,8 @@ function where(record: CorruptionTarget["record"], key: string): { table: string
       };
     case "read":
       return { table: "read_evidence", clause: "turn_key || ':' || evidence_digest = ?", params: [key] };
+    case "effect":
+      return { table: "effects", clause: "effect_key = ?", params: [key] };
   }
 }
 
@@ -47,6 +49,7 @@ const INVALID: Record<CorruptionTarget["record"], string> = {
   auditCursor: "seq = 'many'",
   verdict: "record = '[]'",
   read: "evidence_digest = evidence_digest",
+  effect: "args_digest = 'not a digest'",
 };
 
 /** The records that are a JSON column: another key's record can be copied over them. */
@@ -79,7 +82,7 @@ function corruptRecord(store: SqliteGuardrailStore, target: CorruptionTarget): "
 
 await validateGuardrailStore({
   storeName: "SqliteGuardrailStore (temp file per test)",
-  parts: ["approvals", "auditDelivery", "operator", "turns", "hasSuccessfulRead"],
+  parts: ["approvals", "auditDelivery", "operator", "turns", "effects", "hasSuccessfulRead"],
   beforeAll: () => {
     dir = mkdtempSync(join(tmpdir(), "arkah-sqlite-conformance-"));
   },

@@ -31,6 +31,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails/store";
+import { effectIdentity } from "../../src/keys.js";
 import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 
@@ -277,17 +278,17 @@ describe("SqliteGuardrailStore.open: options and paths", () => {
 });
 
 describe("SqliteGuardrailStore: pragmas and migrations", () => {
-  it("puts the file in WAL mode and records schema versions 1 to 4 once", () => {
+  it("puts the file in WAL mode and records schema versions 1 to 5 once", () => {
     const path = tempPath();
     open(path).close();
     open(path).close();
     const db = raw(path);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4]);
-    expect(SQLITE_SCHEMA_VERSION).toBe(4);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4, 5]);
+    expect(SQLITE_SCHEMA_VERSION).toBe(5);
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     expect(tables).toEqual(
-      expect.arrayContaining(["approvals", "audit_events", "claims", "read_evidence", "receipts", "schema_migrations", "turns", "verdicts"]),
+      expect.arrayContaining(["approvals", "audit_events", "claims", "effects", "read_evidence", "receipts", "schema_migrations", "turns", "verdicts"]),
     );
   });
 
@@ -296,12 +297,12 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     const store = open(path);
     await store.putReceiptIfAbsent(receipt());
     store.close();
-    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (5, '2040-01-01T00:00:00Z')").run();
+    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (6, '2040-01-01T00:00:00Z')").run();
 
     const error = openError(path);
     expect(error.message).toContain(JSON.stringify(path));
-    expect(error.message).toMatch(/schema version 5/);
-    expect(error.message).toMatch(/supports up to 4/);
+    expect(error.message).toMatch(/schema version 6/);
+    expect(error.message).toMatch(/supports up to 5/);
     expect(raw(path).prepare("SELECT count(*) FROM receipts").pluck().get()).toBe(1);
   });
 
@@ -329,7 +330,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     );
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4, 5]);
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
     expect(await store.releaseMutation({ turnKey: TURN_KEY, token: "old-token" })).toBe(true);
@@ -396,7 +397,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     }
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4, 5]);
     // Receipts: an older one names no principal; a new one keeps its principal.
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.getReceipt(TURN_KEY)).not.toHaveProperty("principal");
@@ -438,6 +439,36 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     expect(await store.getAuditCursor("default")).toBe(0);
     expect(await store.advanceAuditCursor({ sink: "default", seq: 4 })).toBe(true);
     expect(await store.getAuditCursor("default")).toBe(4);
+  });
+
+  it("upgrades a version 4 file: its claims and turns stay, and side effects start empty and work", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    // Version 4 exactly as it shipped (migrations 1 to 4, with their after steps).
+    db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");
+    for (const migration of MIGRATIONS.filter((each) => each.version <= 4)) {
+      db.exec(migration.sql);
+      migration.after?.(db);
+      db.prepare("INSERT INTO schema_migrations VALUES (?, '2031-01-01T00:00:00.000Z')").run(migration.version);
+    }
+    const old = identity();
+    db.prepare(
+      "INSERT INTO claims (turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, claimed_at, claimed_at_ms) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'old-token', 'pending', '2031-02-03T04:05:06.789Z', 1927857906789)",
+    ).run(old.turnKey, old.scopeId, old.toolCallId, old.toolName, old.argsDigest, old.mutationKey, old.toolFingerprint);
+
+    const store = open(path);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all(), "migrated to 5 once").toEqual([1, 2, 3, 4, 5]);
+    expect(await store.claimMutation(identity()), "the version 4 claim is kept").toEqual({ status: "pending" });
+    expect(await store.listUnresolvedEffects(), "no side effects before the upgrade").toEqual([]);
+    const effect = effectIdentity({ scopeId: TURN.scopeId, turnKey: TURN_KEY }, { id: "m1", name: "send_mail", argsDigest: digest({ to: "a" }), toolFingerprint: RENAME_FINGERPRINT });
+    const claimed = await store.claimEffect(effect, { maxPerTurn: 1 });
+    expect(claimed.status, "a side effect claims after the upgrade").toBe("acquired");
+    if (claimed.status !== "acquired") return;
+    expect(await store.settleEffect({ effectKey: effect.effectKey, token: claimed.token, outcome: "complete", result: RESULT }), "and settles").toBe(true);
+    expect(await store.claimEffect(effect), "and replays").toEqual({ status: "replay", result: RESULT });
+    expect(await store.getMutation(TURN_KEY), "the mutation claim is untouched").toMatchObject({ state: "pending" });
   });
 
   it("upgrades a version 2 file whose audit trail holds an unreadable event: it stays unreadable and in no scope", async () => {

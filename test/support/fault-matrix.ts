@@ -1,10 +1,12 @@
 /**
- * The store fault-injection matrix (issue 12, item 1): for each store call a guarded turn makes,
+ * The store fault-injection matrix (issue 12, item 1): for each store call a guarded turn makes
+ * (a read-then-write turn, the same with an approval, and a turn with one side effect),
  * and each fault kind (test/support/faults.ts), run the turn through the real `createAgent` loop
  * with that call faulted, then retry the same turn (same input, same call ids) against the healthy
  * store, and judge the cell:
  *
- * - at most one write (the document service's executed writes, and the write tool's body starts);
+ * - at most one write (the document service's executed writes, and the write tool's body starts),
+ *   or for the side-effect turn at most one effect (notifications sent, the tool's body starts);
  * - a recorded result (a settled `complete` claim) is replayed on the retry, not run again;
  * - a write that ran but was not recorded is refused on the retry, never re-run;
  * - no store error text (the fault's marker, a store method's name) reaches the model: neither in
@@ -18,6 +20,8 @@
  */
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command, MemorySaver } from "@langchain/langgraph";
+import { tool } from "langchain";
+import { z } from "zod";
 import { admitTurn, requireApproval, turnKey, type GuardrailStore, type TurnInput } from "arkah-agent-guardrails";
 import type { ScriptStep } from "arkah-agent-guardrails/testing";
 import {
@@ -26,13 +30,14 @@ import {
   outcomeOf,
   read,
   rename,
+  TOOL_POLICIES,
   turnInput,
   userText,
   type ToolOutcome,
 } from "./fixtures.js";
 import { FAULT_KINDS, FAULT_MARKER, FaultPlan, STORE_METHODS, type Fault, type FaultKind } from "./faults.js";
 
-export const TURN_KINDS = ["read-then-write", "approval"] as const;
+export const TURN_KINDS = ["read-then-write", "approval", "side-effect"] as const;
 export type TurnKind = (typeof TURN_KINDS)[number];
 
 /** What a run left behind: what the model was sent, the final transcript, and how it ended. */
@@ -46,13 +51,47 @@ interface RunRecord {
 interface TurnSetup {
   readonly input: TurnInput;
   readonly service: DocumentService;
-  /** Body starts of the write tool: a re-run shows here even when the write itself fails. */
+  /** Body starts of the write tool (or the side-effect tool): a re-run shows here even when the write itself fails. */
   readonly bodies: { starts: number };
+  /** The side-effect turn's sent notifications: its effects. */
+  readonly outbox: string[];
+}
+
+function newSetup(input: TurnInput): TurnSetup {
+  return { input, service: new DocumentService(), bodies: { starts: 0 }, outbox: [] };
+}
+
+/** The call the turn's cells judge: the write, or the side effect. */
+const TARGET: Record<TurnKind, string> = { "read-then-write": "w1", approval: "w1", "side-effect": "e1" };
+/** What the side-effect tool answers. */
+const NOTIFIED = "notified";
+
+/** The effects a turn made: the document's executed writes, or the notifications sent. */
+function effectsOf(kind: TurnKind, setup: TurnSetup): number {
+  return kind === "side-effect" ? setup.outbox.length : setup.service.writes;
+}
+
+/**
+ * The side-effect turn's tool: it notifies (the outbox is the effect) and answers text. No read
+ * first: a side effect needs none.
+ */
+function notifyTool(setup: TurnSetup) {
+  return tool(
+    ({ text }) => {
+      setup.bodies.starts += 1;
+      setup.outbox.push(text);
+      return NOTIFIED;
+    },
+    { name: "notify", description: "Notify the owner.", schema: z.object({ text: z.string() }) },
+  );
 }
 
 /** The turn's script, each step recording what the model was sent. */
-function recordingScript(seen: BaseMessage[][]): ScriptStep[] {
-  const replies = [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }];
+function recordingScript(kind: TurnKind, seen: BaseMessage[][]): ScriptStep[] {
+  const replies =
+    kind === "side-effect"
+      ? [{ toolCalls: [{ id: "e1", name: "notify", args: { text: "renamed" } }] }, { content: "done" }]
+      : [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }];
   return replies.map((reply) => (messages: readonly BaseMessage[]) => {
     seen.push([...messages]);
     return reply;
@@ -81,9 +120,12 @@ async function runTurn(
         setup.bodies.starts += 1;
       },
     },
-    script: recordingScript(seen),
+    script: recordingScript(kind, seen),
     ...(kind === "approval"
       ? { guardrails: { guardrails: [requireApproval({ tools: ["rename_document"] })] }, checkpointer: new MemorySaver() }
+      : {}),
+    ...(kind === "side-effect"
+      ? { guardrails: { tools: { ...TOOL_POLICIES, notify: { kind: "side-effect" } } }, extraTools: [notifyTool(setup)] }
       : {}),
   });
   const config = { configurable: { thread_id: `${setup.input.turnId}-${String(Math.random())}` }, ...(signal === undefined ? {} : { signal }) };
@@ -123,11 +165,11 @@ async function admitWith(store: GuardrailStore, input: TurnInput, signal: AbortS
  */
 export async function turnCalls(kind: TurnKind, store: GuardrailStore, input: TurnInput): Promise<string[]> {
   const plan = new FaultPlan(undefined);
-  const setup = { input, service: new DocumentService(), bodies: { starts: 0 } };
+  const setup = newSetup(input);
   const run = await runTurn(kind, setup, { admit: plan.store(store), agent: plan.store(store) }, plan.signal);
   await plan.drain();
   if (run.error !== undefined) throw new Error(`a healthy ${kind} turn failed`, { cause: run.error });
-  if (setup.service.writes !== 1) throw new Error(`a healthy ${kind} turn wrote ${String(setup.service.writes)} times`);
+  if (effectsOf(kind, setup) !== 1) throw new Error(`a healthy ${kind} turn had ${String(effectsOf(kind, setup))} effects`);
   return plan.calls;
 }
 
@@ -154,7 +196,7 @@ export interface Cell {
  * answer was lost has no token to settle or release it with, and a release that fails leaves the
  * claim pending. Only an operator can reopen such a slot (`reconcileMutation`, no-effect).
  */
-const CLOSED_BY_CONTRACT: ReadonlySet<string> = new Set(["claimMutation", "releaseMutation"]);
+const CLOSED_BY_CONTRACT: ReadonlySet<string> = new Set(["claimMutation", "releaseMutation", "claimEffect", "releaseEffect"]);
 
 /** A run that failed with one of these crashed on a value nobody validated. */
 const UNTYPED_ERRORS: ReadonlySet<string> = new Set(["TypeError", "RangeError", "ReferenceError", "SyntaxError"]);
@@ -169,8 +211,8 @@ function leaks(messages: readonly BaseMessage[]): string[] {
   });
 }
 
-function writeOutcome(messages: readonly BaseMessage[]): ToolOutcome | undefined {
-  return messages.some((message) => ToolMessage.isInstance(message) && message.tool_call_id === "w1") ? outcomeOf(messages, "w1") : undefined;
+function targetOutcome(messages: readonly BaseMessage[], callId: string): ToolOutcome | undefined {
+  return messages.some((message) => ToolMessage.isInstance(message) && message.tool_call_id === callId) ? outcomeOf(messages, callId) : undefined;
 }
 
 /**
@@ -187,22 +229,24 @@ export async function runCell(
   cellId: string,
 ): Promise<Cell> {
   const input = turnInput({ scopeId: `doc-${cellId}`, turnId: `turn-${cellId}` });
-  const setup: TurnSetup = { input, service: new DocumentService(), bodies: { starts: 0 } };
+  const setup = newSetup(input);
+  const target = TARGET[turn];
   const plan = new FaultPlan(fault);
   const faulted = await runTurn(turn, setup, { admit: plan.store(store), agent: plan.store(store) }, plan.signal);
   await plan.drain();
   const violations: string[] = [];
   if (!plan.fired) violations.push("the fault never fired");
 
-  const wroteFirst = setup.service.writes > 0;
+  const wroteFirst = effectsOf(turn, setup) > 0;
   const startsFirst = setup.bodies.starts;
   const key = turnKey(input);
   const trail = await store.readAudit({ turnKey: key });
-  const recorded = trail.some((event) => event.decision === "executed" && event.toolCallId === "w1" && event.mutationKey !== undefined);
-  const recordedResult = wroteFirst ? setup.service.snapshot() : undefined;
+  const claimKey = (event: (typeof trail)[number]) => (turn === "side-effect" ? event.effectKey : event.mutationKey);
+  const recorded = trail.some((event) => event.decision === "executed" && event.toolCallId === target && claimKey(event) !== undefined);
+  const recordedResult = wroteFirst ? (turn === "side-effect" ? NOTIFIED : setup.service.snapshot()) : undefined;
 
   const retried = await runTurn(turn, setup, { admit: store, agent: store }, undefined);
-  const outcome = writeOutcome(retried.messages);
+  const outcome = targetOutcome(retried.messages, target);
   const retry =
     retried.error !== undefined
       ? `failed: ${(retried.error as Error).name}`
@@ -210,13 +254,13 @@ export async function runCell(
         ? "no answer"
         : outcome.code ?? (outcome.status === "success" ? (recorded ? "replayed" : "executed") : "error");
 
-  const { writes } = setup.service;
+  const writes = effectsOf(turn, setup);
   if (writes > 1) violations.push(`${String(writes)} writes`);
   if (setup.bodies.starts > 1) violations.push(`the write's body started ${String(setup.bodies.starts)} times`);
   if (retried.error !== undefined) violations.push(`the retry failed: ${(retried.error as Error).message}`);
   if (recorded) {
     const replayed = outcome?.status === "success" && outcome.content === recordedResult && setup.bodies.starts === startsFirst;
-    const audited = (await store.readAudit({ turnKey: key })).some((event) => event.decision === "replayed" && event.toolCallId === "w1");
+    const audited = (await store.readAudit({ turnKey: key })).some((event) => event.decision === "replayed" && event.toolCallId === target);
     if (!replayed || !audited) violations.push("a recorded result was not replayed");
   } else if (wroteFirst) {
     if (setup.bodies.starts !== startsFirst) violations.push("an unrecorded write was run again");
@@ -252,7 +296,7 @@ export async function runMatrix(storeName: string, store: GuardrailStore, prefix
   const cells: Cell[] = [];
   for (const turn of TURN_KINDS) {
     const calls = await turnCalls(turn, store, turnInput({ scopeId: `doc-${prefix}-${turn}-healthy`, turnId: `turn-${prefix}-${turn}-healthy` }));
-    const claimIndex = calls.indexOf("claimMutation#1");
+    const claimIndex = calls.indexOf(turn === "side-effect" ? "claimEffect#1" : "claimMutation#1");
     if (claimIndex < 0) throw new Error(`a healthy ${turn} turn made no claim: ${calls.join(", ")}`);
     for (const [index, call] of calls.entries()) {
       const [method, occurrence] = call.split("#") as [Fault["method"], string];

@@ -40,6 +40,12 @@ export const STORE_METHODS = [
   "finishTurn",
   "resumeTurn",
   "getTurn",
+  "claimEffect",
+  "settleEffect",
+  "releaseEffect",
+  "getEffect",
+  "listUnresolvedEffects",
+  "reconcileEffect",
 ] as const satisfies readonly (keyof GuardrailStore)[];
 export type StoreMethod = (typeof STORE_METHODS)[number];
 /** Compiles only while `STORE_METHODS` lists every method of the store interface. */
@@ -93,7 +99,7 @@ export class RunDeadlineExceeded extends Error {
  * it would hand the marker text to the model as a tool result.
  */
 function malformedAnswer(method: StoreMethod): unknown {
-  if (method === "claimMutation") return { status: "replay", result: { content: FAULT_DETAIL } };
+  if (method === "claimMutation" || method === "claimEffect") return { status: "replay", result: { content: FAULT_DETAIL } };
   return { detail: FAULT_DETAIL };
 }
 

@@ -4,6 +4,7 @@
  */
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
+import type { StructuredTool } from "@langchain/core/tools";
 import { createAgent, tool, type AgentMiddleware } from "langchain";
 import { z } from "zod";
 import {
@@ -52,7 +53,15 @@ import {
   type ResumeTurnResult,
   type StoredAuditEvent,
   type TurnRecord,
+  type UnresolvedEffect,
   type UnresolvedMutation,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails/store";
@@ -185,6 +194,8 @@ export interface GuardedAgentOptions {
   /** Extra middleware placed after the guardrails (inner layers). */
   middleware?: readonly AgentMiddleware[];
   checkpointer?: BaseCheckpointSaver;
+  /** More tools beside the document tools (their policies in `guardrails.tools`). */
+  extraTools?: readonly StructuredTool[];
 }
 
 /** Builds a real agent guarded by `createDocumentGuardrails` with a scripted model. */
@@ -204,7 +215,7 @@ export function guardedAgent(options: GuardedAgentOptions) {
   });
   const agent = createAgent({
     model,
-    tools: documentTools(service, options.hooks).all,
+    tools: [...documentTools(service, options.hooks).all, ...(options.extraTools ?? [])],
     middleware: [guardrails, ...(options.middleware ?? [])],
     ...(options.checkpointer === undefined ? {} : { checkpointer: options.checkpointer }),
   });
@@ -348,6 +359,24 @@ export class ForwardingStore implements GuardrailStore {
   }
   getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     return this.inner.getTurn(turnKey);
+  }
+  claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    return this.inner.claimEffect(identity, options);
+  }
+  settleEffect(settlement: EffectSettlement): Promise<boolean> {
+    return this.inner.settleEffect(settlement);
+  }
+  releaseEffect(release: EffectRelease): Promise<boolean> {
+    return this.inner.releaseEffect(release);
+  }
+  getEffect(effectKey: string): Promise<EffectStatus | undefined> {
+    return this.inner.getEffect(effectKey);
+  }
+  listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
+    return this.inner.listUnresolvedEffects();
+  }
+  reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
+    return this.inner.reconcileEffect(reconciliation);
   }
 }
 

@@ -177,8 +177,8 @@ describe("ToolPolicySchema", () => {
     expect(ToolPolicySchema.parse({ kind })).toEqual({ kind });
   });
 
-  it("has exactly the four documented kinds", () => {
-    expect([...TOOL_KINDS]).toEqual(["document-read", "source-read", "mutation", "auxiliary"]);
+  it("has exactly the five documented kinds", () => {
+    expect([...TOOL_KINDS]).toEqual(["document-read", "source-read", "mutation", "side-effect", "auxiliary"]);
     expect(ToolKindSchema.options).toEqual([...TOOL_KINDS]);
   });
 

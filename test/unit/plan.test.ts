@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { REFUSAL_CODES, TOOL_KINDS, type RefusalCode, type ToolKind } from "arkah-agent-guardrails";
-import { type ClaimResult } from "arkah-agent-guardrails/store";
-import { checkCall, checkMutationStep, claimAction, REFUSAL_MESSAGES } from "../../src/decision/plan.js";
+import { type ClaimResult, type EffectClaimResult } from "arkah-agent-guardrails/store";
+import { checkCall, checkMutationStep, claimAction, effectClaimAction, effectRefusal, REFUSAL_MESSAGES } from "../../src/decision/plan.js";
 import type { StepCall } from "../../src/decision/transcript.js";
 
 const KIND_OF_NAME: Record<string, ToolKind> = {
@@ -251,6 +251,32 @@ describe("claimAction", () => {
     expect(claimAction({ status: "replay", result: { content: "boom", status: "error" } })).toEqual({
       replay: { content: "boom", status: "error" },
     });
+  });
+});
+
+describe("effectClaimAction", () => {
+  const result = { content: "sent", status: "success" } as const;
+  const cases: [EffectClaimResult, ReturnType<typeof effectClaimAction>][] = [
+    [{ status: "acquired", token: "t-1" }, { execute: "t-1" }],
+    [{ status: "replay", result }, { replay: result }],
+    [{ status: "pending" }, { refuse: "effect_pending" }],
+    [{ status: "unknown" }, { refuse: "effect_unknown" }],
+    [{ status: "pruned" }, { refuse: "effect_pruned" }],
+    [{ status: "limit_reached" }, { refuse: "effect_limit" }],
+  ];
+  it.each(cases)("%j -> %j", (claim, action) => {
+    expect(effectClaimAction(claim)).toEqual(action);
+  });
+});
+
+describe("effectRefusal (before a person is asked)", () => {
+  const claim = { toolName: "send_email", toolCallId: "c-1" };
+  it("refuses only what never changes by itself: unknown and pruned", () => {
+    expect(effectRefusal(undefined)).toBeUndefined();
+    expect(effectRefusal({ ...claim, state: "pending" })).toBeUndefined();
+    expect(effectRefusal({ ...claim, state: "complete", result: { content: "sent", status: "success" } })).toBeUndefined();
+    expect(effectRefusal({ ...claim, state: "unknown" })).toEqual({ refuse: "effect_unknown" });
+    expect(effectRefusal({ ...claim, state: "pruned" })).toEqual({ refuse: "effect_pruned" });
   });
 });
 

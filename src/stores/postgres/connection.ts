@@ -17,6 +17,8 @@ export interface Session {
   readonly sql: Statements;
   /** The advisory lock key that orders audit sequence numbers (see `appendEvent`). */
   readonly auditLock: string;
+  /** The schema's name (unquoted), for the advisory locks it names. */
+  readonly schema: string;
   readonly timestamp: () => string;
 }
 

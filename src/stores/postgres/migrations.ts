@@ -173,6 +173,36 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turns_finished_by_updated ON ${s}.turns (updated_ms) WHERE state IN ('completed', 'refused', 'failed')`,
     ],
   },
+  {
+    version: 5,
+    description: "side-effect claims",
+    statements: (s) => [
+      // One row per effect key (turn, tool, arguments). A released claim, or one reconciled
+      // 'no-effect', is deleted; 'pruned' is a completed effect's tombstone.
+      `CREATE TABLE ${s}.effects (
+        effect_key text PRIMARY KEY,
+        effect_order bigint GENERATED ALWAYS AS IDENTITY,
+        turn_key text NOT NULL,
+        scope_id text NOT NULL,
+        tool_call_id text NOT NULL,
+        tool_name text NOT NULL,
+        args_digest text NOT NULL,
+        tool_fingerprint text NOT NULL,
+        token text NOT NULL,
+        state text NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
+        result_content text,
+        result_status text,
+        claimed_at text NOT NULL,
+        claimed_ms bigint NOT NULL,
+        settled_at text,
+        settled_ms bigint
+      )`,
+      // maxPerTurn: the turn's effect claims of one tool.
+      `CREATE INDEX effects_turn_tool ON ${s}.effects (turn_key, tool_name)`,
+      `CREATE INDEX effects_unresolved ON ${s}.effects (claimed_ms, effect_order) WHERE state IN ('pending', 'unknown')`,
+      `CREATE INDEX effects_complete ON ${s}.effects (settled_ms) WHERE state = 'complete'`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -22,6 +22,8 @@ export function statements(schema: string) {
   const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint, $10";
   const receiptColumns = "turn_key, scope_id, turn_id, policy_version, moderation_digest, allowed, decided_at, principal";
   const approvalColumns = "approval_id, turn_key, status, record";
+  const effectColumns =
+    "effect_key, turn_key, scope_id, tool_call_id, tool_name, args_digest, tool_fingerprint, token, state, result_content, result_status, claimed_at";
   return {
     getReceipt: statement("get_receipt", `SELECT ${receiptColumns} FROM ${s}.receipts WHERE turn_key = $1`),
     putReceipt: statement(
@@ -274,6 +276,58 @@ export function statements(schema: string) {
        verdicts AS (DELETE FROM ${s}.verdicts WHERE turn_key IN (SELECT turn_key FROM pruned)),
        approvals AS (DELETE FROM ${s}.approvals WHERE turn_key IN (SELECT turn_key FROM pruned))
        SELECT count(*) AS turns FROM pruned`,
+    ),
+    getEffect: statement("get_effect", `SELECT ${effectColumns} FROM ${s}.effects WHERE effect_key = $1`),
+    lockEffect: statement("lock_effect", `SELECT ${effectColumns} FROM ${s}.effects WHERE effect_key = $1 FOR UPDATE`),
+    // Released and no-effect claims are deleted: every row counts toward maxPerTurn.
+    countEffects: statement("count_effects", `SELECT count(*)::integer AS n FROM ${s}.effects WHERE turn_key = $1 AND tool_name = $2`),
+    insertEffect: statement(
+      "insert_effect",
+      `INSERT INTO ${s}.effects (effect_key, turn_key, scope_id, tool_call_id, tool_name, args_digest, tool_fingerprint, token, state,
+         claimed_at, claimed_ms)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10::bigint)
+       ON CONFLICT (effect_key) DO NOTHING RETURNING token`,
+    ),
+    // Compare-and-set from pending by token ($3 the new state; $4, $5 the result or NULLs).
+    settleEffect: statement(
+      "settle_effect",
+      `UPDATE ${s}.effects SET state = $3, result_content = $4, result_status = $5, settled_at = $6, settled_ms = $7::bigint
+       WHERE effect_key = $1 AND token = $2 AND state = 'pending'`,
+    ),
+    // The same, and its audit event ($8 the audit lock, then its columns) exactly when it applied.
+    settleEffectAudited: statement(
+      "settle_effect_audited",
+      `WITH settled AS (
+         UPDATE ${s}.effects SET state = $3, result_content = $4, result_status = $5, settled_at = $6, settled_ms = $7::bigint
+         WHERE effect_key = $1 AND token = $2 AND state = 'pending'
+         RETURNING effect_key
+       ),
+       locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($8::bigint) FROM settled)
+       INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
+       SELECT nextval('${s}.audit_seq'), $9, $10::bigint, $11, $12, $13, $14, $15 FROM locked`,
+    ),
+    releaseEffect: statement(
+      "release_effect",
+      `DELETE FROM ${s}.effects WHERE effect_key = $1 AND token = $2 AND state = 'pending' RETURNING ${effectColumns}`,
+    ),
+    reconcileEffectComplete: statement(
+      "reconcile_effect_complete",
+      `UPDATE ${s}.effects SET state = 'complete', result_content = $2, result_status = $3, settled_at = $4, settled_ms = $5::bigint
+       WHERE effect_key = $1`,
+    ),
+    deleteEffect: statement("delete_effect", `DELETE FROM ${s}.effects WHERE effect_key = $1`),
+    listUnresolvedEffects: statement(
+      "list_unresolved_effects",
+      `SELECT ${effectColumns} FROM ${s}.effects WHERE state IN ('pending', 'unknown') ORDER BY claimed_ms, effect_order`,
+    ),
+    pruneEffects: statement(
+      "prune_effects",
+      `WITH pruned AS (
+         UPDATE ${s}.effects SET state = 'pruned', result_content = NULL, result_status = NULL
+         WHERE state = 'complete' AND settled_ms < $1::bigint
+         RETURNING effect_key
+       )
+       SELECT count(*)::integer AS effects FROM pruned`,
     ),
   };
 }

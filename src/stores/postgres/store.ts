@@ -22,6 +22,11 @@ import {
   AuditQuerySchema,
   AuditSinkNameSchema,
   DecideApprovalInputSchema,
+  EffectClaimOptionsSchema,
+  EffectIdentitySchema,
+  EffectReconciliationSchema,
+  EffectReleaseSchema,
+  EffectSettlementSchema,
   ExpireApprovalsInputSchema,
   ClaimedIdentitySchema,
   PruneOptionsSchema,
@@ -44,6 +49,13 @@ import {
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
   type FinishTurnInput,
@@ -62,6 +74,7 @@ import {
   type ResumeTurnResult,
   type StoredAuditEvent,
   type TurnRecord,
+  type UnresolvedEffect,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -106,6 +119,7 @@ import {
 import { DEFAULT_SCHEMA } from "./schema-name.js";
 import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
+import * as effects from "./effects.js";
 import { parseBeginTurn, parseFinishTurn, parseResumeTurn } from "../turns.js";
 import * as turns from "./turns.js";
 
@@ -148,7 +162,13 @@ export class PostgresGuardrailStore implements GuardrailStore {
     this.#pruneLock = lockKey(`arkah-agent-guardrails:prune:${init.schema}`);
     this.#expiryLock = lockKey(`arkah-agent-guardrails:expire-approvals:${init.schema}`);
     this.#sql = statements(init.schema);
-    this.#session = { pool: init.pool, sql: this.#sql, auditLock: this.#auditLock, timestamp: () => this.#timestamp() };
+    this.#session = {
+      pool: init.pool,
+      sql: this.#sql,
+      auditLock: this.#auditLock,
+      schema: init.schema,
+      timestamp: () => this.#timestamp(),
+    };
   }
 
   /**
@@ -565,7 +585,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
         await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [this.#pruneLock]);
         const { rows } = await this.#query(this.#sql.prune, [epochMs(olderThan)], client);
         await this.#query(this.#sql.pruneTurns, [epochMs(olderThan)], client);
-        return { turns: Number(rows[0]?.turns ?? 0) };
+        const prunedEffects = await effects.pruneEffects(this.#session, client, epochMs(olderThan));
+        return { turns: Number(rows[0]?.turns ?? 0), effects: prunedEffects };
       }),
     );
   }
@@ -595,5 +616,37 @@ export class PostgresGuardrailStore implements GuardrailStore {
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const key = parseDigest(turnKey, "turn key");
     return this.#run("getTurn", () => turns.getTurn(this.#session, key));
+  }
+
+  // -- side effects ---------------------------------------------------------------------------
+
+  async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    const parsed = parseStoreValue(EffectIdentitySchema, identity, "effect identity");
+    const { maxPerTurn } = parseStoreValue(EffectClaimOptionsSchema, options ?? {}, "effect claim options");
+    return this.#run("claimEffect", () => effects.claimEffect(this.#session, parsed, maxPerTurn));
+  }
+
+  async settleEffect(settlement: EffectSettlement): Promise<boolean> {
+    const parsed = parseStoreValue(EffectSettlementSchema, settlement, "effect settlement");
+    return this.#run("settleEffect", () => effects.settleEffect(this.#session, parsed));
+  }
+
+  async releaseEffect(release: EffectRelease): Promise<boolean> {
+    const parsed = parseStoreValue(EffectReleaseSchema, release, "effect release");
+    return this.#run("releaseEffect", () => effects.releaseEffect(this.#session, parsed));
+  }
+
+  async getEffect(effectKey: string): Promise<EffectStatus | undefined> {
+    const key = parseDigest(effectKey, "effect key");
+    return this.#run("getEffect", () => effects.getEffect(this.#session, key));
+  }
+
+  async listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
+    return this.#run("listUnresolvedEffects", () => effects.listUnresolvedEffects(this.#session));
+  }
+
+  async reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
+    const parsed = parseStoreValue(EffectReconciliationSchema, reconciliation, "effect reconciliation");
+    return this.#run("reconcileEffect", () => effects.reconcileEffect(this.#session, parsed));
   }
 }

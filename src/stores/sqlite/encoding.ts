@@ -8,6 +8,7 @@ import {
   AdmissionReceiptSchema,
   ApprovalRecordSchema,
   ClaimedIdentitySchema,
+  EffectIdentitySchema,
   MutationResultSchema,
   VerdictRecordSchema,
   type AdmissionReceipt,
@@ -102,6 +103,45 @@ export function claimFromRow(row: Row): StoredClaim {
       claimedAt: row.claimed_at,
     },
     `claim for turn ${String(row.turn_key)}`,
+  );
+}
+
+/** An effect row, as read back: its whole identity parsed (a corrupt row fails closed). */
+const StoredEffectSchema = z
+  .strictObject({
+    identity: EffectIdentitySchema,
+    token: z.string().min(1),
+    state: ClaimStateSchema,
+    result: MutationResultSchema.optional(),
+    claimedAt: z.iso.datetime({ offset: true }),
+  })
+  .refine(
+    (effect) => (effect.state === "complete") === (effect.result !== undefined),
+    "a complete effect has a result, and no other effect does",
+  );
+export type StoredEffect = z.infer<typeof StoredEffectSchema>;
+
+export function effectFromRow(row: Row): StoredEffect {
+  const content = decodeText(row.result_content);
+  const status = row.result_status;
+  return parseRow(
+    StoredEffectSchema,
+    {
+      identity: {
+        turnKey: row.turn_key,
+        scopeId: decodeText(row.scope_id),
+        toolCallId: decodeText(row.tool_call_id),
+        toolName: decodeText(row.tool_name),
+        argsDigest: row.args_digest,
+        effectKey: row.effect_key,
+        toolFingerprint: row.tool_fingerprint,
+      },
+      token: decodeText(row.token),
+      state: row.state,
+      result: content === null && status === null ? undefined : { content, status },
+      claimedAt: row.claimed_at,
+    },
+    `side effect ${String(row.effect_key)}`,
   );
 }
 

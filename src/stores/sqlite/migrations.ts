@@ -8,7 +8,7 @@ import { encodeText, type Row } from "./encoding.js";
 import { ownError } from "./errors.js";
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 4;
+export const SQLITE_SCHEMA_VERSION = 5;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -209,6 +209,36 @@ export const MIGRATIONS: readonly SqliteMigration[] = [
       );
       -- prune: finished turns by age.
       CREATE INDEX turns_finished_by_updated ON turns (updated_at_ms) WHERE state IN ('completed', 'refused', 'failed');
+    `,
+  },
+  {
+    version: 5,
+    sql: `
+      -- Side-effect claims: one row per effect key (turn, tool, arguments). A released claim, or
+      -- one reconciled 'no-effect', is deleted; 'pruned' is a completed effect's tombstone.
+      CREATE TABLE effects (
+        effect_key       TEXT PRIMARY KEY,
+        turn_key         TEXT NOT NULL,
+        scope_id         TEXT NOT NULL,
+        tool_call_id     TEXT NOT NULL,
+        tool_name        TEXT NOT NULL,
+        args_digest      TEXT NOT NULL,
+        tool_fingerprint TEXT NOT NULL,
+        token            TEXT NOT NULL,
+        state            TEXT NOT NULL CHECK (state IN ('pending', 'complete', 'unknown', 'pruned')),
+        result_content   TEXT,
+        result_status    TEXT,
+        claimed_at       TEXT NOT NULL,
+        claimed_at_ms    INTEGER NOT NULL,
+        settled_at       TEXT,
+        settled_at_ms    INTEGER
+      );
+      -- maxPerTurn: the turn's effect claims of one tool.
+      CREATE INDEX effects_by_turn_tool ON effects (turn_key, tool_name);
+      -- listUnresolvedEffects, oldest first.
+      CREATE INDEX effects_unresolved_by_time ON effects (claimed_at_ms) WHERE state IN ('pending', 'unknown');
+      -- prune.
+      CREATE INDEX effects_complete_by_settled ON effects (settled_at_ms) WHERE state = 'complete';
     `,
   },
 ];

@@ -15,6 +15,10 @@ const CLAIM_COLUMNS =
 const pruneTurns = (table: "read_evidence" | "verdicts" | "approvals") =>
   `DELETE FROM ${table} WHERE turn_key IN (SELECT turn_key FROM claims WHERE state = 'complete' AND settled_at_ms < ?)`;
 
+const EFFECT_COLUMNS =
+  "effect_key, turn_key, scope_id, tool_call_id, tool_name, args_digest, tool_fingerprint, token, state, " +
+  "result_content, result_status, claimed_at";
+
 const APPROVAL_COLUMNS = "approval_id, turn_key, status, record";
 
 /** Every statement's SQL, by name. */
@@ -87,6 +91,27 @@ const SQL = {
   pruneTurns: "DELETE FROM turns WHERE state IN ('completed', 'refused', 'failed') AND updated_at_ms < ?",
   pruneClaims:
     "UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL " +
+      "WHERE state = 'complete' AND settled_at_ms < ?",
+  getEffect: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE effect_key = ?`,
+  // Released and no-effect claims are deleted: every row counts toward maxPerTurn.
+  countEffects: "SELECT count(*) AS n FROM effects WHERE turn_key = ? AND tool_name = ?",
+  insertEffect:
+    "INSERT INTO effects (effect_key, turn_key, scope_id, tool_call_id, tool_name, args_digest, tool_fingerprint, token, state, " +
+      "claimed_at, claimed_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+  settleEffectComplete:
+    "UPDATE effects SET state = 'complete', result_content = ?, result_status = ?, settled_at = ?, settled_at_ms = ? " +
+      "WHERE effect_key = ? AND token = ? AND state = 'pending'",
+  settleEffectUnknown:
+    "UPDATE effects SET state = 'unknown', settled_at = ?, settled_at_ms = ? WHERE effect_key = ? AND token = ? AND state = 'pending'",
+  releaseEffect: "DELETE FROM effects WHERE effect_key = ? AND token = ? AND state = 'pending'",
+  reconcileEffectComplete:
+    "UPDATE effects SET state = 'complete', result_content = ?, result_status = ?, settled_at = ?, settled_at_ms = ? " +
+      "WHERE effect_key = ? AND state IN ('pending', 'unknown')",
+  deleteEffect: "DELETE FROM effects WHERE effect_key = ? AND state IN ('pending', 'unknown')",
+  listUnresolvedEffects:
+    `SELECT ${EFFECT_COLUMNS} FROM effects WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
+  pruneEffects:
+    "UPDATE effects SET state = 'pruned', result_content = NULL, result_status = NULL " +
       "WHERE state = 'complete' AND settled_at_ms < ?",
 } as const;
 

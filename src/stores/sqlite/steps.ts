@@ -6,10 +6,21 @@
  */
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import type { AuditEvent, ClaimResult, MutationIdentity, MutationRelease, MutationSettlement, ReadEvidence } from "../../contracts.js";
-import { existingClaimAnswer } from "../../store/decisions.js";
-import { releasedEvent } from "../events.js";
-import { claimFromRow, encodeText, epochMs, sameText } from "./encoding.js";
+import type {
+  AuditEvent,
+  ClaimResult,
+  EffectClaimResult,
+  EffectIdentity,
+  EffectRelease,
+  EffectSettlement,
+  MutationIdentity,
+  MutationRelease,
+  MutationSettlement,
+  ReadEvidence,
+} from "../../contracts.js";
+import { existingClaimAnswer, existingEffectAnswer } from "../../store/decisions.js";
+import { effectReleasedEvent, releasedEvent } from "../events.js";
+import { claimFromRow, effectFromRow, encodeText, epochMs, sameText } from "./encoding.js";
 import type { Statements } from "./statements.js";
 import { appendEvent } from "./transactions.js";
 
@@ -20,6 +31,9 @@ export interface Steps {
   >;
   readonly settle: Database.Transaction<(settlement: MutationSettlement) => boolean>;
   readonly release: Database.Transaction<(release: MutationRelease) => boolean>;
+  readonly claimEffect: Database.Transaction<(identity: EffectIdentity, maxPerTurn: number | undefined) => EffectClaimResult>;
+  readonly settleEffect: Database.Transaction<(settlement: EffectSettlement) => boolean>;
+  readonly releaseEffect: Database.Transaction<(release: EffectRelease) => boolean>;
 }
 
 export function prepareSteps(db: Database.Database, sql: Statements, timestamp: () => string): Steps {
@@ -96,5 +110,67 @@ export function prepareSteps(db: Database.Database, sql: Statements, timestamp: 
     return true;
   });
 
-  return { recordRead, claim, settle, release };
+  /** A side effect's claim: the existing row's answer, else the turn's count for the tool, then the insert, under one write lock. */
+  const claimEffect = db.transaction((identity: EffectIdentity, maxPerTurn: number | undefined): EffectClaimResult => {
+    const row = sql.getEffect.get(identity.effectKey);
+    if (row !== undefined) return existingEffectAnswer(effectFromRow(row));
+    const toolName = encodeText(identity.toolName);
+    if (maxPerTurn !== undefined) {
+      const count: unknown = sql.countEffects.get(identity.turnKey, toolName)?.n;
+      if (typeof count !== "number" || count >= maxPerTurn) return { status: "limit_reached" };
+    }
+    const token = randomUUID();
+    const claimedAt = timestamp();
+    sql.insertEffect.run(
+      identity.effectKey,
+      identity.turnKey,
+      encodeText(identity.scopeId),
+      encodeText(identity.toolCallId),
+      toolName,
+      identity.argsDigest,
+      identity.toolFingerprint,
+      token,
+      claimedAt,
+      epochMs(claimedAt),
+    );
+    return { status: "acquired", token };
+  });
+
+  /** Compare-and-set from pending by token; the audit event only when it applies. */
+  const settleEffect = db.transaction((settlement: EffectSettlement): boolean => {
+    const token = encodeText(settlement.token);
+    const row = sql.getEffect.get(settlement.effectKey);
+    if (row === undefined) return false;
+    const existing = effectFromRow(row);
+    if (existing.state !== "pending" || !sameText(row.token, token)) return false;
+    const settledAt = timestamp();
+    const applied =
+      settlement.outcome === "complete"
+        ? sql.settleEffectComplete.run(
+            encodeText(settlement.result.content),
+            settlement.result.status,
+            settledAt,
+            epochMs(settledAt),
+            settlement.effectKey,
+            token,
+          )
+        : sql.settleEffectUnknown.run(settledAt, epochMs(settledAt), settlement.effectKey, token);
+    if (applied.changes !== 1) return false;
+    if (settlement.audit !== undefined) appendEvent(sql, settlement.audit);
+    return true;
+  });
+
+  /** Deletes a pending effect claim by its token (freeing its place under maxPerTurn), with its `released` event. */
+  const releaseEffect = db.transaction((input: EffectRelease): boolean => {
+    const token = encodeText(input.token);
+    const row = sql.getEffect.get(input.effectKey);
+    if (row === undefined) return false;
+    const existing = effectFromRow(row);
+    if (existing.state !== "pending" || !sameText(row.token, token)) return false;
+    if (sql.releaseEffect.run(input.effectKey, token).changes !== 1) return false;
+    appendEvent(sql, effectReleasedEvent(existing.identity, timestamp()));
+    return true;
+  });
+
+  return { recordRead, claim, settle, release, claimEffect, settleEffect, releaseEffect };
 }

@@ -35,10 +35,16 @@ import {
   AuditQuerySchema,
   AuditSinkNameSchema,
   DecideApprovalInputSchema,
+  EffectClaimOptionsSchema,
+  EffectIdentitySchema,
+  EffectReconciliationSchema,
+  EffectReleaseSchema,
+  EffectSettlementSchema,
   ExpireApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   StoredAuditEventSchema,
+  UnresolvedEffectSchema,
   UnresolvedMutationSchema,
   VerdictKeySchema,
   VerdictRecordSchema,
@@ -56,6 +62,13 @@ import {
   type ClaimOptions,
   type ClaimResult,
   type DecideApprovalInput,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
+  type EffectReconciliation,
+  type EffectRelease,
+  type EffectSettlement,
+  type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
   type FinishTurnInput,
@@ -74,6 +87,7 @@ import {
   type ResumeTurnResult,
   type StoredAuditEvent,
   type TurnRecord,
+  type UnresolvedEffect,
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
@@ -91,7 +105,7 @@ import {
   parseSettlement,
   parseStoreValue,
 } from "../validate.js";
-import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, parseJson, parseRow, receiptFromRow, verdictFromRow } from "./encoding.js";
+import { approvalFromRow, claimFromRow, effectFromRow, encodeText, epochMs, keyParams, parseJson, parseRow, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt, isOwnError, openError, ownError, storeFailure } from "./errors.js";
 import { migrate } from "./migrations.js";
 import { prepareStatements, type Statements } from "./statements.js";
@@ -404,7 +418,7 @@ export class SqliteGuardrailStore implements GuardrailStore {
     return this.#run("prune", () => {
       const cutoff = epochMs(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
       // An unparseable cutoff compares false with every time, as in the in-memory store: nothing goes.
-      if (cutoff === null) return { turns: 0 };
+      if (cutoff === null) return { turns: 0, effects: 0 };
       return this.#tx.prune.immediate(cutoff);
     });
   }
@@ -437,6 +451,60 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     return this.#run("getTurn", () => readTurn(this.#sql, parseDigest(turnKey, "turn key")));
+  }
+
+  // -- side effects ---------------------------------------------------------------------------
+
+  async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    return this.#run("claimEffect", () => {
+      const parsed = parseStoreValue(EffectIdentitySchema, identity, "effect identity");
+      const { maxPerTurn } = parseStoreValue(EffectClaimOptionsSchema, options ?? {}, "effect claim options");
+      return this.#steps.claimEffect.immediate(parsed, maxPerTurn);
+    });
+  }
+
+  async settleEffect(settlement: EffectSettlement): Promise<boolean> {
+    return this.#run("settleEffect", () => {
+      return this.#steps.settleEffect.immediate(parseStoreValue(EffectSettlementSchema, settlement, "effect settlement"));
+    });
+  }
+
+  async releaseEffect(release: EffectRelease): Promise<boolean> {
+    return this.#run("releaseEffect", () => {
+      return this.#steps.releaseEffect.immediate(parseStoreValue(EffectReleaseSchema, release, "effect release"));
+    });
+  }
+
+  async getEffect(effectKey: string): Promise<EffectStatus | undefined> {
+    return this.#run("getEffect", () => {
+      const row = this.#sql.getEffect.get(parseDigest(effectKey, "effect key"));
+      if (row === undefined) return undefined;
+      const effect = effectFromRow(row);
+      const { toolName, toolCallId } = effect.identity;
+      return effect.state === "complete" && effect.result !== undefined
+        ? { state: effect.state, toolName, toolCallId, result: effect.result }
+        : { state: effect.state, toolName, toolCallId };
+    });
+  }
+
+  async listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
+    return this.#run("listUnresolvedEffects", () => {
+      return this.#sql.listUnresolvedEffects.all().map((row) => {
+        const effect = effectFromRow(row);
+        return parseRow(
+          UnresolvedEffectSchema,
+          { ...effect.identity, state: effect.state, claimedAt: effect.claimedAt },
+          `side effect ${effect.identity.effectKey}`,
+        );
+      });
+    });
+  }
+
+  async reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
+    return this.#run("reconcileEffect", () => {
+      const parsed = parseStoreValue(EffectReconciliationSchema, reconciliation, "effect reconciliation");
+      return this.#tx.reconcileEffect.immediate(parsed);
+    });
   }
 }
 

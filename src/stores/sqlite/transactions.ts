@@ -12,14 +12,22 @@ import type {
   ApprovalSubmission,
   AuditEvent,
   DecideApprovalInput,
+  EffectReconciliation,
   ExpireApprovalsResult,
   PruneResult,
   Reconciliation,
   ReconcileResult,
   VerdictRecord,
 } from "../../contracts.js";
-import { appliedApprovalRecord, approvalEvent, approvalDecisionOutcome, expiredApprovalRecord, reconciledEvent } from "../events.js";
-import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
+import {
+  appliedApprovalRecord,
+  approvalEvent,
+  approvalDecisionOutcome,
+  effectReconciledEvent,
+  expiredApprovalRecord,
+  reconciledEvent,
+} from "../events.js";
+import { approvalFromRow, claimFromRow, effectFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
 
@@ -32,6 +40,7 @@ export interface Transactions {
   readonly expireApprovals: Database.Transaction<(cutoff: number) => ExpireApprovalsResult>;
   readonly reconcile: Database.Transaction<(reconciliation: Reconciliation) => ReconcileResult>;
   readonly prune: Database.Transaction<(cutoff: number) => PruneResult>;
+  readonly reconcileEffect: Database.Transaction<(reconciliation: EffectReconciliation) => ReconcileResult>;
 }
 
 export function prepareTransactions(db: Database.Database, sql: Statements, timestamp: () => string): Transactions {
@@ -142,7 +151,29 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     sql.pruneVerdicts.run(cutoff);
     sql.pruneApprovals.run(cutoff);
     sql.pruneTurns.run(cutoff);
-    return { turns: sql.pruneClaims.run(cutoff).changes };
+    const effects = sql.pruneEffects.run(cutoff).changes;
+    return { turns: sql.pruneClaims.run(cutoff).changes, effects };
+  });
+
+  const reconcileEffect = db.transaction((reconciliation: EffectReconciliation): ReconcileResult => {
+    const row = sql.getEffect.get(reconciliation.effectKey);
+    if (row === undefined) return { reconciled: false, reason: "not_found" };
+    const existing = effectFromRow(row);
+    if (existing.state !== "pending" && existing.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
+    const at = timestamp();
+    if (reconciliation.resolution === "completed") {
+      sql.reconcileEffectComplete.run(
+        encodeText(reconciliation.result.content),
+        reconciliation.result.status,
+        at,
+        epochMs(at),
+        reconciliation.effectKey,
+      );
+    } else {
+      sql.deleteEffect.run(reconciliation.effectKey);
+    }
+    appendEvent(sql, effectReconciledEvent(existing.identity, reconciliation, at));
+    return { reconciled: true, state: existing.state };
   });
 
   return {
@@ -153,6 +184,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     applyApproval,
     expireApprovals,
     reconcile,
+    reconcileEffect,
     prune,
   };
 }

@@ -10,6 +10,7 @@ import { digest } from "../../digest.js";
 import { StoreContractError } from "../../errors.js";
 import { turnKey } from "../../keys.js";
 import { acquire, approvalRequest, complete, DENY, expectContractError, identity, receipt, SIBLING, TURN, TURN_KEY, VERDICT_KEY, verdictRecord } from "./fixtures.js";
+import { effect, MAIL } from "./effects.js";
 import type { CorruptionTarget, StoreTest } from "./harness.js";
 
 const MODES = ["invalid", "wrong_key"] as const;
@@ -71,6 +72,35 @@ export function corruptionSuite(test: StoreTest): void {
       await expectContractError(() => store.claimMutation(identity(TURN)), `claimMutation after the failed steps: still never acquired`);
       expect(await untouched(store), "failed reads change nothing; the other turn's claim is intact").toEqual(before);
     });
+
+    test(`a side effect stored ${mode}: every read fails closed and the effect never runs again`, async ({ store, corrupt }) => {
+      const mine = effect(TURN);
+      const other = effect(SIBLING);
+      const claimed = await store.claimEffect(mine);
+      const token = claimed.status === "acquired" ? claimed.token : "t";
+      const otherClaim = await store.claimEffect(other);
+      if (otherClaim.status === "acquired") {
+        await store.settleEffect({ effectKey: other.effectKey, token: otherClaim.token, outcome: "complete", result: { content: "sent", status: "success" } });
+      }
+      if (!(await corrupt(target("effect", mine.effectKey, other.effectKey)))) return; // not a corruption this backend can hold
+      const before = { audit: await store.readAudit(), other: await store.getEffect(other.effectKey) };
+      await expectContractError(() => store.getEffect(mine.effectKey), `getEffect of an effect stored ${mode}`);
+      await expectContractError(() => store.claimEffect(mine), `claimEffect over an effect stored ${mode}: never acquired`);
+      await expectContractError(() => store.claimEffect({ ...mine, toolCallId: `${MAIL.id}-again` }, { maxPerTurn: 5 }), `a limited claimEffect over an effect stored ${mode}`);
+      await expectContractError(() => store.listUnresolvedEffects(), `listUnresolvedEffects over an effect stored ${mode}`);
+      // A compare-and-set by token may reject, or settle without parsing the rest: the effect stays closed either way.
+      await rejectsOrKeepsClosed(() => store.settleEffect({ effectKey: mine.effectKey, token, outcome: "unknown" }), `settleEffect of an effect stored ${mode}`);
+      // After a settlement that applied, the effect is no longer pending: a release may answer false, never true.
+      await rejectsOrKeepsClosed(async () => {
+        expect(await store.releaseEffect({ effectKey: mine.effectKey, token }), `releaseEffect of an effect stored ${mode} never releases it`).toBe(false);
+      }, `releaseEffect of an effect stored ${mode}`);
+      await expectContractError(
+        () => store.reconcileEffect({ effectKey: mine.effectKey, resolution: "no-effect", operatorRef: "ops" }),
+        `reconcileEffect of an effect stored ${mode}`,
+      );
+      await expectContractError(() => store.claimEffect(mine), `claimEffect after the failed steps: still never acquired`);
+      expect({ audit: await store.readAudit(), other: await store.getEffect(other.effectKey) }, "failed reads change nothing; the other effect is intact").toEqual(before);
+    }, ["effects"]);
 
     test(`a verdict stored ${mode}: getVerdict and recordVerdict fail closed`, async ({ store, corrupt }) => {
       const otherKey = { ...VERDICT_KEY, turnKey: SIBLING_KEY };

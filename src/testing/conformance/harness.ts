@@ -12,7 +12,7 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
   storeName: string;
   /**
    * The optional parts of the contract the store implements (`approvals`, `auditDelivery`,
-   * `operator`, `turns`), and `"hasSuccessfulRead"` when it has that optional method. Given, only
+   * `operator`, `turns`, `effects`), and `"hasSuccessfulRead"` when it has that optional method. Given, only
    * their suites are registered, and every test first checks that the store has exactly these.
    * Omitted, the parts are detected on each fresh store and the tests of a part it lacks are
    * skipped (reported as skipped, with the part's name).
@@ -45,14 +45,15 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
 }
 
 /** The records the fail-closed suite asks `corruptRecord` to corrupt, with the key each is stored under. */
-export type CorruptedRecord = "receipt" | "read" | "claim" | "verdict" | "approval" | "auditCursor" | "turn";
+export type CorruptedRecord = "receipt" | "read" | "claim" | "verdict" | "approval" | "auditCursor" | "turn" | "effect";
 
 /** What `corruptRecord` corrupts: the record of this kind stored under `key`, in this way. */
 export interface CorruptionTarget {
   /** Which kind of record to corrupt. */
   readonly record: CorruptedRecord;
   /**
-   * The key the record is stored under: the turn key (receipt, claim, turn), the approval id, the
+   * The key the record is stored under: the turn key (receipt, claim, turn), the effect key
+   * (effect: a side effect's claim), the approval id, the
    * sink name (audit cursor), `${turnKey}:${evidenceDigest}` (read), or, for a verdict, the
    * `VerdictKey` as canonical JSON (`keyOf` in the fixtures: its fields in contract order).
    */

@@ -10,6 +10,7 @@ import { auditSuite } from "./audit.js";
 import { claimsSuite, releaseSuite, settlementSuite } from "./claims.js";
 import { corruptionSuite } from "./corruption.js";
 import { cursorsSuite } from "./cursors.js";
+import { effectsSuite } from "./effects.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
 import { readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
@@ -50,6 +51,11 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
     part: "turns",
     title: "turns: turn records begin once, lease to one worker, take over an expired lease, finish and resume by compare-and-set",
     register: turnsSuite,
+  },
+  effects: {
+    part: "effects",
+    title: "effects: one claim per side effect, replayed, fenced, limited per turn and tool, reconciled, pruned to tombstones",
+    register: effectsSuite,
   },
   validation: { title: "validation: malformed input is rejected and changes nothing", register: validationSuite },
   corruption: {

@@ -15,6 +15,7 @@ export const CONFORMANCE_SUITES = [
   "scope",
   "retention",
   "turns",
+  "effects",
   "validation",
   "corruption",
 ] as const;

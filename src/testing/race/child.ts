@@ -87,6 +87,13 @@ async function handle(request: RaceRequest): Promise<RaceValue> {
       };
     case "begin-turn":
       return { type: "begun", result: await withPart("turns").beginTurn({ turn: request.turn, leaseMs: 600_000 }) };
+    case "claim-effect": {
+      const effects = withPart("effects");
+      return {
+        type: "effect-claimed",
+        result: request.maxPerTurn === undefined ? await effects.claimEffect(request.identity) : await effects.claimEffect(request.identity, { maxPerTurn: request.maxPerTurn }),
+      };
+    }
   }
 }
 

@@ -8,12 +8,14 @@ import type {
   AuditEvent,
   BeginTurnResult,
   ClaimResult,
+  EffectClaimResult,
+  EffectIdentity,
   JsonValue,
   MutationIdentity,
   TurnStart,
 } from "../../contracts.js";
 import { digest } from "../../digest.js";
-import { mutationKey, toolFingerprint, turnKey } from "../../keys.js";
+import { effectIdentity, mutationKey, toolFingerprint, turnKey } from "../../keys.js";
 import type { StorePart } from "../../store-capabilities.js";
 
 /** Parent -> child: a request (answered once, by `id`) or the order to close the store and exit. */
@@ -25,7 +27,8 @@ export type RaceRequest =
   | { readonly type: "read-audit"; readonly scopeId: string }
   | { readonly type: "request-approval"; readonly runId: string; readonly round: number }
   | { readonly type: "decide"; readonly approvalId: string; readonly operatorRef: string; readonly approve: boolean }
-  | { readonly type: "begin-turn"; readonly turn: TurnStart };
+  | { readonly type: "begin-turn"; readonly turn: TurnStart }
+  | { readonly type: "claim-effect"; readonly identity: EffectIdentity; readonly maxPerTurn?: number };
 
 export type RaceMessage = { readonly id: number; readonly request: RaceRequest } | { readonly type: "exit" };
 
@@ -43,7 +46,8 @@ export type RaceValue =
   | { readonly type: "audit"; readonly events: readonly { readonly seq: number; readonly toolCallId?: string }[] }
   | { readonly type: "requested" }
   | { readonly type: "decided"; readonly result: ApprovalDecisionResult }
-  | { readonly type: "begun"; readonly result: BeginTurnResult };
+  | { readonly type: "begun"; readonly result: BeginTurnResult }
+  | { readonly type: "effect-claimed"; readonly result: EffectClaimResult };
 
 /** A fixed instant: the harness checks races, not clocks. */
 export const RACE_TIME = "2030-01-01T00:00:00.000Z";
@@ -108,4 +112,16 @@ export function raceTurnStart(runId: string, round: number): TurnStart {
   const input = { ...of, policyVersion: "race-1", segments: [{ label: "user", content: "race" }] };
   const key = turnKey(input);
   return { turnKey: key, scopeId: of.scopeId, input, inputDigest: digest({ kind: "race.turn-input", input }), threadId: `turn:${key}` };
+}
+
+/**
+ * The side effect `variant` of round `round`'s turn in the effects race: variant 0 is the one
+ * every process claims at once; the others (one per process) race for the turn's `maxPerTurn`.
+ */
+export function raceEffectIdentity(runId: string, round: number, variant: number): EffectIdentity {
+  const of = raceTurn(runId, "effect", round);
+  return effectIdentity(
+    { scopeId: of.scopeId, turnKey: turnKey(of) },
+    { id: `call-${String(variant)}`, name: TOOL, argsDigest: digest({ ...ARGS, variant }), toolFingerprint: toolFingerprint({ name: TOOL }) },
+  );
 }

@@ -50,6 +50,15 @@ const renameCall = fc.record({
     { requiredKeys: ["title"] },
   ),
 });
+/** A side effect: notify someone. Few recipients, so effects repeat across steps, ids and turns. */
+const notifyCall = fc.record({
+  id: callId,
+  name: fc.constant("notify"),
+  args: fc.oneof(
+    { arbitrary: fc.constantFrom<Record<string, unknown>>({ to: "ana" }, { to: "bo" }, { to: "cy" }), weight: 8 },
+    fc.constantFrom<Record<string, unknown>>({ to: FORBIDDEN }, { to: 3 }),
+  ),
+});
 const unknownCall = fc.record({
   id: callId,
   name: fc.constantFrom("delete_document", "read_document ", "Rename_document"),
@@ -61,8 +70,25 @@ export const callArbitrary: fc.Arbitrary<ScriptedToolCall> = fc.oneof(
   { arbitrary: renameCall, weight: 6 },
   { arbitrary: searchCall, weight: 1 },
   { arbitrary: rememberCall, weight: 1 },
+  { arbitrary: notifyCall, weight: 3 },
   { arbitrary: unknownCall, weight: 1 },
 );
+
+/**
+ * A model step. Two calls of one step asking for the same notification run concurrently, and which
+ * of them gets the claim (and whether the other sees it pending or completed) is a race the table
+ * does not decide; test/agent/side-effects.test.ts covers it. Here a step asks for each at most once.
+ */
+const stepArbitrary = fc.array(callArbitrary, { minLength: 1, maxLength: 4 }).map((calls) => {
+  const asked = new Set<string>();
+  return calls.filter((call) => {
+    if (call.name !== "notify") return true;
+    const effect = JSON.stringify(call.args);
+    if (asked.has(effect)) return false;
+    asked.add(effect);
+    return true;
+  });
+});
 
 export interface Invocation {
   /** Which turn (both in the same scope): a second invocation of a turn is a transport retry. */
@@ -72,7 +98,7 @@ export interface Invocation {
 
 export const invocationArbitrary: fc.Arbitrary<Invocation> = fc.record({
   turn: fc.constantFrom("t1" as const, "t1" as const, "t2" as const),
-  steps: fc.array(fc.array(callArbitrary, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }),
+  steps: fc.array(stepArbitrary, { minLength: 1, maxLength: 4 }),
 });
 
 export const programArbitrary = fc.array(invocationArbitrary, { minLength: 1, maxLength: 3 });
@@ -89,12 +115,19 @@ interface Slot {
   readonly result: string;
 }
 
-const KIND: Readonly<Record<string, "document-read" | "source-read" | "mutation" | "auxiliary">> = {
+const KIND: Readonly<Record<string, "document-read" | "source-read" | "mutation" | "side-effect" | "auxiliary">> = {
   read_document: "document-read",
   search_sources: "source-read",
   rename_document: "mutation",
+  notify: "side-effect",
   remember: "auxiliary",
 };
+
+/** The side-effect tool's policy in the property test: at most this many distinct notifications per turn. */
+export const NOTIFY_LIMIT = 2;
+
+/** What the notify tool answers for a recipient. */
+export const notified = (to: string): string => `notified ${to}`;
 
 const SEARCH_RESULT = "source: style guide says short titles";
 const REMEMBER_RESULT = "Preference saved";
@@ -109,6 +142,8 @@ function validArgs(call: ScriptedToolCall): boolean {
       return typeof args.query === "string";
     case "remember":
       return typeof args.preference === "string";
+    case "notify":
+      return typeof args.to === "string";
     default: {
       const { title, expectedRevision } = args;
       return typeof title === "string" && title.length > 0 && Number.isInteger(expectedRevision) && (expectedRevision as number) >= 0;
@@ -122,7 +157,12 @@ export class DecisionOracle {
   title = "Untitled";
   revision = 0;
   writes = 0;
+  /** The notifications sent, in order: the side effects the table allows. */
+  readonly outbox: string[] = [];
   readonly #slots = new Map<string, Slot>();
+  /** Completed side effects by turn and recipient (the effect key: no call id), and each turn's count. */
+  readonly #effects = new Map<string, string>();
+  readonly #effectsPerTurn = new Map<string, number>();
 
   #snapshot(): string {
     return JSON.stringify({ title: this.title, revision: this.revision });
@@ -161,12 +201,27 @@ export class DecisionOracle {
       }
       if (kind === "source-read") return { result: SEARCH_RESULT };
       if (kind === "auxiliary") return { result: REMEMBER_RESULT };
+      // A side effect: none of the mutation's step rules, no read; replayed by turn and arguments.
+      if (kind === "side-effect") return this.#effect(turn, call.args.to as string);
       if (sharesRead) return { refused: "read_batch_deferred" };
       if (firstMutation !== call.id) return { refused: "single_mutation" };
       if (!readBefore) return { refused: "read_required" };
       return this.#claim(turn, call);
     });
     return { expected, read };
+  }
+
+  #effect(turn: string, to: string): Expected {
+    const key = JSON.stringify([turn, to]);
+    const done = this.#effects.get(key);
+    if (done !== undefined) return { result: done };
+    const count = this.#effectsPerTurn.get(turn) ?? 0;
+    if (count >= NOTIFY_LIMIT) return { refused: "effect_limit" };
+    this.#effectsPerTurn.set(turn, count + 1);
+    this.outbox.push(to);
+    const result = notified(to);
+    this.#effects.set(key, result);
+    return { result };
   }
 
   #claim(turn: string, call: ScriptedToolCall): Expected {

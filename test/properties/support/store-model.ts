@@ -11,6 +11,7 @@ import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import {
   digest,
+  effectKey,
   mutationKey,
   toolFingerprint,
   turnKey,
@@ -21,6 +22,8 @@ import {
 } from "arkah-agent-guardrails";
 import {
   type ClaimResult,
+  type EffectClaimResult,
+  type EffectIdentity,
   type MutationIdentity,
   type MutationResult,
   type StoredAuditEvent,
@@ -79,6 +82,27 @@ export function identityOf(turn: Turn, call: Call): MutationIdentity {
   };
 }
 
+/** Side-effect calls: two of one tool (other arguments), one of another tool. */
+export const EFFECT_CALLS: readonly Call[] = [
+  { id: "e1", name: "send_mail", args: { to: "a" } },
+  { id: "e2", name: "send_mail", args: { to: "b" } },
+  { id: "e3", name: "open_ticket", args: { title: "a" } },
+];
+
+const MAIL_FINGERPRINT = toolFingerprint({ name: "send_mail", description: "Send a mail." });
+
+export function effectIdentityOf(turn: Turn, call: Call): EffectIdentity {
+  return {
+    turnKey: turn.key,
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(call.args),
+    effectKey: effectKey(turn, call),
+    toolFingerprint: MAIL_FINGERPRINT,
+  };
+}
+
 export function approvalIdOf(turn: Turn, call: Call): string {
   return digest({ kind: "property.approval", turnKey: turn.key, callId: call.id });
 }
@@ -117,11 +141,23 @@ export type Op =
   | { readonly op: "apply"; readonly turn: number; readonly call: number }
   | { readonly op: "expire"; readonly ageMs: number }
   | { readonly op: "prune"; readonly ageMs: number }
-  | { readonly op: "append"; readonly turn: number; readonly decision: AuditDecision };
+  | { readonly op: "append"; readonly turn: number; readonly decision: AuditDecision }
+  | { readonly op: "effectClaim"; readonly turn: number; readonly effect: number; readonly maxPerTurn: number | undefined }
+  | {
+      readonly op: "effectSettle";
+      readonly turn: number;
+      readonly effect: number;
+      readonly token: TokenChoice;
+      readonly outcome: "complete" | "unknown";
+      readonly result: number;
+    }
+  | { readonly op: "effectRelease"; readonly turn: number; readonly effect: number; readonly token: TokenChoice }
+  | { readonly op: "effectReconcile"; readonly turn: number; readonly effect: number; readonly resolution: "completed" | "no-effect" };
 
 // Biased to the first turn and call, so operations meet the records earlier ones made.
 const turnIndex = fc.constantFrom(0, 0, 0, 1, 1, 2);
 const callIndex = fc.constantFrom(0, 0, 0, 1);
+const effectIndex = fc.constantFrom(0, 0, 1, 2);
 const evidenceIndex = fc.integer({ min: 0, max: EVIDENCE.length - 1 });
 const tokenChoice = fc.constantFrom<TokenChoice>("latest", "latest", "first", "forged");
 /** Ages around the clock's steps (`tick`), so cutoffs fall before, between and after records. */
@@ -172,6 +208,26 @@ export const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({ op: fc.constant("append" as const), turn: turnIndex, decision: fc.constantFrom<AuditDecision>("executed", "refused", "verdict") }),
     weight: 1,
   },
+  {
+    arbitrary: fc.record({ op: fc.constant("effectClaim" as const), turn: turnIndex, effect: effectIndex, maxPerTurn: fc.constantFrom(undefined, 1, 2) }),
+    weight: 5,
+  },
+  {
+    arbitrary: fc.record({
+      op: fc.constant("effectSettle" as const),
+      turn: turnIndex,
+      effect: effectIndex,
+      token: tokenChoice,
+      outcome: fc.constantFrom("complete" as const, "complete" as const, "unknown" as const),
+      result: fc.integer({ min: 0, max: RESULTS.length - 1 }),
+    }),
+    weight: 3,
+  },
+  { arbitrary: fc.record({ op: fc.constant("effectRelease" as const), turn: turnIndex, effect: effectIndex, token: tokenChoice }), weight: 2 },
+  {
+    arbitrary: fc.record({ op: fc.constant("effectReconcile" as const), turn: turnIndex, effect: effectIndex, resolution: fc.constantFrom("completed" as const, "no-effect" as const) }),
+    weight: 1,
+  },
 );
 
 export function describeOp(op: Op): string {
@@ -213,7 +269,22 @@ export interface ModelEvent {
   readonly code: string | undefined;
 }
 
+/** A side effect's claim as the model keeps it. */
+interface ModelEffect {
+  readonly turn: number;
+  readonly effect: number;
+  state: "pending" | "complete" | "unknown" | "pruned";
+  readonly token: string;
+  readonly claimedAt: number;
+  result: MutationResult | undefined;
+  settledAt: number | undefined;
+}
+
 export interface ModelState {
+  /** effect key -> its claim; Map order is claim order. */
+  effects: Map<string, ModelEffect>;
+  /** Every token an effect key was issued, oldest first. */
+  effectTokens: Map<string, string[]>;
   receipts: Map<string, AdmissionReceipt>;
   reads: Map<string, Set<string>>;
   /** Map order is claim order: a released or reopened claim, claimed again, goes last. */
@@ -226,6 +297,8 @@ export interface ModelState {
 }
 
 export const emptyModel = (): ModelState => ({
+  effects: new Map(),
+  effectTokens: new Map(),
   receipts: new Map(),
   reads: new Map(),
   claims: new Map(),
@@ -248,6 +321,14 @@ function callAt(index: number): Call {
   return call;
 }
 
+function effectCallAt(index: number): Call {
+  const call = EFFECT_CALLS[index];
+  if (call === undefined) throw new Error(`no effect call ${String(index)}`);
+  return call;
+}
+
+const effectKeyOf = (turn: number, effect: number): string => effectKey(turnAt(turn), effectCallAt(effect));
+
 function append(model: ModelState, event: Omit<ModelEvent, "seq">): void {
   model.audit.push({ ...event, seq: model.audit.length + 1 });
 }
@@ -266,6 +347,11 @@ export interface Resolved {
 }
 
 export function resolve(model: ModelState, op: Op, now: number): Resolved {
+  if (op.op === "effectSettle" || op.op === "effectRelease") {
+    const issued = model.effectTokens.get(effectKeyOf(op.turn, op.effect)) ?? [];
+    const token = op.token === "forged" ? FORGED_TOKEN : op.token === "first" ? issued[0] : issued[issued.length - 1];
+    return { op, now, token: token ?? FORGED_TOKEN, claimedCall: 0 };
+  }
   if (op.op !== "settle" && op.op !== "release") return { op, now, token: undefined, claimedCall: 0 };
   const key = turnAt(op.turn).key;
   const issued = model.tokens.get(key) ?? [];
@@ -397,6 +483,33 @@ export async function runOp(
       return { answer: await store.expireApprovals({ olderThan: at(now - op.ageMs) }) };
     case "prune":
       return { answer: await store.prune({ olderThan: at(now - op.ageMs) }) };
+    case "effectClaim": {
+      const identity = effectIdentityOf(turnAt(op.turn), effectCallAt(op.effect));
+      const result: EffectClaimResult = op.maxPerTurn === undefined ? await store.claimEffect(identity) : await store.claimEffect(identity, { maxPerTurn: op.maxPerTurn });
+      return result.status === "acquired" ? { answer: { status: "acquired" }, token: result.token } : { answer: result };
+    }
+    case "effectSettle": {
+      const key = effectKeyOf(op.turn, op.effect);
+      const token = resolved.token ?? FORGED_TOKEN;
+      return {
+        answer:
+          op.outcome === "complete"
+            ? await store.settleEffect({ effectKey: key, token, outcome: "complete", result: RESULTS[op.result] ?? OPERATOR_RESULT })
+            : await store.settleEffect({ effectKey: key, token, outcome: "unknown" }),
+      };
+    }
+    case "effectRelease":
+      return { answer: await store.releaseEffect({ effectKey: effectKeyOf(op.turn, op.effect), token: resolved.token ?? FORGED_TOKEN }) };
+    case "effectReconcile": {
+      const key = effectKeyOf(op.turn, op.effect);
+      return {
+        answer: await store.reconcileEffect(
+          op.resolution === "completed"
+            ? { effectKey: key, resolution: "completed", result: OPERATOR_RESULT, operatorRef: "ops-1" }
+            : { effectKey: key, resolution: "no-effect", operatorRef: "ops-1" },
+        ),
+      };
+    }
     case "append": {
       const turn = turnAt(op.turn);
       await store.appendAudit({ at: at(now), decision: op.decision, turnKey: turn.key, scopeId: turn.scopeId, toolCallId: "x1", code: op.decision === "refused" ? "read_required" : undefined });
@@ -539,7 +652,62 @@ export function applyOp(model: ModelState, resolved: Resolved, acquiredToken: st
       }
       for (const key of pruned) model.reads.delete(key);
       model.approvals = model.approvals.filter((approval) => !pruned.has(turnAt(approval.turn).key));
-      return { turns: pruned.size };
+      let effects = 0;
+      for (const existing of model.effects.values()) {
+        if (existing.state === "complete" && existing.settledAt !== undefined && existing.settledAt < cutoff) {
+          existing.state = "pruned";
+          existing.result = undefined;
+          effects++;
+        }
+      }
+      return { turns: pruned.size, effects };
+    }
+    case "effectClaim": {
+      const key = effectKeyOf(op.turn, op.effect);
+      const existing = model.effects.get(key);
+      if (existing !== undefined) {
+        if (existing.state === "complete" && existing.result !== undefined) return { status: "replay", result: existing.result };
+        return { status: existing.state === "complete" ? "unknown" : existing.state };
+      }
+      const toolName = effectCallAt(op.effect).name;
+      const counted = [...model.effects.values()].filter((other) => other.turn === op.turn && effectCallAt(other.effect).name === toolName).length;
+      if (op.maxPerTurn !== undefined && counted >= op.maxPerTurn) return { status: "limit_reached" };
+      const token = acquiredToken ?? randomUUID();
+      model.effects.set(key, { turn: op.turn, effect: op.effect, state: "pending", token, claimedAt: now, result: undefined, settledAt: undefined });
+      model.effectTokens.set(key, [...(model.effectTokens.get(key) ?? []), token]);
+      return { status: "acquired" };
+    }
+    case "effectSettle": {
+      const existing = model.effects.get(effectKeyOf(op.turn, op.effect));
+      if (existing?.state !== "pending" || existing.token !== resolved.token) return false;
+      existing.state = op.outcome;
+      existing.settledAt = now;
+      if (op.outcome === "complete") existing.result = RESULTS[op.result];
+      return true;
+    }
+    case "effectRelease": {
+      const key = effectKeyOf(op.turn, op.effect);
+      const existing = model.effects.get(key);
+      if (existing?.state !== "pending" || existing.token !== resolved.token) return false;
+      model.effects.delete(key);
+      append(model, { at: at(now), decision: "released", turnKey: turnAt(op.turn).key, toolCallId: effectCallAt(op.effect).id, action: undefined, code: undefined });
+      return true;
+    }
+    case "effectReconcile": {
+      const key = effectKeyOf(op.turn, op.effect);
+      const existing = model.effects.get(key);
+      if (existing === undefined) return { reconciled: false, reason: "not_found" };
+      if (existing.state !== "pending" && existing.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
+      const state = existing.state;
+      if (op.resolution === "completed") {
+        existing.state = "complete";
+        existing.result = OPERATOR_RESULT;
+        existing.settledAt = now;
+      } else {
+        model.effects.delete(key);
+      }
+      append(model, { at: at(now), decision: "reconciled", turnKey: turnAt(op.turn).key, toolCallId: effectCallAt(op.effect).id, action: op.resolution, code: undefined });
+      return { reconciled: true, state };
     }
     case "append": {
       const turn = turnAt(op.turn);
@@ -596,7 +764,17 @@ export interface Observed {
   readonly unresolved: readonly { turnKey: string; state: string; toolCallId: string; claimedAt: string }[];
   readonly approvals: readonly Answer[];
   readonly audit: readonly ModelEvent[];
+  /** getEffect of every (turn, effect call), in that order. */
+  readonly effects: readonly Answer[];
+  readonly unresolvedEffects: readonly { effectKey: string; state: string; toolCallId: string; claimedAt: string }[];
 }
+
+/** Unresolved effects, in the order compared: by claim time, ties by effect key. */
+function unresolvedEffectOrder(list: Observed["unresolvedEffects"]): Observed["unresolvedEffects"] {
+  return [...list].sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt) || a.effectKey.localeCompare(b.effectKey));
+}
+
+const EFFECT_SLOTS = TURNS.flatMap((_, turn) => EFFECT_CALLS.map((__, effect) => [turn, effect] as const));
 
 const project = (event: StoredAuditEvent): ModelEvent => ({
   seq: event.seq,
@@ -627,7 +805,19 @@ export async function observeStore(store: GuardrailStore): Promise<Observed> {
   }
   const approvals = await store.listApprovals();
   const audit = await store.readAudit();
+  const effects = await Promise.all(EFFECT_SLOTS.map(([turn, effect]) => store.getEffect(effectKeyOf(turn, effect))));
+  const unresolvedEffects = await store.listUnresolvedEffects();
+  for (let index = 1; index < unresolvedEffects.length; index++) {
+    const [before, after] = [unresolvedEffects[index - 1], unresolvedEffects[index]];
+    if (before !== undefined && after !== undefined && Date.parse(before.claimedAt) > Date.parse(after.claimedAt)) {
+      throw new Error(`listUnresolvedEffects is not oldest claim first: ${before.claimedAt} before ${after.claimedAt}`);
+    }
+  }
   return {
+    effects,
+    unresolvedEffects: unresolvedEffectOrder(
+      unresolvedEffects.map((entry) => ({ effectKey: entry.effectKey, state: entry.state, toolCallId: entry.toolCallId, claimedAt: new Date(entry.claimedAt).toISOString() })),
+    ),
     receipts,
     reads,
     unresolved: unresolvedOrder(
@@ -645,7 +835,21 @@ export function observeModel(model: ModelState): Observed {
       unresolved.push({ turnKey: key, state: existing.state, toolCallId: callAt(existing.call).id, claimedAt: at(existing.claimedAt) });
     }
   }
+  const unresolvedEffects: Observed["unresolvedEffects"][number][] = [];
+  for (const [key, existing] of model.effects) {
+    if (existing.state === "pending" || existing.state === "unknown") {
+      unresolvedEffects.push({ effectKey: key, state: existing.state, toolCallId: effectCallAt(existing.effect).id, claimedAt: at(existing.claimedAt) });
+    }
+  }
+  const effects = EFFECT_SLOTS.map(([turn, effect]) => {
+    const existing = model.effects.get(effectKeyOf(turn, effect));
+    if (existing === undefined) return undefined;
+    const { name: toolName, id: toolCallId } = effectCallAt(existing.effect);
+    return existing.state === "complete" ? { state: existing.state, toolName, toolCallId, result: existing.result } : { state: existing.state, toolName, toolCallId };
+  });
   return {
+    effects,
+    unresolvedEffects: unresolvedEffectOrder(unresolvedEffects),
     receipts: TURNS.map((turn) => model.receipts.get(turn.key)),
     reads: TURNS.flatMap((turn) => EVIDENCE.map((evidence) => model.reads.get(turn.key)?.has(evidence) === true)),
     unresolved: unresolvedOrder(unresolved),
