@@ -20,6 +20,7 @@ import {
   AuditSinkNameSchema,
   DecideApprovalInputSchema,
   ExpireApprovalsInputSchema,
+  OrphanApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   VerdictKeySchema,
@@ -40,6 +41,8 @@ import {
   type DecideApprovalInput,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type OrphanApprovalsInput,
+  type OrphanApprovalsResult,
   type FinishTurnInput,
   type GuardrailStore,
   type JsonValue,
@@ -62,7 +65,15 @@ import {
   type VerdictRecord,
 } from "../contracts.js";
 import { StoreContractError } from "../errors.js";
-import { appliedApprovalRecord, approvalDecisionOutcome, approvalEvent, expiredApprovalRecord, reconciledEvent, releasedEvent } from "../stores/events.js";
+import {
+  appliedApprovalRecord,
+  approvalDecisionOutcome,
+  approvalEvent,
+  expiredApprovalRecord,
+  orphanedApprovalRecord,
+  reconciledEvent,
+  releasedEvent,
+} from "../stores/events.js";
 import {
   beginTransition,
   finishTransition,
@@ -556,6 +567,24 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return { expired };
   }
 
+  async orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult> {
+    const cutoff = instantMs(parseStoreValue(OrphanApprovalsInputSchema, input, "approval orphaning").decidedBefore);
+    return this.#run((tx) => this.#orphanApprovals(tx, cutoff));
+  }
+
+  *#orphanApprovals(tx: StepTransaction, cutoff: number): Step<OrphanApprovalsResult> {
+    const at = this.#timestamp();
+    let orphaned = 0;
+    for (const { seq, record } of yield* this.#approvalsByTime(tx)) {
+      const retired = orphanedApprovalRecord(record, cutoff, at);
+      if (retired === undefined) continue;
+      this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
+      yield* this.#append(tx, approvalEvent(retired, "orphaned", at));
+      orphaned++;
+    }
+    return { orphaned };
+  }
+
   /** Oldest `requestedAt` first; ties in request order. */
   *#approvalsByTime(tx: StepTransaction): Step<StoredApproval[]> {
     const stored = (yield* this.#all(tx, K.approval)).map(([, each]) => each);
@@ -574,7 +603,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#readAudit(tx, parsed));
   }
 
-  *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
+  *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
     const from = since === undefined ? undefined : instantMs(since);
     const matched: StoredAuditEvent[] = [];
     let after = sequenceKey(afterSeq);
@@ -585,6 +614,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         if (event === undefined) continue;
         if (from !== undefined && instantMs(event.at) < from) continue;
         if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;
+        if (approvalId !== undefined && event.approvalId !== approvalId) continue;
         matched.push(structuredClone(event));
         if (matched.length >= limit) return matched;
       }

@@ -88,7 +88,7 @@ describePostgres("PostgreSQL conformance", async () => {
 
   await validateGuardrailStore({
     storeName: "postgres",
-    parts: ["approvals", "auditDelivery", "operator", "turns", "hasSuccessfulRead"],
+    parts: ["approvals", "approvalOrphans", "auditDelivery", "operator", "turns", "hasSuccessfulRead"],
     beforeAll: () => {
       admin = adminPool({ max: 2 });
       pool = adminPool({ max: 8, maxUses: 500 });

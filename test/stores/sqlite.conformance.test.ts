@@ -79,7 +79,7 @@ function corruptRecord(store: SqliteGuardrailStore, target: CorruptionTarget): "
 
 await validateGuardrailStore({
   storeName: "SqliteGuardrailStore (temp file per test)",
-  parts: ["approvals", "auditDelivery", "operator", "turns", "hasSuccessfulRead"],
+  parts: ["approvals", "approvalOrphans", "auditDelivery", "operator", "turns", "hasSuccessfulRead"],
   beforeAll: () => {
     dir = mkdtempSync(join(tmpdir(), "arkah-sqlite-conformance-"));
   },

@@ -13,12 +13,13 @@ import type {
   AuditEvent,
   DecideApprovalInput,
   ExpireApprovalsResult,
+  OrphanApprovalsResult,
   PruneResult,
   Reconciliation,
   ReconcileResult,
   VerdictRecord,
 } from "../../contracts.js";
-import { appliedApprovalRecord, approvalEvent, approvalDecisionOutcome, expiredApprovalRecord, reconciledEvent } from "../events.js";
+import { appliedApprovalRecord, approvalEvent, approvalDecisionOutcome, expiredApprovalRecord, orphanedApprovalRecord, reconciledEvent } from "../events.js";
 import { approvalFromRow, claimFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
@@ -30,6 +31,7 @@ export interface Transactions {
   readonly decideApproval: Database.Transaction<(input: DecideApprovalInput) => ApprovalDecisionResult>;
   readonly applyApproval: Database.Transaction<(input: ApplyApprovalInput) => boolean>;
   readonly expireApprovals: Database.Transaction<(cutoff: number) => ExpireApprovalsResult>;
+  readonly orphanApprovals: Database.Transaction<(cutoff: number) => OrphanApprovalsResult>;
   readonly reconcile: Database.Transaction<(reconciliation: Reconciliation) => ReconcileResult>;
   readonly prune: Database.Transaction<(cutoff: number) => PruneResult>;
 }
@@ -113,6 +115,21 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     return { expired: due.length };
   });
 
+  // Decided requests wait only for their resume, so the approved and edited rows are few: their
+  // decision times are compared here, as every store compares them.
+  const orphanApprovals = db.transaction((cutoff: number): OrphanApprovalsResult => {
+    const at = timestamp();
+    let orphaned = 0;
+    for (const record of sql.decidedApprovals.all().map(approvalFromRow)) {
+      const retired = orphanedApprovalRecord(record, cutoff, at);
+      if (retired === undefined) continue;
+      storeApproval(retired);
+      appendEvent(sql, approvalEvent(retired, "orphaned", at));
+      orphaned++;
+    }
+    return { orphaned };
+  });
+
   const reconcile = db.transaction((reconciliation: Reconciliation): ReconcileResult => {
     const row = sql.getClaim.get(reconciliation.turnKey);
     if (row === undefined) return { reconciled: false, reason: "not_found" };
@@ -152,6 +169,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     decideApproval,
     applyApproval,
     expireApprovals,
+    orphanApprovals,
     reconcile,
     prune,
   };
