@@ -21,11 +21,11 @@ import {
   InMemoryGuardrailStore,
   requireApproval,
   turnKey,
-  type ApplyApprovalInput,
   type GuardrailStore,
   type TurnInput,
 } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import type { ApplyApprovalInput } from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   admit,
