@@ -142,7 +142,7 @@ export function approvalDecisionOutcome(record: ApprovalRecord | undefined, inpu
  */
 export function isRecordedDecision(record: ApprovalRecord, input: Pick<DecideApprovalInput, "decision" | "operatorRef">): boolean {
   const recorded = record.decision;
-  if (recorded === undefined || recorded.decision !== input.decision.decision || record.operatorRef !== input.operatorRef) return false;
+  if (recorded?.decision !== input.decision.decision || record.operatorRef !== input.operatorRef) return false;
   switch (recorded.decision) {
     case "approve":
       return true;
