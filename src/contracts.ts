@@ -167,7 +167,7 @@ export const AUDIT_DECISIONS = [
   /**
    * A step in an approval request's lifecycle, written by the store: `action` is `requested`, the
    * decision (`approve`, `reject`, `edit`), `decision_refused` (with the reason as `code`),
-   * `applied` or `expired`. The middleware adds `answer_refused` (with the reason as `code`) for a
+   * `applied`, `expired` or `orphaned`. The middleware adds `answer_refused` (with the reason as `code`) for a
    * resume value it did not take.
    */
   "approval",
@@ -522,9 +522,12 @@ export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
  * - `pending`: asked, not yet decided;
  * - `approved`, `rejected`, `edited`: decided (the first decision wins; it is never changed);
  * - `applied`: an approved or edited request whose call was carried out (its decision is kept);
- * - `expired`: nobody decided before `expireApprovals` retired it; it can no longer be decided.
+ * - `expired`: nobody decided before `expireApprovals` retired it; it can no longer be decided;
+ * - `orphaned`: approved or edited, but its call was never carried out before `orphanApprovals`
+ *   retired it (the worker that was to resume it died): its decision is kept, it can no longer be
+ *   applied, and a late resume of its call is refused `approval_orphaned`.
  */
-export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "edited", "applied", "expired"] as const;
+export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "edited", "applied", "expired", "orphaned"] as const;
 /** Parses an {@link ApprovalStatus}. */
 export const ApprovalStatusSchema = z.enum(APPROVAL_STATUSES);
 /** One of {@link APPROVAL_STATUSES}. */
@@ -568,8 +571,8 @@ export type ApprovalSubmission = z.infer<typeof ApprovalRequestSchema>;
 /**
  * A stored approval request and where it is in its lifecycle. Its fields agree with its status:
  * a decision (with `decidedAt`, and `operatorRef` if one was given) exactly when it was decided,
- * of the kind its status names (an applied one was approved or edited); `appliedAt` exactly when
- * applied; `expiredAt` exactly when expired.
+ * of the kind its status names (an applied or orphaned one was approved or edited); `appliedAt`
+ * exactly when applied; `expiredAt` exactly when expired; `orphanedAt` exactly when orphaned.
  */
 export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
   /**
@@ -585,6 +588,8 @@ export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
   decidedAt: TimestampSchema.optional(),
   appliedAt: TimestampSchema.optional(),
   expiredAt: TimestampSchema.optional(),
+  /** When `orphanApprovals` retired the decided request whose call was never carried out. */
+  orphanedAt: TimestampSchema.optional(),
 }).superRefine((record, ctx) => {
   const problem = (path: string, message: string) => {
     ctx.addIssue({ code: "custom", path: [path], message });
@@ -599,7 +604,7 @@ export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
   if (!decided && record.operatorRef !== undefined) problem("operatorRef", `a ${record.status} request has no operatorRef`);
   if (record.decision !== undefined) {
     const status = DECIDED_STATUS[record.decision.decision];
-    const consistent = record.status === status || (record.status === "applied" && status !== "rejected");
+    const consistent = record.status === status || ((record.status === "applied" || record.status === "orphaned") && status !== "rejected");
     if (!consistent) problem("status", `a ${record.decision.decision} decision cannot leave a request ${record.status}`);
   }
   if ((record.status === "applied") !== (record.appliedAt !== undefined)) {
@@ -607,6 +612,9 @@ export const ApprovalRecordSchema = ApprovalRequestSchema.extend({
   }
   if ((record.status === "expired") !== (record.expiredAt !== undefined)) {
     problem("expiredAt", "expiredAt is present exactly when the request is expired");
+  }
+  if ((record.status === "orphaned") !== (record.orphanedAt !== undefined)) {
+    problem("orphanedAt", "orphanedAt is present exactly when the request is orphaned");
   }
 });
 /** An {@link ApprovalRecordSchema} value. */
@@ -623,17 +631,27 @@ export const DecideApprovalInputSchema = z.strictObject({
 /** A {@link DecideApprovalInputSchema} value. */
 export type DecideApprovalInput = z.infer<typeof DecideApprovalInputSchema>;
 
-/** `decideApproval`'s answer: whether this decision is the request's, and the request as it stands. */
+/**
+ * `decideApproval`'s answer: whether this decision is the request's, and the request as it stands.
+ * A decision re-delivered (the same kind, `message`, canonically equal `args` and `operatorRef` as
+ * the recorded one) answers `decided: true` again with `repeated: true`: nothing changed, nothing
+ * was appended.
+ */
 export const ApprovalDecisionResultSchema = z.discriminatedUnion("decided", [
-  /** The request was pending: this decision is now its decision. */
-  z.strictObject({ decided: z.literal(true), record: ApprovalRecordSchema }),
+  /**
+   * The request was pending: this decision is now its decision. Or (`repeated: true`) this very
+   * decision was recorded before and the request is still decided or applied by it: the record as
+   * it stands, unchanged.
+   */
+  z.strictObject({ decided: z.literal(true), record: ApprovalRecordSchema, repeated: z.literal(true).optional() }),
   /**
    * Nothing changed: no such request (`not_found`, no record), or it was decided (or applied)
-   * before (`already_decided`), or it expired (`expired`); `record` is the request as it stands.
+   * before by another decision (`already_decided`), or it expired (`expired`), or it was orphaned
+   * (`orphaned`: whatever the decision, its call can no longer run); `record` is the request as it stands.
    */
   z.strictObject({
     decided: z.literal(false),
-    reason: z.enum(["not_found", "already_decided", "expired"]),
+    reason: z.enum(["not_found", "already_decided", "expired", "orphaned"]),
     record: ApprovalRecordSchema.optional(),
   }),
 ]);
@@ -667,6 +685,23 @@ export const ExpireApprovalsResultSchema = z.strictObject({ expired: z.int().min
 /** An {@link ExpireApprovalsResultSchema} value. */
 export type ExpireApprovalsResult = z.infer<typeof ExpireApprovalsResultSchema>;
 
+/**
+ * `orphanApprovals`' input: retires decided requests whose call was never carried out. The cut-off
+ * is on `decidedAt`, not `requestedAt`: the lease that ran out is the resuming worker's, which
+ * starts at the decision.
+ */
+export const OrphanApprovalsInputSchema = z.strictObject({
+  /** `approved` and `edited` requests decided before this instant (and not applied) are orphaned. */
+  decidedBefore: TimestampSchema,
+});
+/** An {@link OrphanApprovalsInputSchema} value. */
+export type OrphanApprovalsInput = z.infer<typeof OrphanApprovalsInputSchema>;
+
+/** `orphanApprovals`' answer: how many requests it orphaned. */
+export const OrphanApprovalsResultSchema = z.strictObject({ orphaned: z.int().min(0) });
+/** An {@link OrphanApprovalsResultSchema} value. */
+export type OrphanApprovalsResult = z.infer<typeof OrphanApprovalsResultSchema>;
+
 // ---------------------------------------------------------------------------------------------
 // Audit trail
 
@@ -685,6 +720,11 @@ export const AuditQuerySchema = z.strictObject({
   turnKey: DigestSchema.optional(),
   /** Only the events in this scope (exact match). */
   scopeId: IdSchema.optional(),
+  /**
+   * Only the events about this approval request (exact match): its history, in order: `requested`,
+   * decisions, refused decisions and answers, then `applied`, `expired` or `orphaned`.
+   */
+  approvalId: DigestSchema.optional(),
   /** At most this many events (of those that match). */
   limit: z.int().min(1).max(10_000).optional(),
 });
@@ -1048,8 +1088,10 @@ export interface GuardrailStore {
   getApproval(approvalId: string): Promise<ApprovalRecord | undefined>;
   /**
    * Decides a pending request (the first decision wins) and audits it, atomically. A refused
-   * decision (`already_decided`, `expired`) changes nothing but is audited (`decision_refused`);
-   * `not_found` changes and appends nothing.
+   * decision (`already_decided`, `expired`, `orphaned`) changes nothing but is audited
+   * (`decision_refused`); `not_found` changes and appends nothing. The recorded decision
+   * re-delivered, on a request still decided or applied by it, answers `decided: true,
+   * repeated: true` and appends nothing.
    */
   decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult>;
   /**
@@ -1061,9 +1103,15 @@ export interface GuardrailStore {
   listApprovals(query?: ApprovalQuery): Promise<ApprovalRecord[]>;
   /** Expires every `pending` request made before `olderThan`, one audit event each. */
   expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult>;
+  /**
+   * Orphans every `approved` or `edited` request decided before `decidedBefore` (never pending,
+   * rejected, applied, expired or orphaned ones), one `orphaned` audit event each, atomically per
+   * request: `applyApproval` answers false for it from then on.
+   */
+  orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult>;
   /** Appends to the audit trail. Append-only: events are never changed or removed by the store. */
   appendAudit(event: AuditEvent): Promise<void>;
-  /** Audit events in the order they were appended, oldest first; `turnKey` and `scopeId` filter exactly. */
+  /** Audit events in the order they were appended, oldest first; `turnKey`, `scopeId` and `approvalId` filter exactly. */
   readAudit(query?: AuditQuery): Promise<StoredAuditEvent[]>;
   /** The sequence number `sink` has been delivered up to: 0 when it has no cursor. */
   getAuditCursor(sink: string): Promise<number>;
@@ -1151,6 +1199,7 @@ export const REFUSAL_CODES = {
   guardrail_denied: "guardrail_denied",
   approval_rejected: "approval_rejected",
   approval_expired: "approval_expired",
+  approval_orphaned: "approval_orphaned",
   read_batch_deferred: "read_batch_deferred",
   single_mutation: "single_mutation",
   read_required: "read_required",

@@ -36,6 +36,11 @@ export const STORE_PARTS = {
     "listApprovals",
     "expireApprovals",
   ],
+  /**
+   * Retiring decided approval requests whose call was never carried out (`orphanApprovals`): needed
+   * by the CLI's `orphan`. Apart from `approvals`, so a store written before it keeps that part.
+   */
+  approvalOrphans: ["orphanApprovals"],
   /** Per-sink delivery cursors: needed by `deliverAudit`. */
   auditDelivery: ["getAuditCursor", "advanceAuditCursor"],
   /** Operator work: needed by the CLI's `inspect` and `reconcile`, and by hosts that prune. */
@@ -46,7 +51,7 @@ export const STORE_PARTS = {
   effects: ["claimEffect", "settleEffect", "releaseEffect", "getEffect", "listUnresolvedEffects", "reconcileEffect"],
 } as const satisfies Record<string, readonly (keyof GuardrailStore)[]>;
 
-/** One optional part of the store contract: `approvals`, `auditDelivery`, `operator`, `turns` or `effects`. */
+/** One optional part of the store contract: `approvals`, `approvalOrphans`, `auditDelivery`, `operator`, `turns` or `effects`. */
 export type StorePart = keyof typeof STORE_PARTS;
 
 /** The parts, in a fixed order (for messages and the conformance kit). */

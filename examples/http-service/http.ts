@@ -75,7 +75,7 @@ export function answerReply(answer: DecideAnswer): HttpReply {
     case "awaiting_approval":
       return { status: 202, body: answer };
     case "running": // another request runs this turn now: ask again later
-    case "not_pending": // decided, applied or expired before
+    case "not_pending": // another decision on a decided, applied, expired or orphaned request (the same one again answers the turn)
       return { status: 409, body: answer };
     case "refused": // moderation denied the turn, or the key was used with another request
       return { status: answer.code === "denied" ? 403 : 409, body: answer };

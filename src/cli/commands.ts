@@ -1,5 +1,5 @@
 /**
- * The operator commands: `inspect`, `reconcile`, `audit`, `approvals`, `decide` and `expire`,
+ * The operator commands: `inspect`, `reconcile`, `audit`, `approvals`, `decide`, `expire` and `orphan`,
  * each a function of a store, its options and an output sink, so tests run them in-process
  * exactly as the CLI does. Flag parsing, opening the store and exit-code handling live in main.ts.
  */
@@ -491,6 +491,8 @@ export interface AuditOptions {
   readonly turnKey?: string;
   /** Only the events of this scope. */
   readonly scopeId?: string;
+  /** Only the events of this approval request: its history. */
+  readonly approvalId?: string;
 }
 
 /** Writes the audit trail as JSON lines, oldest first, paging through `readAudit` until it is exhausted. */
@@ -503,6 +505,7 @@ export async function audit(store: AnyGuardrailStore, options: AuditOptions, sin
       ...(options.since === undefined ? {} : { since: options.since }),
       ...(options.turnKey === undefined ? {} : { turnKey: options.turnKey }),
       ...(options.scopeId === undefined ? {} : { scopeId: options.scopeId }),
+      ...(options.approvalId === undefined ? {} : { approvalId: options.approvalId }),
       afterSeq,
       limit: Math.min(pageSize, remaining),
     });
@@ -576,6 +579,7 @@ function approvalDetails(record: ApprovalRecord): string[] {
   if (decided !== undefined) lines.push(`  decision:  ${decided}`);
   if (record.appliedAt !== undefined) lines.push(`  applied:   ${record.appliedAt} (the call it allowed ran)`);
   if (record.expiredAt !== undefined) lines.push(`  expired:   ${record.expiredAt} (nobody decided it in time)`);
+  if (record.orphanedAt !== undefined) lines.push(`  orphaned:  ${record.orphanedAt} (decided, but its call never ran in time)`);
   return lines;
 }
 
@@ -669,6 +673,11 @@ function notPending(record: ApprovalRecord): string {
       return `expired (at ${record.expiredAt ?? "?"}; nobody decided it in time), and can no longer be decided: its call is refused approval_expired`;
     case "applied":
       return `applied (${decided ?? "decided"}; the call it allowed ran at ${record.appliedAt ?? "?"})`;
+    case "orphaned":
+      return (
+        `orphaned (at ${record.orphanedAt ?? "?"}; ${decided ?? "decided"}, but its call never ran in time), and can no ` +
+        "longer be decided: its call is refused approval_orphaned"
+      );
     default:
       return `${record.status} (${decided ?? "decided"})`;
   }
@@ -676,8 +685,9 @@ function notPending(record: ApprovalRecord): string {
 
 /**
  * Decides a pending approval request on the operator's word (`decideApproval`): the first
- * decision stored wins. Throws `CliError` with `notFound` when there is no such request and
- * `wrongState` when it is not pending (already decided, applied, or expired): nothing changes.
+ * decision stored wins; the same decision given again answers as the first time (nothing changes).
+ * Throws `CliError` with `notFound` when there is no such request and `wrongState` when it is not
+ * pending and this is another decision (decided, applied, expired or orphaned): nothing changes.
  */
 export async function decide(given: AnyGuardrailStore, options: DecideOptions, sink: OutputSink): Promise<ExitCode> {
   const store = withStoreParts(given, ["approvals"], "decide", APPROVALS_WHY);
@@ -700,6 +710,12 @@ export async function decide(given: AnyGuardrailStore, options: DecideOptions, s
     throw new CliError(EXIT.wrongState, `approval request ${approvalId} is ${notPending(outcome.record)}: nothing changed`);
   }
   const { record } = outcome;
+  if (outcome.repeated === true) {
+    await sink.out(
+      `approval request ${approvalId} was already decided this way: ${notPending(record)}; nothing changed\n`,
+    );
+    return EXIT.ok;
+  }
   const lines = [
     `decided approval request ${approvalId}: ${record.status}`,
     `  call:         ${printable(record.toolName)} ${printable(record.toolCallId)} in scope ${printable(record.scopeId)}`,
@@ -777,6 +793,43 @@ export async function expire(given: AnyGuardrailStore, options: ExpireOptions, s
       : [
           `expired ${String(expired)} ${what}`,
           "  they can no longer be decided; when their runs resume, their calls are refused approval_expired",
+        ];
+  await sink.out(`${lines.join("\n")}\n`);
+  return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// orphan
+
+/** `orphan`'s options: the age, as given and in milliseconds. */
+export interface OrphanOptions {
+  /** The duration as the operator typed it (for the message). */
+  readonly olderThan: string;
+  readonly olderThanMs: number;
+  /** The clock the age is computed against. Default: the system clock. */
+  readonly now?: () => Date;
+}
+
+const ORPHANS_WHY = "orphan needs (retiring approved or edited requests whose call never ran)";
+
+/** Orphans every approved or edited request decided more than `olderThanMs` ago and never applied. */
+export async function orphan(given: AnyGuardrailStore, options: OrphanOptions, sink: OutputSink): Promise<ExitCode> {
+  const store = withStoreParts(given, ["approvalOrphans"], "orphan", ORPHANS_WHY);
+  const nowMs = (options.now ?? (() => new Date()))().getTime();
+  const cutoff = new Date(nowMs - options.olderThanMs);
+  if (Number.isNaN(cutoff.getTime())) {
+    throw new CliError(EXIT.usage, `--older-than: ${quote(options.olderThan)} reaches before the earliest time a date can hold`);
+  }
+  const decidedBefore = cutoff.toISOString();
+  const { orphaned } = await store.orphanApprovals({ decidedBefore });
+  const what = `approved or edited request${orphaned === 1 ? "" : "s"} decided before ${decidedBefore} (older than ${printable(options.olderThan)}) whose call never ran`;
+  const lines =
+    orphaned === 0
+      ? [`orphaned 0 ${what}: nothing changed`]
+      : [
+          `orphaned ${String(orphaned)} ${what}`,
+          "  they can no longer be applied or decided; when their runs resume, their calls are refused approval_orphaned",
+          "  and nothing runs; 'approvals --status orphaned' lists them, 'audit --approval-id ID' shows each one's history",
         ];
   await sink.out(`${lines.join("\n")}\n`);
   return EXIT.ok;

@@ -15,6 +15,7 @@ import {
   decide,
   EXIT,
   expire,
+  orphan,
   inspect,
   MAX_APPROVALS,
   parseApprovalId,
@@ -66,6 +67,7 @@ const COMMAND_OPTIONS = {
     limit: { type: "string" },
     "turn-key": { type: "string" },
     scope: { type: "string" },
+    "approval-id": { type: "string" },
   },
   approvals: {
     status: { type: "string" },
@@ -81,6 +83,9 @@ const COMMAND_OPTIONS = {
     "operator-ref": { type: "string" },
   },
   expire: {
+    "older-than": { type: "string" },
+  },
+  orphan: {
     "older-than": { type: "string" },
   },
   manifest: {
@@ -114,7 +119,8 @@ const EXIT_HELP = `Exit codes:
   2  usage error (unknown or missing flags, malformed values)
   3  not found (reconcile: no claim under the turn key or effect key; decide: no request has the approval id)
   4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled;
-     decide: the request is not pending: already decided, applied or expired); nothing changed
+     decide: the request is not pending: decided by another decision, applied, expired or
+     orphaned); nothing changed
   5  drift (compare: the tools do not match the reviewed manifest)
 
 Set ARKAH_DEBUG=1 to print stack traces.`;
@@ -135,6 +141,7 @@ Commands:
   approvals   list approval requests (the calls waiting for a person, and what became of them)
   decide      approve, reject or edit one pending approval request
   expire      expire pending approval requests older than a duration
+  orphan      orphan approved or edited requests whose call never ran, decided longer ago than a duration
   manifest    print the tool manifest of a module's guardrails (no store)
   compare     compare a reviewed tool manifest with another or with a module's (no store)
 
@@ -182,7 +189,7 @@ ${STORE_HELP}
 
 ${EXIT_HELP}
 `,
-  audit: `Usage: ${BIN} STORE audit [--since ISO-TIME] [--after-seq N] [--limit N] [--turn-key K] [--scope S]
+  audit: `Usage: ${BIN} STORE audit [--since ISO-TIME] [--after-seq N] [--limit N] [--turn-key K] [--scope S] [--approval-id ID]
 
 Writes the audit trail to stdout as JSON lines, oldest first, one event per line with its seq.
   --since ISO-TIME   events at or after this time, e.g. 2026-11-29T18:00:00Z (a date alone,
@@ -191,6 +198,8 @@ Writes the audit trail to stdout as JSON lines, oldest first, one event per line
   --limit N          at most N events; default: all
   --turn-key K       only the events of this turn (its 64-hex turn key, as inspect shows it)
   --scope S          only the events of this scope (the document's scopeId)
+  --approval-id ID   only the events of this approval request: its history (requested, decisions,
+                     refused decisions and answers, applied, expired or orphaned, a refused call)
 
 ${STORE_HELP}
 
@@ -207,13 +216,16 @@ with, the guardrails' reason, and the decision once there is one.
   edited     approved with other arguments; the call runs with them when its run resumes
   applied    approved or edited, and the call it allowed ran (one approval covers one execution)
   expired    nobody decided it in time ('expire'); its call is refused approval_expired
+  orphaned   approved or edited, but its call never ran in time ('orphan'): the worker that was
+             to resume it died; its call is refused approval_orphaned
 
 Options:
   --status STATUS   only requests in this status (one of the above); default: all
   --limit N         at most N requests, the oldest (1 to ${String(MAX_APPROVALS)}); default: ${String(MAX_APPROVALS)}
   --json            print a JSON array of the stored records (their own field names: approvalId,
                     turnKey, scopeId, toolCallId, toolName, argsDigest, args, guardrails, reason,
-                    requestedAt, status, decision, operatorRef, decidedAt, appliedAt, expiredAt),
+                    requestedAt, status, decision, operatorRef, decidedAt, appliedAt, expiredAt,
+                    orphanedAt),
                     each with ageSeconds
 
 ${STORE_HELP}
@@ -226,7 +238,9 @@ ${EXIT_HELP}
   ${BIN} STORE decide --approval-id ID --edit-file FILE --operator-ref REF
 
 Decides one pending approval request. The first decision stored wins: the paused run applies it
-when it resumes, whatever the resume value says. A request that is not pending is left as it is.
+when it resumes, whatever the resume value says. A request that is not pending is left as it is;
+the same decision given again (same kind, message or arguments, and operator reference) is
+answered as the first time (exit 0, nothing changes), any other is refused (exit 4) and audited.
   --approval-id ID   the request, 64 lowercase hex characters, as 'approvals' shows it
   --approve          the call runs with the arguments shown
   --reject           the call does not run; the model gets approval_rejected
@@ -270,6 +284,19 @@ ${EXIT_HELP}
 Expires every pending approval request made more than DURATION ago, and prints how many. An
 expired request can no longer be decided; when its run resumes, its call is refused
 approval_expired (the model is told, and nothing runs).
+  --older-than DURATION   a whole number and a unit: s, m, h or d, e.g. 30m, 24h, 7d
+
+${STORE_HELP}
+
+${EXIT_HELP}
+`,
+  orphan: `Usage: ${BIN} STORE orphan --older-than DURATION
+
+Orphans every approved or edited request decided more than DURATION ago whose call never ran
+(the worker that was to resume the run died), and prints how many. An orphaned request keeps its
+decision but can no longer be applied or decided: when a worker resumes its run, the call is
+refused approval_orphaned (the model is told, nothing runs, the turn's write stays open). Pick a
+DURATION well above the turn service's lease (leaseMs, default 5m): a live worker is never cut off.
   --older-than DURATION   a whole number and a unit: s, m, h or d, e.g. 30m, 24h, 7d
 
 ${STORE_HELP}
@@ -471,8 +498,12 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo, ta
       const limit = str(values, "limit");
       const turnKey = str(values, "turn-key");
       const scope = str(values, "scope");
+      const approvalId = str(values, "approval-id");
       if (turnKey !== undefined && !/^[0-9a-f]{64}$/.test(turnKey)) {
         throw usage(`--turn-key: expected a turn key (64 lowercase hex characters), got "${turnKey}"`, "audit");
+      }
+      if (approvalId !== undefined && !/^[0-9a-f]{64}$/.test(approvalId)) {
+        throw usage(`--approval-id: expected an approval id (64 lowercase hex characters), got "${approvalId}"`, "audit");
       }
       if (scope === "") throw usage("--scope: expected a scope id, got an empty string", "audit");
       const options = {
@@ -481,6 +512,7 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo, ta
         ...(limit === undefined ? {} : { limit: parseCount("--limit", limit, 1, command) }),
         ...(turnKey === undefined ? {} : { turnKey }),
         ...(scope === undefined ? {} : { scopeId: scope }),
+        ...(approvalId === undefined ? {} : { approvalId }),
       };
       return (store, sink) => audit(store, options, sink);
     }
@@ -511,6 +543,12 @@ async function prepare(command: Command, values: Parsed["values"], io: CliIo, ta
       if (olderThan === undefined) throw usage("--older-than DURATION is required (e.g. 24h)", command);
       const olderThanMs = parseDuration("--older-than", olderThan, command);
       return (store, sink) => expire(store, { olderThan, olderThanMs, ...clock }, sink);
+    }
+    case "orphan": {
+      const olderThan = str(values, "older-than");
+      if (olderThan === undefined) throw usage("--older-than DURATION is required (e.g. 1h)", command);
+      const olderThanMs = parseDuration("--older-than", olderThan, command);
+      return (store, sink) => orphan(store, { olderThan, olderThanMs, ...clock }, sink);
     }
   }
 }
@@ -598,7 +636,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<ExitCode> {
     await io.out(HELP[command ?? "global"]);
     return EXIT.ok;
   }
-  if (command === undefined) throw usage("missing command (inspect, reconcile, audit, approvals, decide, expire, manifest or compare)");
+  if (command === undefined) throw usage("missing command (inspect, reconcile, audit, approvals, decide, expire, orphan, manifest or compare)");
   if (STORELESS.has(command)) return runInventory(command, values, io);
   const target = storeTarget(values, command);
   const job = await prepare(command, values, io, target);

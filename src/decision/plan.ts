@@ -181,6 +181,8 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "A person reviewed this call and rejected it, so it did not run. Do not retry it; tell the user, with their message if any.",
   approval_expired:
     "The approval request for this call expired before anyone decided it, so it did not run. Tell the user; they can ask again.",
+  approval_orphaned:
+    "This call was approved, but it was not carried out in time and its approval lapsed, so it did not run. Do not retry it; tell the user they can ask again.",
   read_batch_deferred:
     "A change cannot run in the same step as a read, so it did not run. Check the read result, then make the change in a step of its own.",
   single_mutation:

@@ -1,7 +1,8 @@
 /**
  * Approvals: a person's decision on a call some guardrail asked about. One approval covers one
  * execution of one call of one tool with those arguments: the request is a durable record
- * (pending -> approved | rejected | edited -> applied, or expired) keyed by the turn, the tool,
+ * (pending -> approved | rejected | edited -> applied, or expired, or approved | edited -> orphaned)
+ * keyed by the turn, the tool,
  * the call id, the argument digest and the execution's ordinal, and running the call again asks
  * again. A mutation's replay is not an execution: the claim replays it without a new approval.
  *
@@ -65,7 +66,8 @@ export interface ApprovalHandle {
 export type EditChecker = (args: Readonly<Record<string, JsonValue>>) => Promise<EditCheck>;
 
 /**
- * The person's decision for this execution: approve/edit with its handle, reject, or expired.
+ * The person's decision for this execution: approve/edit with its handle, reject, expired, or
+ * orphaned (decided, but retired before its call ran: it never runs on it).
  * `checked`: an edit this execution checked before recording it (the recorded decision is it).
  */
 export type ApprovalOutcome =
@@ -75,7 +77,8 @@ export type ApprovalOutcome =
       readonly checked?: CheckedCall;
     }
   | { readonly decision: Extract<ApprovalDecision, { decision: "reject" }> }
-  | { readonly expired: true };
+  | { readonly expired: true }
+  | { readonly orphaned: true; readonly approvalId: string };
 
 /** `digest` of the request's identity: the turn, tool (name and fingerprint), call, arguments and the execution ordinal. */
 export function approvalId(
@@ -148,9 +151,11 @@ export async function approvalFor(
       continue;
     }
     if (record.status === "expired") return { expired: true };
+    if (record.status === "orphaned") return { orphaned: true, approvalId: id };
     const { record: decided, checked } =
       record.status === "pending" ? await decide(env, call, record, request(ask, call, id), options.checkEdit) : { record, checked: undefined };
     if (decided.status === "expired") return { expired: true };
+    if (decided.status === "orphaned") return { orphaned: true, approvalId: id };
     return withHandle(decided.decision ?? { decision: "reject" }, { approvalId: id, execution, used: false, apply }, checked);
   }
 }
@@ -352,4 +357,15 @@ async function othersAsked(env: GuardrailEnvironment, asked: ApprovalRequest): P
   const calls = new Set([asked.toolCallId, ...env.siblings]);
   const requests = parseStoreValue(ApprovalRecordListSchema, await env.store.listApprovals({ turnKey: env.turn.turnKey }), "listApprovals answer");
   return requests.some((record) => record.approvalId !== asked.approvalId && calls.has(record.toolCallId));
+}
+
+/**
+ * Whether the request `approvalId` was orphaned: asked when applying it answered false, to tell a
+ * request retired by `orphanApprovals` (its call is refused) from one another execution applied
+ * first (a person is asked again).
+ */
+export async function isOrphaned(env: GuardrailEnvironment, approvalId: string): Promise<boolean> {
+  if (env.store === undefined) return false;
+  const answer = await env.store.getApproval(approvalId);
+  return answer !== undefined && parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer").status === "orphaned";
 }

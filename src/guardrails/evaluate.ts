@@ -22,7 +22,7 @@ import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal, refusalMessage } from "../tool-messages.js";
-import { approvalFor, type ApprovalAsk, type ApprovalHandle } from "./approvals.js";
+import { approvalFor, isOrphaned, type ApprovalAsk, type ApprovalHandle } from "./approvals.js";
 import { appliesTo, type Guardrail, type GuardrailContext, type JsonSchema } from "./port.js";
 import { declaredSchema, SCHEMA_GUARDRAIL, zodSchemaOf } from "./schema.js";
 import { toolFingerprint } from "../keys.js";
@@ -86,7 +86,7 @@ export type Evaluation =
   | { readonly pass: CheckedCall; readonly approval?: Approved }
   /**
    * Refused: the model gets `refusal`; the audit records `code`, the deciding `guardrail`, and the
-   * approval request whose recorded edit failed its checks, if that is why.
+   * approval request whose recorded edit failed its checks, or that was orphaned, if that is why.
    */
   | { readonly refusal: ToolMessage; readonly code: string; readonly guardrail: string; readonly approvalId?: string }
   /** Refused before a person was asked (`beforeAsk`): the pipeline's own refusal, not a guardrail's. */
@@ -176,13 +176,18 @@ async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: Checke
   });
   const guardrail = ask.guardrails.join(",");
   if ("expired" in outcome) return { refusal: refusal(call, "approval_expired"), code: "approval_expired", guardrail };
+  if ("orphaned" in outcome) return orphanedEvaluation(call, guardrail, outcome.approvalId);
   if (!("handle" in outcome)) {
     const { message } = outcome.decision;
     const details = message === undefined ? undefined : { reviewerMessage: message };
     return { refusal: refusal(call, "approval_rejected", details), code: "approval_rejected", guardrail };
   }
   const { decision, handle } = outcome;
-  const approval = { handle, renew: () => approve(env, ask, call, edits, handle.execution + 1) };
+  // Renewed when applying the approval answered false: an orphaned request is refused, never
+  // asked again (its person decided; the call missed its lease), anything else asks a person again.
+  const renew = async (): Promise<Evaluation> =>
+    (await isOrphaned(env, handle.approvalId)) ? orphanedEvaluation(call, guardrail, handle.approvalId) : approve(env, ask, call, edits, handle.execution + 1);
+  const approval = { handle, renew };
   if (decision.decision !== "edit") return { pass: call, approval };
   // An edit recorded without these checks (out of band, e.g. the CLI's `decide --edit-file`) is
   // checked now; one that fails them closes the request: the call is refused with the stage's code.
@@ -191,6 +196,11 @@ async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: Checke
   const { code } = check.refused;
   const { approvalId } = handle;
   return { refusal: editRefused(call, approvalId, code), code, guardrail: check.refused.guardrail ?? guardrail, approvalId };
+}
+
+/** A call whose approval was orphaned: refused `approval_orphaned` (audited with the request's id), and nothing runs. */
+function orphanedEvaluation(call: CheckedCall, guardrail: string, approvalId: string): Evaluation {
+  return { refusal: refusal(call, "approval_orphaned", { approvalId }), code: "approval_orphaned", guardrail, approvalId };
 }
 
 /** The model's answer for a call whose approver's edit failed its checks: it did not run, and it was not the model's arguments. */

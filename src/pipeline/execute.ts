@@ -257,7 +257,8 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
     const renewed = await call.approval.renew();
     if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
-      await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
+      const { code, guardrail, approvalId } = renewed;
+      await call.record({ decision: "refused", code, guardrail, ...(approvalId === undefined ? {} : { approvalId }) });
       return renewed.refusal;
     }
     call.adopt(renewed.pass, renewed.approval);
@@ -364,7 +365,8 @@ async function applyApproval(call: GovernedCall): Promise<ToolMessage | undefine
     const renewed = await call.approval.renew();
     if ("blocked" in renewed) return call.refuse(renewed.blocked.refuse, renewed.blocked.details);
     if ("refusal" in renewed) {
-      await call.record({ decision: "refused", code: renewed.code, guardrail: renewed.guardrail });
+      const { code, guardrail, approvalId } = renewed;
+      await call.record({ decision: "refused", code, guardrail, ...(approvalId === undefined ? {} : { approvalId }) });
       return renewed.refusal;
     }
     call.adopt(renewed.pass, renewed.approval);

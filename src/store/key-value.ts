@@ -7,7 +7,8 @@
  *
  * The hot path (record a read, claim, settle, release) does only gets and puts; the index it needs
  * (a scope's `unknown` claims, which block the scope) is a record the base keeps itself. Operator
- * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`) scans a collection.
+ * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a
+ * collection, and so does `readAudit` (any filter, `approvalId` included).
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -25,6 +26,7 @@ import {
   EffectReleaseSchema,
   EffectSettlementSchema,
   ExpireApprovalsInputSchema,
+  OrphanApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   VerdictKeySchema,
@@ -52,6 +54,8 @@ import {
   type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type OrphanApprovalsInput,
+  type OrphanApprovalsResult,
   type FinishTurnInput,
   type GuardrailStore,
   type JsonValue,
@@ -82,6 +86,7 @@ import {
   effectReconciledEvent,
   effectReleasedEvent,
   expiredApprovalRecord,
+  orphanedApprovalRecord,
   reconciledEvent,
   releasedEvent,
 } from "../stores/events.js";
@@ -580,6 +585,24 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return { expired };
   }
 
+  async orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult> {
+    const cutoff = instantMs(parseStoreValue(OrphanApprovalsInputSchema, input, "approval orphaning").decidedBefore);
+    return this.#run((tx) => this.#orphanApprovals(tx, cutoff));
+  }
+
+  *#orphanApprovals(tx: StepTransaction, cutoff: number): Step<OrphanApprovalsResult> {
+    const at = this.#timestamp();
+    let orphaned = 0;
+    for (const { seq, record } of yield* this.#approvalsByTime(tx)) {
+      const retired = orphanedApprovalRecord(record, cutoff, at);
+      if (retired === undefined) continue;
+      this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
+      yield* this.#append(tx, approvalEvent(retired, "orphaned", at));
+      orphaned++;
+    }
+    return { orphaned };
+  }
+
   /** Oldest `requestedAt` first; ties in request order. */
   *#approvalsByTime(tx: StepTransaction): Step<StoredApproval[]> {
     const stored = (yield* this.#all(tx, K.approval)).map(([, each]) => each);
@@ -598,7 +621,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#readAudit(tx, parsed));
   }
 
-  *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
+  *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
     const from = since === undefined ? undefined : instantMs(since);
     const matched: StoredAuditEvent[] = [];
     let after = sequenceKey(afterSeq);
@@ -609,6 +632,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         if (event === undefined) continue;
         if (from !== undefined && instantMs(event.at) < from) continue;
         if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;
+        if (approvalId !== undefined && event.approvalId !== approvalId) continue;
         matched.push(structuredClone(event));
         if (matched.length >= limit) return matched;
       }

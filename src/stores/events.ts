@@ -1,3 +1,4 @@
+import { canonicalJson } from "../digest.js";
 import {
   DECIDED_STATUS,
   type ApprovalDecision,
@@ -63,7 +64,7 @@ function effectEvent(decision: "reconciled" | "released", identity: EffectIdenti
 }
 
 /** A step of an approval request's lifecycle. */
-export type ApprovalAction = "requested" | ApprovalDecision["decision"] | "decision_refused" | "applied" | "expired";
+export type ApprovalAction = "requested" | ApprovalDecision["decision"] | "decision_refused" | "applied" | "expired" | "orphaned";
 
 /**
  * The `approval` audit event a store appends with each lifecycle step, in the same transaction:
@@ -109,8 +110,12 @@ export interface ApprovalDecisionOutcome {
 export function approvalDecisionOutcome(record: ApprovalRecord | undefined, input: DecideApprovalInput, at: string): ApprovalDecisionOutcome {
   if (record === undefined) return { result: { decided: false, reason: "not_found" } };
   const operatorRef = input.operatorRef;
+  // A re-delivery of the recorded decision (a retried request, a replayed webhook) is answered as
+  // the first delivery was, and is not a refusal: nothing to audit. An orphaned request's is
+  // refused: its decision no longer lets anything run.
+  if (record.status !== "orphaned" && isRecordedDecision(record, input)) return { result: { decided: true, record, repeated: true } };
   if (record.status !== "pending") {
-    const reason = record.status === "expired" ? "expired" : "already_decided";
+    const reason = record.status === "expired" || record.status === "orphaned" ? record.status : "already_decided";
     return {
       result: { decided: false, reason, record },
       event: approvalEvent(record, "decision_refused", at, { code: reason, operatorRef }),
@@ -131,6 +136,24 @@ export function approvalDecisionOutcome(record: ApprovalRecord | undefined, inpu
 }
 
 /**
+ * Whether `input` is the decision recorded on `record`: the same kind, the same `message` (a
+ * reject), canonically equal `args` (an edit: key order and number spelling aside), and the same
+ * `operatorRef` (both absent, or equal).
+ */
+export function isRecordedDecision(record: ApprovalRecord, input: Pick<DecideApprovalInput, "decision" | "operatorRef">): boolean {
+  const recorded = record.decision;
+  if (recorded?.decision !== input.decision.decision || record.operatorRef !== input.operatorRef) return false;
+  switch (recorded.decision) {
+    case "approve":
+      return true;
+    case "reject":
+      return input.decision.decision === "reject" && recorded.message === input.decision.message;
+    case "edit":
+      return input.decision.decision === "edit" && canonicalJson(recorded.args) === canonicalJson(input.decision.args);
+  }
+}
+
+/**
  * The record `applyApproval` stores (status `applied`, with `appliedAt`), or undefined when
  * `record` cannot be applied: only an `approved` or `edited` request can.
  */
@@ -142,4 +165,16 @@ export function appliedApprovalRecord(record: ApprovalRecord | undefined, applie
 /** The record `expireApprovals` stores for a pending request it retires (status `expired`, with `expiredAt`). */
 export function expiredApprovalRecord(record: ApprovalRecord, expiredAt: string): ApprovalRecord {
   return { ...record, status: "expired", expiredAt };
+}
+
+/**
+ * The record `orphanApprovals` stores for `record` (status `orphaned`, with `orphanedAt`, its
+ * decision kept), or undefined when it is not orphaned: only an `approved` or `edited` request
+ * decided before `cutoffMs` is.
+ */
+export function orphanedApprovalRecord(record: ApprovalRecord, cutoffMs: number, orphanedAt: string): ApprovalRecord | undefined {
+  if (record.status !== "approved" && record.status !== "edited") return undefined;
+  // An unparseable time compares false with every cut-off, as expiry's does.
+  if (!(Date.parse(record.decidedAt ?? "") < cutoffMs)) return undefined;
+  return { ...record, status: "orphaned", orphanedAt };
 }

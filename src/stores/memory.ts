@@ -23,6 +23,7 @@ import {
   EffectReleaseSchema,
   EffectSettlementSchema,
   ExpireApprovalsInputSchema,
+  OrphanApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   VerdictKeySchema,
@@ -50,6 +51,8 @@ import {
   type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type OrphanApprovalsInput,
+  type OrphanApprovalsResult,
   type FinishTurnInput,
   type GuardrailStore,
   type MutationIdentity,
@@ -78,6 +81,7 @@ import {
   approvalEvent,
   approvalDecisionOutcome,
   expiredApprovalRecord,
+  orphanedApprovalRecord,
   effectReconciledEvent,
   effectReleasedEvent,
   reconciledEvent,
@@ -346,6 +350,20 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     return { expired };
   }
 
+  async orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult> {
+    const cutoff = Date.parse(parseStoreValue(OrphanApprovalsInputSchema, input, "approval orphaning").decidedBefore);
+    const at = this.#timestamp();
+    let orphaned = 0;
+    for (const record of this.#approvalsByTime()) {
+      const retired = orphanedApprovalRecord(record, cutoff, at);
+      if (retired === undefined) continue;
+      this.#approvals.set(retired.approvalId, retired);
+      this.#append(approvalEvent(retired, "orphaned", at));
+      orphaned++;
+    }
+    return { orphaned };
+  }
+
   /** Oldest request first; a stable sort keeps request order among equal times. */
   #approvalsByTime(): ApprovalRecord[] {
     return [...this.#approvals.values()].sort((a, b) => Date.parse(a.requestedAt) - Date.parse(b.requestedAt));
@@ -362,13 +380,14 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
     const from = since === undefined ? undefined : Date.parse(since);
     const events: StoredAuditEvent[] = [];
     for (const event of this.#audit) {
       if (events.length >= limit) break;
       if (event.seq <= afterSeq || (from !== undefined && Date.parse(event.at) < from)) continue;
       if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;
+      if (approvalId !== undefined && event.approvalId !== approvalId) continue;
       events.push(structuredClone(event));
     }
     return events;

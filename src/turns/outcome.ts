@@ -129,7 +129,10 @@ export type TurnAnswer = (TurnOutcome & { readonly turnKey: string; readonly rep
 /**
  * `decide`'s answer: the turn's new answer, or why nothing was decided (nothing recorded):
  * `not_found` (no such request, or not one of a turn this service runs), `forbidden` (`mayDecide`
- * said no), `not_pending` (decided, applied or expired before: `approvalStatus`).
+ * said no), `not_pending` (decided by another decision, applied after one, expired or orphaned:
+ * `approvalStatus`; the store audited the refused decision). The decision recorded before,
+ * delivered again by the same principal, is no refusal: it answers the turn as it stands now
+ * (`replayed: true` once the turn resumed), and resumes nothing twice.
  */
 export type DecideAnswer =
   | TurnAnswer

@@ -421,13 +421,17 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     // Fail closed: only a literal true lets the principal decide.
     const allowed: unknown = await mayDecide(principal, record.input, approval);
     if (allowed !== true) return { answer: { status: "forbidden" }, state: record.state };
-    if (approval.status !== "pending") return { answer: { status: "not_pending", approvalStatus: approval.status }, state: record.state };
+    // Asked whatever the request's status: the store answers a re-delivered decision (a retried
+    // request) as the first time, `repeated`, and refuses and audits any other on a decided request.
     const decided = await store.decideApproval({ approvalId, decision, operatorRef: principal, decidedAt: now().toISOString() });
     if (!decided.decided) {
       const refused: DecideAnswer =
         decided.record === undefined ? { status: "not_found" } : { status: "not_pending", approvalStatus: decided.record.status };
       return { answer: refused, state: record.state };
     }
+    // A repeated decision goes the same way: the turn resumed already (it is not awaiting_approval,
+    // and is answered as it stands) or, if its decider died before resuming, resumes now, once:
+    // resumeTurn is a compare-and-set.
     const latest = await getTurn(record.turnKey);
     if (latest === undefined) return { answer: { status: "not_found" }, state: undefined };
     if (latest.state !== "awaiting_approval") return stepOf(await current(latest.turnKey));

@@ -1083,7 +1083,7 @@ describe("main", () => {
     [["--sqlite", "a", "audit", "--after-seq=-1"], /--after-seq: expected a whole number of at least 0/],
     [["--sqlite", "a", "audit", "--limit", "0"], /--limit: expected a whole number of at least 1/],
     [["--sqlite", "a", "audit", "--limit", "1e3"], /--limit: expected a whole number/],
-    [["--sqlite", "a", "approvals", "--status", "done"], /--status: expected one of pending, approved, rejected, edited, applied, expired, got "done"/],
+    [["--sqlite", "a", "approvals", "--status", "done"], /--status: expected one of pending, approved, rejected, edited, applied, expired, orphaned, got "done"/],
     [["--sqlite", "a", "approvals", "--limit", "0"], /--limit: expected a whole number from 1 to 10000/],
     [["--sqlite", "a", "approvals", "--limit", "10001"], /--limit: expected a whole number from 1 to 10000/],
     [["--sqlite", "a", "approvals", "--since", "2026-01-01"], /--since is not an option of approvals/],
@@ -1201,7 +1201,7 @@ describe("main", () => {
     store.close();
   });
 
-  it("runs approvals, decide and expire against a SQLite file: a missing request is 3, a decided or expired one is 4", async () => {
+  it("runs approvals, decide, expire, orphan and audit --approval-id against a SQLite file: a missing request is 3, another decision on a decided, expired or orphaned one is 4", async () => {
     const clock = manualClock(T0 + 10 * 60_000);
     const { path, store } = sqliteFile(clock.now);
     for (const n of [1, 2, 3]) await store.requestApproval(submission(n));
@@ -1214,9 +1214,13 @@ describe("main", () => {
 
     const approve = [...flags, "decide", "--approval-id", submission(1).approvalId, "--approve", "--operator-ref", "OPS-1"];
     expect((await cli(approve, { now: clock.now })).code).toBe(EXIT.ok);
+    // The same decision again (a retried command) is answered as done, and is no refusal.
     const again = await cli(approve);
-    expect(again.code).toBe(EXIT.wrongState);
-    expect(again.stderr).toMatch(/^arkah-guardrails: approval request [0-9a-f]{64} is approved \(approve by OPS-1 at 2026-11-29T18:10:00.000Z\): nothing changed\n$/);
+    expect(again.code).toBe(EXIT.ok);
+    expect(again.stdout).toMatch(/^approval request [0-9a-f]{64} was already decided this way: approved \(approve by OPS-1 at 2026-11-29T18:10:00.000Z\); nothing changed\n$/);
+    const other = await cli([...flags, "decide", "--approval-id", submission(1).approvalId, "--reject", "--operator-ref", "OPS-1"]);
+    expect(other.code).toBe(EXIT.wrongState);
+    expect(other.stderr).toMatch(/^arkah-guardrails: approval request [0-9a-f]{64} is approved \(approve by OPS-1 at 2026-11-29T18:10:00.000Z\): nothing changed\n$/);
 
     const rejected = await cli([...flags, "decide", "--approval-id", submission(2).approvalId, "--reject", "--message", "Not this one", "--operator-ref", "OPS-2"]);
     expect(rejected.code).toBe(EXIT.ok);
@@ -1238,8 +1242,30 @@ describe("main", () => {
     expect(missing.code).toBe(EXIT.notFound);
     expect(missing.stderr).toContain("no approval request 0000");
 
+    // The approved request's call never ran: the operator orphans it.
+    const orphaned = await cli([...flags, "orphan", "--older-than", "30m"], { now: clock.now });
+    expect(orphaned.code).toBe(EXIT.ok);
+    expect(orphaned.stdout.split("\n")[0]).toBe(
+      "orphaned 1 approved or edited request decided before 2026-11-29T18:40:00.000Z (older than 30m) whose call never ran",
+    );
+    expect((await cli([...flags, "orphan", "--older-than", "30m"], { now: clock.now })).stdout).toMatch(/^orphaned 0 .*: nothing changed\n$/);
+    const dead = await cli(approve);
+    expect(dead.code).toBe(EXIT.wrongState);
+    expect(dead.stderr).toContain("is orphaned (at ");
+    expect(dead.stderr).toContain("approval_orphaned");
+    const history = await cli([...flags, "audit", "--approval-id", submission(1).approvalId]);
+    expect(history.stdout.trim().split("\n").map((line) => (JSON.parse(line) as { action?: string; code?: string }).action)).toEqual([
+      "requested",
+      "approve",
+      "decision_refused",
+      "orphaned",
+      "decision_refused",
+    ]);
+    expect((await cli([...flags, "audit", "--approval-id", "nope"])).code).toBe(EXIT.usage);
+
     const table = await cli([...flags, "approvals"], { now: clock.now });
-    expect(table.stdout.split("\n")[0]).toBe("3 approval requests (1 approved, 1 rejected, 1 expired), oldest first:");
+    expect(table.stdout.split("\n")[0]).toBe("3 approval requests (1 rejected, 1 expired, 1 orphaned), oldest first:");
+    expect(table.stdout).toContain("  orphaned:  ");
     const audited = (await cli([...flags, "audit"])).stdout.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(audited.filter((event) => event.decision === "approval").map((event) => [event.action, event.code, event.operatorRef])).toEqual([
       ["requested", undefined, undefined],
@@ -1250,6 +1276,8 @@ describe("main", () => {
       ["reject", undefined, "OPS-2"],
       ["expired", undefined, undefined],
       ["decision_refused", "expired", "OPS-3"],
+      ["orphaned", undefined, undefined],
+      ["decision_refused", "orphaned", "OPS-1"],
     ]);
   });
 

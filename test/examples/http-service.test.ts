@@ -409,9 +409,13 @@ describe.each(FRAMEWORKS)("an approval across a restart of the server process (%
       expect(writesIn(dir.path)).toEqual([{ mutationKey: expect.stringMatching(/^[0-9a-f]{64}$/) as string, noteId: "note-7", body: "" }]);
       expect(notesIn(dir.path)["note-7"]).toEqual({ body: "", revision: 4 });
 
-      // Answering again resumes nothing; a retry of the turn replays its answer.
+      // The same answer again (a retried POST) resumes nothing: 200 with the turn as it stands.
       const again = await post(`${second.url}/approvals/${approvalId}`, { "x-user": "alice" }, { decision: "approve" });
-      expect(again).toEqual({ status: 409, body: { status: "not_pending", approvalStatus: "applied" } });
+      expect(again).toEqual({ status: 200, body: { ...resumed.body, replayed: true } });
+      expect(writesIn(dir.path)).toHaveLength(1);
+      // Another answer is refused: 409 not_pending; a retry of the turn replays its answer.
+      const other = await post(`${second.url}/approvals/${approvalId}`, { "x-user": "alice" }, { decision: "reject" });
+      expect(other).toEqual({ status: 409, body: { status: "not_pending", approvalStatus: "applied" } });
       expect(await turnOver(second, ...request)).toEqual({ status: 200, body: { ...resumed.body, replayed: true } });
       expect(writesIn(dir.path)).toHaveLength(1);
       expect(mutationDecisions(await auditOf(dir.path, "note-7", "alice/turn-clear-0001"))).toContainEqual(["executed", null]);

@@ -165,8 +165,9 @@ describePostgres("PostgresGuardrailStore", (url) => {
       );
       stores.push(...opened);
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
-      expect(POSTGRES_SCHEMA_VERSION).toBe(5);
+      expect(rows).toEqual(MIGRATIONS.map((migration) => ({ version: migration.version })));
+      expect(POSTGRES_SCHEMA_VERSION).toBe(Math.max(...MIGRATIONS.map((migration) => migration.version)));
+      expect(POSTGRES_SCHEMA_VERSION).toBeGreaterThanOrEqual(6);
       // Every store works against the one schema.
       const turn = { scopeId: "doc-open", turnId: "t-open" };
       const answers = await Promise.all(opened.map((store) => store.claimMutation(claimIdentity(turn))));
@@ -182,7 +183,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       stores.push(again);
       expect(await again.claimMutation(claimIdentity(turn))).toEqual({ status: "pending" });
       const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_migrations`);
-      expect(rows).toHaveLength(5);
+      expect(rows).toHaveLength(MIGRATIONS.length);
     });
 
     it("upgrades a version 1 schema once when 8 workers open it at the same time; claims and the trail stay", async () => {
@@ -217,7 +218,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
+      expect(rows).toEqual(MIGRATIONS.map((migration) => ({ version: migration.version })));
       expect(await store.claimMutation(identity)).toEqual({ status: "pending" });
       expect(await store.releaseMutation({ turnKey: identity.turnKey, token: "old-token" })).toBe(true);
       expect((await admin.query(`SELECT 1 FROM ${s}.verdicts`)).rowCount).toBe(0);
@@ -254,7 +255,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
       stores.push(store);
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows, "migrated to 5").toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
+      expect(rows, "migrated to the newest").toEqual(MIGRATIONS.map((migration) => ({ version: migration.version })));
       expect(await store.claimMutation(identity), "the version 4 claim is kept").toEqual({ status: "pending" });
       expect(await store.listUnresolvedEffects(), "no side effects before the upgrade").toEqual([]);
       const effect = effectIdentity(
@@ -268,6 +269,44 @@ describePostgres("PostgresGuardrailStore", (url) => {
       expect(await store.settleEffect({ effectKey: effect.effectKey, token: claimed.token, outcome: "complete", result }), "and settles").toBe(true);
       expect(await store.claimEffect(effect), "and replays").toEqual({ status: "replay", result });
       expect(await store.getMutation(identity.turnKey), "the mutation claim is untouched").toMatchObject({ state: "pending" });
+    });
+
+    it("upgrades a version 4 schema to 6: the approvals CHECK admits orphaned, rows and request order stay", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const s = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${s}`);
+      for (const statement of MIGRATIONS.filter((migration) => migration.version <= 4).flatMap((migration) => migration.statements(s))) {
+        await admin.query(statement);
+      }
+      await admin.query(
+        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
+      );
+      await admin.query(`INSERT INTO ${s}.schema_migrations VALUES (1, 'v1', 'x'), (2, 'v2', 'x'), (3, 'v3', 'x'), (4, 'v4', 'x')`);
+      const turnKeyValue = claimIdentity({ scopeId: "doc-v4", turnId: "t1" }).turnKey;
+      const decidedAt = "2031-02-03T05:00:00.000Z";
+      const approved = { ...approvalRequest(turnKeyValue, "doc-v4"), status: "approved", decision: { decision: "approve" }, operatorRef: "alice", decidedAt };
+      const other = approvalRequest(claimIdentity({ scopeId: "doc-v4", turnId: "t2" }).turnKey, "doc-v4");
+      const pending = { ...other, status: "pending" };
+      for (const row of [approved, pending]) {
+        await admin.query(`INSERT INTO ${s}.approvals (approval_id, turn_key, status, requested_ms, record) VALUES ($1, $2, $3, $4, $5)`, [
+          row.approvalId, row.turnKey, row.status, Date.parse(row.requestedAt), JSON.stringify(row),
+        ]);
+      }
+      // Version 4 refuses the new status.
+      await expect(admin.query(`UPDATE ${s}.approvals SET status = 'orphaned' WHERE approval_id = $1`, [approved.approvalId])).rejects.toThrow(/check constraint/);
+
+      const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(store);
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
+      expect(rows).toEqual(MIGRATIONS.map((migration) => ({ version: migration.version })));
+      expect(await store.listApprovals()).toEqual([approved, pending]);
+      expect(await store.orphanApprovals({ decidedBefore: "2031-02-03T05:00:00.001Z" })).toEqual({ orphaned: 1 });
+      expect(await store.getApproval(approved.approvalId)).toMatchObject({ status: "orphaned", decision: { decision: "approve" }, operatorRef: "alice" });
+      expect(await store.applyApproval({ approvalId: approved.approvalId, appliedAt: "2031-02-03T06:00:00.000Z" })).toBe(false);
+      await expect(admin.query(`UPDATE ${s}.approvals SET status = 'bogus' WHERE approval_id = $1`, [other.approvalId])).rejects.toThrow(/check constraint/);
+      const indexes = await admin.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE schemaname = $1", [schema]);
+      expect(indexes.rows.map((row) => row.name)).toEqual(expect.arrayContaining(["approvals_listed", "approvals_pending", "approvals_turn", "approvals_decided"]));
     });
 
     it("upgrades a version 2 schema once when 8 workers open it at the same time; claims gain no fingerprint, verdicts start empty", async () => {
@@ -331,7 +370,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
       const [store] = opened;
       if (store === undefined) throw new Error("no store");
       const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
-      expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
+      expect(rows).toEqual(MIGRATIONS.map((migration) => ({ version: migration.version })));
       // Receipts: an older one names no principal; a new one keeps its principal.
       expect(await store.getReceipt(receiptV2.turnKey)).toEqual(receiptV2);
       expect(await store.getReceipt(receiptV2.turnKey)).not.toHaveProperty("principal");

@@ -278,14 +278,15 @@ describe("SqliteGuardrailStore.open: options and paths", () => {
 });
 
 describe("SqliteGuardrailStore: pragmas and migrations", () => {
-  it("puts the file in WAL mode and records schema versions 1 to 5 once", () => {
+  it("puts the file in WAL mode and records every schema version once", () => {
     const path = tempPath();
     open(path).close();
     open(path).close();
     const db = raw(path);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4, 5]);
-    expect(SQLITE_SCHEMA_VERSION).toBe(5);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(SQLITE_SCHEMA_VERSION).toBe(Math.max(...MIGRATIONS.map((m) => m.version)));
+    expect(SQLITE_SCHEMA_VERSION).toBeGreaterThanOrEqual(6);
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     expect(tables).toEqual(
       expect.arrayContaining(["approvals", "audit_events", "claims", "effects", "read_evidence", "receipts", "schema_migrations", "turns", "verdicts"]),
@@ -297,12 +298,13 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     const store = open(path);
     await store.putReceiptIfAbsent(receipt());
     store.close();
-    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (6, '2040-01-01T00:00:00Z')").run();
+    const newer = SQLITE_SCHEMA_VERSION + 1;
+    raw(path).prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, '2040-01-01T00:00:00Z')").run(newer);
 
     const error = openError(path);
     expect(error.message).toContain(JSON.stringify(path));
-    expect(error.message).toMatch(/schema version 6/);
-    expect(error.message).toMatch(/supports up to 5/);
+    expect(error.message).toContain(`schema version ${String(newer)}`);
+    expect(error.message).toContain(`supports up to ${String(SQLITE_SCHEMA_VERSION)}`);
     expect(raw(path).prepare("SELECT count(*) FROM receipts").pluck().get()).toBe(1);
   });
 
@@ -330,7 +332,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     );
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4, 5]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.claimMutation(identity())).toEqual({ status: "pending" });
     expect(await store.releaseMutation({ turnKey: TURN_KEY, token: "old-token" })).toBe(true);
@@ -397,7 +399,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     }
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual([1, 2, 3, 4, 5]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     // Receipts: an older one names no principal; a new one keeps its principal.
     expect(await store.getReceipt(TURN_KEY)).toEqual(receipt({ policyVersion: "v1" }));
     expect(await store.getReceipt(TURN_KEY)).not.toHaveProperty("principal");
@@ -459,7 +461,7 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     ).run(old.turnKey, old.scopeId, old.toolCallId, old.toolName, old.argsDigest, old.mutationKey, old.toolFingerprint);
 
     const store = open(path);
-    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all(), "migrated to 5 once").toEqual([1, 2, 3, 4, 5]);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all(), "migrated to the newest once").toEqual(MIGRATIONS.map((m) => m.version));
     expect(await store.claimMutation(identity()), "the version 4 claim is kept").toEqual({ status: "pending" });
     expect(await store.listUnresolvedEffects(), "no side effects before the upgrade").toEqual([]);
     const effect = effectIdentity({ scopeId: TURN.scopeId, turnKey: TURN_KEY }, { id: "m1", name: "send_mail", argsDigest: digest({ to: "a" }), toolFingerprint: RENAME_FINGERPRINT });
@@ -469,6 +471,47 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     expect(await store.settleEffect({ effectKey: effect.effectKey, token: claimed.token, outcome: "complete", result: RESULT }), "and settles").toBe(true);
     expect(await store.claimEffect(effect), "and replays").toEqual({ status: "replay", result: RESULT });
     expect(await store.getMutation(TURN_KEY), "the mutation claim is untouched").toMatchObject({ state: "pending" });
+  });
+
+  it("upgrades a version 4 file to 6: approvals rebuilt with the orphaned status, rows, request order and indexes kept", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    db.exec(MIGRATIONS.filter((migration) => migration.version <= 4).map((migration) => migration.sql).join("\n"));
+    db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");
+    for (const version of [1, 2, 3, 4]) db.prepare("INSERT INTO schema_migrations VALUES (?, '2031-01-01T00:00:00.000Z')").run(version);
+    // Three requests at one instant, inserted against id order: rowid is the listing's tie-break.
+    const requests = ["w1", "w2", "w3"].map((callId) => approvalRequest(TURN, callId)).sort((a, b) => (a.approvalId < b.approvalId ? 1 : -1));
+    const [approved, rejected, pending] = requests as [ApprovalSubmission, ApprovalSubmission, ApprovalSubmission];
+    const decidedAt = "2031-02-03T05:00:00.000Z";
+    const rows = [
+      { ...approved, status: "approved", decision: { decision: "approve" }, operatorRef: "alice", decidedAt },
+      { ...rejected, status: "rejected", decision: { decision: "reject", message: "no" }, decidedAt },
+      { ...pending, status: "pending" },
+    ];
+    for (const row of rows) {
+      db.prepare("INSERT INTO approvals (approval_id, turn_key, status, requested_at_ms, record) VALUES (?, ?, ?, ?, ?)").run(
+        row.approvalId, row.turnKey, row.status, Date.parse(row.requestedAt), JSON.stringify(row),
+      );
+    }
+    // Version 4 refuses the new status.
+    expect(() => db.prepare("UPDATE approvals SET status = 'orphaned' WHERE approval_id = ?").run(approved.approvalId)).toThrow(/CHECK/);
+
+    const store = open(path);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(await store.listApprovals()).toEqual(rows);
+    const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'approvals' AND sql IS NOT NULL ORDER BY name").pluck().all();
+    expect(indexes).toEqual(["approvals_by_time", "approvals_by_turn", "approvals_decided", "approvals_pending_by_time"]);
+    expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'approvals_v6'").pluck().get()).toBe(0);
+    // The migrated approved request can be orphaned; the others are left as they were.
+    expect(await store.orphanApprovals({ decidedBefore: "2031-02-03T05:00:00.001Z" })).toEqual({ orphaned: 1 });
+    expect(await store.getApproval(approved.approvalId)).toMatchObject({ status: "orphaned", decision: { decision: "approve" }, operatorRef: "alice" });
+    expect((await store.listApprovals()).map((record) => record.status)).toEqual(["orphaned", "rejected", "pending"]);
+    expect(await store.applyApproval({ approvalId: approved.approvalId, appliedAt: "2031-02-03T06:00:00.000Z" })).toBe(false);
+    // The CHECK still refuses a status nobody knows.
+    expect(() => db.prepare("UPDATE approvals SET status = 'bogus' WHERE approval_id = ?").run(pending.approvalId)).toThrow(/CHECK/);
+    expect(db.pragma("integrity_check", { simple: true })).toBe("ok");
+    store.close();
   });
 
   it("upgrades a version 2 file whose audit trail holds an unreadable event: it stays unreadable and in no scope", async () => {

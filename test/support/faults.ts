@@ -28,6 +28,7 @@ export const STORE_METHODS = [
   "applyApproval",
   "listApprovals",
   "expireApprovals",
+  "orphanApprovals",
   "appendAudit",
   "readAudit",
   "getAuditCursor",

@@ -38,6 +38,8 @@ import {
   type DecideApprovalInput,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type OrphanApprovalsInput,
+  type OrphanApprovalsResult,
   type FinishTurnInput,
   type MutationIdentity,
   type MutationRelease,
@@ -323,6 +325,9 @@ export class ForwardingStore implements GuardrailStore {
   }
   expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
     return this.inner.expireApprovals(input);
+  }
+  orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult> {
+    return this.inner.orphanApprovals(input);
   }
   appendAudit(event: AuditEvent): Promise<void> {
     return this.inner.appendAudit(event);

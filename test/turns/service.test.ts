@@ -260,10 +260,17 @@ for (const kind of KINDS) {
       const answer = completed(await service.submit({ turn: turnOf() }));
       expect(answer.replayed).toBe(false);
       expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
-      expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({
+      // The same decision delivered again (a retried request) is answered as the turn stands: nothing runs again, nothing is refused.
+      const trail = (await store.readAudit({ approvalId })).length;
+      expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({ ...answer, replayed: true });
+      expect(notes.writes).toHaveLength(1);
+      expect(await store.readAudit({ approvalId })).toHaveLength(trail);
+      // Another decision is refused, and audited.
+      expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "reject" } })).toEqual({
         status: "not_pending",
         approvalStatus: "applied",
       });
+      expect((await store.readAudit({ approvalId })).at(-1)).toMatchObject({ action: "decision_refused", code: "already_decided", operatorRef: "alice" });
     });
 
     it("mayDecide lets an approver role decide someone else's turn", async () => {

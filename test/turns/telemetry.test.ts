@@ -176,8 +176,14 @@ describe("a span per turn operation, parenting the run's tool-call spans", () =>
       sum: 90,
     });
 
-    // Answering again resumes nothing and records no second wait.
-    expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toMatchObject({ status: "not_pending" });
+    // Answering again (the same decision, re-delivered) resumes nothing, runs nothing and records no second wait.
+    const spans = otel.callSpans().length;
+    expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toMatchObject({ status: "completed", replayed: true });
+    expect(otel.callSpans()).toHaveLength(spans);
+    expect(notes.writes).toHaveLength(1);
+    expect((await otel.histogram(METRICS.approvalWaitTime)).count).toBe(1);
+    // Another decision is refused: nothing resumes either.
+    expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "reject" } })).toMatchObject({ status: "not_pending" });
     expect((await otel.histogram(METRICS.approvalWaitTime)).count).toBe(1);
   });
 

@@ -203,10 +203,22 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX effects_complete ON ${s}.effects (settled_ms) WHERE state = 'complete'`,
     ],
   },
+  {
+    version: 6,
+    description: "approval status orphaned",
+    statements: (s) => [
+      // The CHECK of version 2 was unnamed: PostgreSQL named it approvals_status_check.
+      `ALTER TABLE ${s}.approvals DROP CONSTRAINT approvals_status_check`,
+      `ALTER TABLE ${s}.approvals ADD CONSTRAINT approvals_status_check
+         CHECK (status IN ('pending', 'approved', 'rejected', 'edited', 'applied', 'expired', 'orphaned'))`,
+      // orphanApprovals: the decided requests not yet applied.
+      `CREATE INDEX approvals_decided ON ${s}.approvals (requested_ms, approval_order) WHERE status IN ('approved', 'edited')`,
+    ],
+  },
 ];
 
-/** The schema version this code writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
+/** The schema version this code writes and reads: the newest migration's. */
+export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.reduce((newest, migration) => Math.max(newest, migration.version), 0);
 
 /**
  * Connects, checks the server answers, and migrates `target.schema` under a transaction-scoped

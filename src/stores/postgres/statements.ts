@@ -228,6 +228,12 @@ export function statements(schema: string) {
        WHERE status = 'pending' AND requested_ms < $1::bigint
        ORDER BY requested_ms, approval_order FOR UPDATE`,
     ),
+    lockDecided: statement(
+      "lock_decided",
+      `SELECT ${approvalColumns} FROM ${s}.approvals
+       WHERE status IN ('approved', 'edited')
+       ORDER BY requested_ms, approval_order FOR UPDATE`,
+    ),
     // The lock is taken in a MATERIALIZED CTE the INSERT reads from, so nextval() runs after it.
     appendAudit: statement(
       "append_audit",
@@ -246,6 +252,13 @@ export function statements(schema: string) {
       `SELECT seq, event FROM ${s}.audit
        WHERE turn_key = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
          AND ($5::text IS NULL OR scope_id = $5::text)
+       ORDER BY seq LIMIT $3::integer`,
+    ),
+    readAuditByApproval: statement(
+      "read_audit_by_approval",
+      `SELECT seq, event FROM ${s}.audit
+       WHERE approval_id = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
+         AND ($5::text IS NULL OR turn_key = $5::text) AND ($6::text IS NULL OR scope_id = $6::text)
        ORDER BY seq LIMIT $3::integer`,
     ),
     readAuditByScope: statement(

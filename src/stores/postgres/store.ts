@@ -28,6 +28,7 @@ import {
   EffectReleaseSchema,
   EffectSettlementSchema,
   ExpireApprovalsInputSchema,
+  OrphanApprovalsInputSchema,
   ClaimedIdentitySchema,
   PruneOptionsSchema,
   ReconciliationSchema,
@@ -58,6 +59,8 @@ import {
   type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type OrphanApprovalsInput,
+  type OrphanApprovalsResult,
   type FinishTurnInput,
   type GuardrailStore,
   type MutationIdentity,
@@ -80,7 +83,14 @@ import {
   type VerdictRecord,
 } from "../../contracts.js";
 import { ConfigurationError, StoreContractError } from "../../errors.js";
-import { appliedApprovalRecord, approvalEvent, approvalDecisionOutcome, expiredApprovalRecord, reconciledEvent } from "../events.js";
+import {
+  appliedApprovalRecord,
+  approvalEvent,
+  approvalDecisionOutcome,
+  expiredApprovalRecord,
+  orphanedApprovalRecord,
+  reconciledEvent,
+} from "../events.js";
 import {
   brandTrustedStore,
   parseAuditEvent,
@@ -461,6 +471,30 @@ export class PostgresGuardrailStore implements GuardrailStore {
     );
   }
 
+  async orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult> {
+    const { decidedBefore } = parseStoreValue(OrphanApprovalsInputSchema, input, "approval orphaning");
+    const cutoff = epochMs(decidedBefore);
+    return this.#run("orphanApprovals", () =>
+      this.#transaction(async (client) => {
+        // One sweep (expiry or orphaning) at a time per schema, so two never wait on each other's row locks.
+        await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [this.#expiryLock]);
+        // FOR UPDATE re-checks each row once locked: one applied meanwhile is no longer approved or edited.
+        // Decided requests wait only for their resume: the rows are few, their decision times compared here.
+        const { rows } = await this.#query(this.#sql.lockDecided, [], client);
+        const at = this.#timestamp();
+        let orphaned = 0;
+        for (const row of rows) {
+          const retired = cutoff === null ? undefined : orphanedApprovalRecord(approvalFromRow(row), cutoff, at);
+          if (retired === undefined) continue;
+          await this.#storeApproval(retired, client);
+          await this.#append(approvalEvent(retired, "orphaned", at), client);
+          orphaned++;
+        }
+        return { orphaned };
+      }),
+    );
+  }
+
   async #storeApproval(record: ApprovalRecord, client: Queryable): Promise<void> {
     await this.#query(this.#sql.updateApproval, [record.approvalId, record.status, JSON.stringify(record)], client);
   }
@@ -477,13 +511,15 @@ export class PostgresGuardrailStore implements GuardrailStore {
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
-    const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+    const { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
     return this.#run("readAudit", async () => {
       const from = since === undefined ? null : epochMs(since);
       const scope = scopeId === undefined ? null : encodeText(scopeId);
-      // One statement per index it walks: the trail in seq order, or one turn's or one scope's events.
+      // One statement per index it walks: the trail in seq order, or one request's, one turn's or one scope's events.
       const { rows } =
-        turnKey !== undefined
+        approvalId !== undefined
+          ? await this.#query(this.#sql.readAuditByApproval, [afterSeq, from, limit, approvalId, turnKey ?? null, scope])
+          : turnKey !== undefined
           ? await this.#query(this.#sql.readAuditByTurn, [afterSeq, from, limit, turnKey, scope])
           : scope !== null
             ? await this.#query(this.#sql.readAuditByScope, [afterSeq, from, limit, scope])

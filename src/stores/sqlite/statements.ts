@@ -67,14 +67,18 @@ const SQL = {
       "ORDER BY requested_at_ms, rowid LIMIT ?",
   pendingApprovalsBefore:
     `SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE status = 'pending' AND requested_at_ms < ? ORDER BY requested_at_ms, rowid`,
+  decidedApprovals: `SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE status IN ('approved', 'edited') ORDER BY requested_at_ms, rowid`,
   appendAudit:
     "INSERT INTO audit_events (at_ms, turn_key, scope_id, decision, approval_id, event) VALUES (?, ?, ?, ?, ?, ?)",
-  // Named parameters: @afterSeq, @since (NULL: no bound), @turnKey, @scopeId, @limit. One
-  // statement per index it walks: the trail in seq order, or one turn's or one scope's events.
+  // Named parameters: @afterSeq, @since (NULL: no bound), @turnKey, @scopeId, @approvalId, @limit. One
+  // statement per index it walks: the trail in seq order, or one request's, one turn's or one scope's events.
   readAudit: `SELECT seq, event FROM audit_events WHERE seq > @afterSeq AND ${AUDIT_SINCE} ORDER BY seq LIMIT @limit`,
   readAuditByTurn:
     `SELECT seq, event FROM audit_events WHERE turn_key = @turnKey AND seq > @afterSeq AND ${AUDIT_SINCE} ` +
       "AND (@scopeId IS NULL OR scope_id = @scopeId) ORDER BY seq LIMIT @limit",
+  readAuditByApproval:
+    `SELECT seq, event FROM audit_events WHERE approval_id = @approvalId AND seq > @afterSeq AND ${AUDIT_SINCE} ` +
+      "AND (@turnKey IS NULL OR turn_key = @turnKey) AND (@scopeId IS NULL OR scope_id = @scopeId) ORDER BY seq LIMIT @limit",
   readAuditByScope:
     `SELECT seq, event FROM audit_events WHERE scope_id = @scopeId AND seq > @afterSeq AND ${AUDIT_SINCE} ORDER BY seq LIMIT @limit`,
   getAuditCursor: "SELECT seq FROM audit_cursors WHERE sink = ?",

@@ -41,6 +41,7 @@ import {
   EffectReleaseSchema,
   EffectSettlementSchema,
   ExpireApprovalsInputSchema,
+  OrphanApprovalsInputSchema,
   PruneOptionsSchema,
   ReconciliationSchema,
   StoredAuditEventSchema,
@@ -71,6 +72,8 @@ import {
   type EffectStatus,
   type ExpireApprovalsInput,
   type ExpireApprovalsResult,
+  type OrphanApprovalsInput,
+  type OrphanApprovalsResult,
   type FinishTurnInput,
   type GuardrailStore,
   type MutationIdentity,
@@ -345,6 +348,14 @@ export class SqliteGuardrailStore implements GuardrailStore {
     });
   }
 
+  async orphanApprovals(input: OrphanApprovalsInput): Promise<OrphanApprovalsResult> {
+    return this.#run("orphanApprovals", () => {
+      const cutoff = epochMs(parseStoreValue(OrphanApprovalsInputSchema, input, "approval orphaning").decidedBefore);
+      if (cutoff === null) return { orphaned: 0 };
+      return this.#tx.orphanApprovals.immediate(cutoff);
+    });
+  }
+
   // -- audit trail ----------------------------------------------------------------------------
 
   async appendAudit(event: AuditEvent): Promise<void> {
@@ -356,16 +367,23 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
     return this.#run("readAudit", () => {
-      const { since, afterSeq = 0, turnKey, scopeId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
+      const { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
       const params = {
         afterSeq,
         since: since === undefined ? null : epochMs(since),
         turnKey: turnKey ?? null,
         scopeId: scopeId === undefined ? null : encodeText(scopeId),
+        approvalId: approvalId ?? null,
         limit,
       };
       const statement =
-        turnKey !== undefined ? this.#sql.readAuditByTurn : scopeId !== undefined ? this.#sql.readAuditByScope : this.#sql.readAudit;
+        approvalId !== undefined
+          ? this.#sql.readAuditByApproval
+          : turnKey !== undefined
+            ? this.#sql.readAuditByTurn
+            : scopeId !== undefined
+              ? this.#sql.readAuditByScope
+              : this.#sql.readAudit;
       return statement.all(params).map((row) => {
         const what = `audit event ${String(row.seq)}`;
         const event = parseJson(row.event, what);

@@ -14,6 +14,7 @@ import type {
   DecideApprovalInput,
   EffectReconciliation,
   ExpireApprovalsResult,
+  OrphanApprovalsResult,
   PruneResult,
   Reconciliation,
   ReconcileResult,
@@ -25,6 +26,7 @@ import {
   approvalDecisionOutcome,
   effectReconciledEvent,
   expiredApprovalRecord,
+  orphanedApprovalRecord,
   reconciledEvent,
 } from "../events.js";
 import { approvalFromRow, claimFromRow, effectFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
@@ -38,6 +40,7 @@ export interface Transactions {
   readonly decideApproval: Database.Transaction<(input: DecideApprovalInput) => ApprovalDecisionResult>;
   readonly applyApproval: Database.Transaction<(input: ApplyApprovalInput) => boolean>;
   readonly expireApprovals: Database.Transaction<(cutoff: number) => ExpireApprovalsResult>;
+  readonly orphanApprovals: Database.Transaction<(cutoff: number) => OrphanApprovalsResult>;
   readonly reconcile: Database.Transaction<(reconciliation: Reconciliation) => ReconcileResult>;
   readonly prune: Database.Transaction<(cutoff: number) => PruneResult>;
   readonly reconcileEffect: Database.Transaction<(reconciliation: EffectReconciliation) => ReconcileResult>;
@@ -122,6 +125,21 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     return { expired: due.length };
   });
 
+  // Decided requests wait only for their resume, so the approved and edited rows are few: their
+  // decision times are compared here, as every store compares them.
+  const orphanApprovals = db.transaction((cutoff: number): OrphanApprovalsResult => {
+    const at = timestamp();
+    let orphaned = 0;
+    for (const record of sql.decidedApprovals.all().map(approvalFromRow)) {
+      const retired = orphanedApprovalRecord(record, cutoff, at);
+      if (retired === undefined) continue;
+      storeApproval(retired);
+      appendEvent(sql, approvalEvent(retired, "orphaned", at));
+      orphaned++;
+    }
+    return { orphaned };
+  });
+
   const reconcile = db.transaction((reconciliation: Reconciliation): ReconcileResult => {
     const row = sql.getClaim.get(reconciliation.turnKey);
     if (row === undefined) return { reconciled: false, reason: "not_found" };
@@ -183,6 +201,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     decideApproval,
     applyApproval,
     expireApprovals,
+    orphanApprovals,
     reconcile,
     reconcileEffect,
     prune,

@@ -1,13 +1,16 @@
 /**
  * Approval requests: stored once per approval id and never changed by a later request; decided
- * once (the first decision wins, a refused one is audited); applied once; listed oldest first;
- * expired when nobody decided. The store audits every step in the same operation as the change.
+ * once (the first decision wins, a refused one is audited, the recorded one re-delivered is
+ * answered again and not audited); applied once; listed oldest first; expired when nobody decided;
+ * orphaned when decided but never applied; each request's history read back by `approvalId`. The
+ * store audits every step in the same operation as the change.
  */
 import { expect } from "vitest";
 import {
   ApprovalDecisionResultSchema,
   ApprovalRecordSchema,
   ExpireApprovalsResultSchema,
+  OrphanApprovalsResultSchema,
   type ApprovalDecision,
   type ApprovalDecisionResult,
   type ApprovalQuery,
@@ -76,6 +79,18 @@ async function list(store: GuardrailStore, query?: ApprovalQuery): Promise<Appro
 async function expire(store: GuardrailStore, olderThanMs: number): Promise<number> {
   const result = await store.expireApprovals({ olderThan: new Date(olderThanMs).toISOString() });
   return conform(ExpireApprovalsResultSchema, result, "expireApprovals's answer").expired;
+}
+
+async function orphan(store: GuardrailStore, decidedBeforeMs: number): Promise<number> {
+  const result = await store.orphanApprovals({ decidedBefore: new Date(decidedBeforeMs).toISOString() });
+  return conform(OrphanApprovalsResultSchema, result, "orphanApprovals's answer").orphaned;
+}
+
+/** One request's history: `readAudit` filtered by its approval id. */
+async function history(store: GuardrailStore, approvalId: string = APPROVAL_ID): Promise<StoredAuditEvent[]> {
+  const events = await readAudit(store, { approvalId });
+  for (const event of events) expect(event.approvalId, "readAudit({ approvalId }) answers only that request's events").toBe(approvalId);
+  return events;
 }
 
 const approvalEvents = async (store: GuardrailStore) =>
@@ -535,4 +550,251 @@ export function approvalsSuite(test: StoreTest): void {
       expect(record?.status, "record?.status toBe").toBe("expired");
     }
   });
+
+  // -- re-delivered decisions -----------------------------------------------------------------
+
+  for (const [label, decision, status] of DECISIONS) {
+    test(`${label} re-delivered is answered as the first time (repeated: true) and appends nothing`, async ({ store, clock }) => {
+      await requestApproval(store);
+      const first = await decide(store, decision, { operatorRef: "reviewer-7" });
+      expect(first.decided, "the first delivery decides").toBe(true);
+      const recorded = decidedRecord(decision, status, { operatorRef: "reviewer-7" });
+      const trail = await readAudit(store);
+      clock.advance(MINUTE);
+      // A later decidedAt is the same decision delivered again: the recorded time stands.
+      const again = await decide(store, decision, { operatorRef: "reviewer-7", decidedAt: "2031-02-05T00:00:00.000Z" });
+      expect(again, "a re-delivered decision answers decided, repeated, with the record as it stands").toEqual({
+        decided: true,
+        record: recorded,
+        repeated: true,
+      });
+      expect(await getApproval(store), "a re-delivered decision changes nothing").toEqual(recorded);
+      expect(await readAudit(store), "a re-delivered decision appends no event (no decision_refused)").toEqual(trail);
+    });
+  }
+
+  test("the decision re-delivered after its request was applied answers repeated with the applied record, and appends nothing", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, EDIT, { operatorRef: "reviewer-1" });
+    expectBoolean(await apply(store), true, "applying the edited request");
+    const applied = await getApproval(store);
+    const trail = await readAudit(store);
+    expect(await decide(store, EDIT, { operatorRef: "reviewer-1" }), "the edit re-delivered after apply").toEqual({
+      decided: true,
+      record: applied,
+      repeated: true,
+    });
+    expect(await readAudit(store), "a re-delivery after apply appends nothing").toEqual(trail);
+    expectBoolean(await apply(store), false, "a re-delivery never makes an applied request applicable again");
+  });
+
+  test("an edit re-delivered with canonically equal arguments (key order at every depth) is the same decision", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, { decision: "edit", args: { title: "T", meta: { b: 1, a: [1.5, { y: null, x: "é" }] } } });
+    const trail = await readAudit(store);
+    const again = await decide(store, { decision: "edit", args: { meta: { a: [15e-1, { x: "é", y: null }], b: 1.0 }, title: "T" } });
+    expect(again.decided && again.repeated, "key order does not make another decision").toBe(true);
+    expect(await readAudit(store), "a canonically equal edit appends nothing").toEqual(trail);
+  });
+
+  test("a decision that differs in any part from the recorded one is refused already_decided and audited", async ({ store, clock }) => {
+    const variants: readonly (readonly [string, ApprovalDecision, string | undefined])[] = [
+      ["another kind", APPROVE, "reviewer-1"],
+      ["another message", { decision: "reject", message: "Another reason." }, "reviewer-1"],
+      ["no message", { decision: "reject" }, "reviewer-1"],
+      ["no operatorRef", REJECT, undefined],
+      ["another operatorRef", REJECT, "reviewer-2"],
+    ];
+    await requestApproval(store);
+    await decide(store, REJECT, { operatorRef: "reviewer-1" });
+    const recorded = decidedRecord(REJECT, "rejected", { operatorRef: "reviewer-1" });
+    for (const [label, decision, operatorRef] of variants) {
+      clock.advance(MINUTE);
+      const before = (await readAudit(store)).length;
+      const answer = await decide(store, decision, operatorRef === undefined ? {} : { operatorRef });
+      expect(answer, `${label}: refused already_decided with the record`).toEqual({ decided: false, reason: "already_decided", record: recorded });
+      const added = (await readAudit(store)).slice(before);
+      expect(added, `${label}: exactly one event appended`).toHaveLength(1);
+      expectApprovalEvent(added[0], approvalRequest(), "decision_refused", clock.ms, {
+        code: "already_decided",
+        ...(operatorRef === undefined ? {} : { operatorRef }),
+      });
+    }
+    expect(await getApproval(store), "refused decisions change nothing").toEqual(recorded);
+  });
+
+  test("an edit with other arguments than the recorded edit is refused already_decided and audited", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, EDIT);
+    const answer = await decide(store, { decision: "edit", args: { title: "Another title" } });
+    expect(answer.decided, "an edit with other arguments does not decide").toBe(false);
+    expect((await approvalEvents(store)).at(-1), "and is audited decision_refused").toMatchObject({ action: "decision_refused", code: "already_decided" });
+  });
+
+  test("8 concurrent deliveries of one decision: one decides, the others answer repeated; one decision event, no refusal", async ({ store }) => {
+    await requestApproval(store);
+    const answers = await Promise.all(Array.from({ length: 8 }, () => decide(store, EDIT, { operatorRef: "reviewer-1" })));
+    expect(answers.every((answer) => answer.decided), "every delivery of the same decision answers decided").toBe(true);
+    expect(answers.filter((answer) => answer.decided && answer.repeated !== true), "exactly one delivery decided it").toHaveLength(1);
+    const actions = (await approvalEvents(store)).map((event) => event.action);
+    expect(actions, "one requested and one edit event, and no decision_refused").toEqual(["requested", "edit"]);
+  });
+
+  // -- history --------------------------------------------------------------------------------
+
+  test("readAudit by approvalId lists one request's events in order: requested, decision, refusals, applied", async ({ store }) => {
+    const other = approvalRequest(SIBLING);
+    await requestApproval(store);
+    await requestApproval(store, other);
+    await decide(store, APPROVE, { approvalId: other.approvalId });
+    await decide(store, EDIT, { operatorRef: "reviewer-1" });
+    await store.appendAudit({ at: "2031-02-03T04:05:06.000Z", decision: "refused", turnKey: TURN_KEY, scopeId: TURN.scopeId, code: "guardrail_denied" });
+    await decide(store, REJECT, { operatorRef: "reviewer-2" });
+    await decide(store, EDIT, { operatorRef: "reviewer-1" }); // re-delivered: no event
+    expectBoolean(await apply(store), true, "applying the edited request");
+    await store.appendAudit({
+      at: "2031-02-03T04:05:07.000Z",
+      decision: "approval",
+      action: "answer_refused",
+      code: "other_request",
+      approvalId: APPROVAL_ID,
+      turnKey: TURN_KEY,
+      scopeId: TURN.scopeId,
+    });
+    const mine = await history(store);
+    expect(mine.map((event) => [event.action, event.code, event.operatorRef]), "the request's own events, in order").toEqual([
+      ["requested", undefined, undefined],
+      ["edit", undefined, "reviewer-1"],
+      ["decision_refused", "already_decided", "reviewer-2"],
+      ["applied", undefined, undefined],
+      ["answer_refused", "other_request", undefined],
+    ]);
+    const seqs = mine.map((event) => event.seq);
+    expect(seqs, "in seq order").toEqual([...seqs].sort((a, b) => a - b));
+    expect((await history(store, other.approvalId)).map((event) => event.action), "the other request's history").toEqual(["requested", "approve"]);
+    expect(await history(store, "0".repeat(64)), "a request never asked has no history").toEqual([]);
+  });
+
+  test("readAudit by approvalId combines with the other filters and pages with afterSeq and limit", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, APPROVE);
+    expectBoolean(await apply(store), true, "applying the approved request");
+    const all = await history(store);
+    expect(all.map((event) => event.action), "the whole history").toEqual(["requested", "approve", "applied"]);
+    expect((await readAudit(store, { approvalId: APPROVAL_ID, limit: 2 })).map((event) => event.action), "limit").toEqual(["requested", "approve"]);
+    expect(
+      (await readAudit(store, { approvalId: APPROVAL_ID, afterSeq: all[0]?.seq ?? 0 })).map((event) => event.action),
+      "afterSeq",
+    ).toEqual(["approve", "applied"]);
+    expect(await readAudit(store, { approvalId: APPROVAL_ID, turnKey: TURN_KEY }), "with its own turn key").toEqual(all);
+    expect(await readAudit(store, { approvalId: APPROVAL_ID, turnKey: turnKey(SIBLING) }), "with another turn key").toEqual([]);
+    expect(await readAudit(store, { approvalId: APPROVAL_ID, scopeId: TURN.scopeId }), "with its own scope").toEqual(all);
+    expect(await readAudit(store, { approvalId: APPROVAL_ID, scopeId: STRANGER.scopeId }), "with another scope").toEqual([]);
+  });
+
+  // -- orphaning ------------------------------------------------------------------------------
+
+  test("orphans approved and edited requests decided strictly before the cut-off, at the store's time, one event each; nothing else", async ({ store, clock }) => {
+    const cutoff = Date.parse("2031-02-03T05:00:00.000Z");
+    const approved = approvalRequest(turn("approved-early"));
+    const edited = approvalRequest(turn("edited-early"));
+    const atCutoff = approvalRequest(turn("at-cutoff"));
+    const late = approvalRequest(turn("late"));
+    const rejected = approvalRequest(turn("rejected-early"));
+    const applied = approvalRequest(turn("applied-early"));
+    const pending = approvalRequest(turn("pending"), CALL, { requestedAt: "2031-02-02T00:00:00.000Z" });
+    const expired = approvalRequest(turn("expired"), CALL, { requestedAt: "2031-02-01T00:00:00.000Z" });
+    for (const request of [approved, edited, atCutoff, late, rejected, applied, pending, expired]) await requestApproval(store, request);
+    await expire(store, Date.parse("2031-02-01T00:00:00.001Z"));
+    await decide(store, APPROVE, { approvalId: approved.approvalId, decidedAt: "2031-02-03T04:59:59.999Z", operatorRef: "reviewer-1" });
+    // 04:30Z, written with an offset: instants are compared, not text.
+    await decide(store, EDIT, { approvalId: edited.approvalId, decidedAt: "2031-02-03T06:30:00.000+02:00" });
+    await decide(store, APPROVE, { approvalId: atCutoff.approvalId, decidedAt: "2031-02-03T06:00:00.000+01:00" });
+    await decide(store, APPROVE, { approvalId: late.approvalId, decidedAt: "2031-02-03T05:00:00.001Z" });
+    await decide(store, REJECT, { approvalId: rejected.approvalId, decidedAt: "2031-02-03T01:00:00.000Z" });
+    await decide(store, APPROVE, { approvalId: applied.approvalId, decidedAt: "2031-02-03T01:00:00.000Z" });
+    expectBoolean(await apply(store, applied.approvalId), true, "applying a request before the sweep");
+    const untouched = await Promise.all([atCutoff, late, rejected, applied, pending, expired].map((request) => getApproval(store, request.approvalId)));
+    clock.advance(MINUTE);
+    const before = (await readAudit(store)).length;
+
+    expect(await orphan(store, cutoff), "orphanApprovals answers how many it orphaned").toBe(2);
+    for (const [request, decision, operatorRef] of [
+      [approved, APPROVE, "reviewer-1"],
+      [edited, EDIT, undefined],
+    ] as const) {
+      const record = await getApproval(store, request.approvalId);
+      expectInstant(record?.orphanedAt, clock.ms, "orphanedAt");
+      expect(record?.status, "an orphaned request's status").toBe("orphaned");
+      expect(record?.decision, "an orphaned request keeps its decision").toEqual(decision);
+      expect(record?.operatorRef, "an orphaned request keeps who decided").toBe(operatorRef);
+      expect(record?.appliedAt, "an orphaned request was never applied").toBeUndefined();
+    }
+    expect(
+      await Promise.all([atCutoff, late, rejected, applied, pending, expired].map((request) => getApproval(store, request.approvalId))),
+      "requests decided at or after the cut-off, and rejected, applied, pending or expired ones, are not orphaned",
+    ).toEqual(untouched);
+    const events = (await readAudit(store)).slice(before);
+    expect(events.map((event) => event.approvalId).sort(), "one orphaned event per orphaned request").toEqual([approved.approvalId, edited.approvalId].sort());
+    for (const event of events) expectApprovalEvent(event, event.approvalId === approved.approvalId ? approved : edited, "orphaned", clock.ms);
+  }, ["approvalOrphans"]);
+
+  test("orphaning is idempotent, and a fresh store orphans nothing", async ({ store, clock }) => {
+    expect(await orphan(store, clock.ms + 365 * 24 * 60 * MINUTE), "a fresh store orphans nothing").toBe(0);
+    expect(await readAudit(store), "a fresh store's orphaning appends nothing").toEqual([]);
+    await requestApproval(store);
+    await decide(store, APPROVE);
+    clock.advance(MINUTE);
+    expect(await orphan(store, Date.parse(DECIDED_AT) + 1), "the first sweep orphans the approved request").toBe(1);
+    const trail = await readAudit(store);
+    const record = await getApproval(store);
+    clock.advance(MINUTE);
+    expect(await orphan(store, Date.parse(DECIDED_AT) + 1), "a second sweep finds nothing").toBe(0);
+    expect(await readAudit(store), "a second sweep appends nothing").toEqual(trail);
+    expect(await getApproval(store), "a second sweep changes nothing").toEqual(record);
+  }, ["approvalOrphans"]);
+
+  test("an orphaned request is never applied: applyApproval answers false, changing and appending nothing", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, EDIT);
+    await orphan(store, Date.parse(DECIDED_AT) + 1);
+    const record = await getApproval(store);
+    const trail = await readAudit(store);
+    expectBoolean(await apply(store), false, "applying an orphaned request");
+    expect(await getApproval(store), "a refused application changes nothing").toEqual(record);
+    expect(await readAudit(store), "a refused application appends nothing").toEqual(trail);
+  }, ["approvalOrphans"]);
+
+  test("an orphaned request refuses every decision, its own re-delivered too: orphaned, with the record, audited", async ({ store, clock }) => {
+    await requestApproval(store);
+    await decide(store, APPROVE, { operatorRef: "reviewer-1" });
+    await orphan(store, Date.parse(DECIDED_AT) + 1);
+    const orphaned = await getApproval(store);
+    for (const [label, decision, operatorRef] of [
+      ["the recorded decision", APPROVE, "reviewer-1"],
+      ["another decision", REJECT, "reviewer-2"],
+    ] as const) {
+      clock.advance(MINUTE);
+      expect(await decide(store, decision, { operatorRef }), `${label} on an orphaned request`).toEqual({ decided: false, reason: "orphaned", record: orphaned });
+      expectApprovalEvent((await approvalEvents(store)).at(-1), approvalRequest(), "decision_refused", clock.ms, { code: "orphaned", operatorRef });
+    }
+    expect(await getApproval(store), "refused decisions change nothing").toEqual(orphaned);
+    expect((await history(store)).map((event) => [event.action, event.code]), "the orphaned request's history").toEqual([
+      ["requested", undefined],
+      ["approve", undefined],
+      ["orphaned", undefined],
+      ["decision_refused", "orphaned"],
+      ["decision_refused", "orphaned"],
+    ]);
+  }, ["approvalOrphans"]);
+
+  test("an application racing an orphaning: exactly one of them changes the request", async ({ store }) => {
+    await requestApproval(store);
+    await decide(store, APPROVE);
+    const [applied, orphaned] = await Promise.all([apply(store), orphan(store, Date.parse(DECIDED_AT) + 1)]);
+    expect(applied !== (orphaned === 1), `applied: ${String(applied)}, orphaned: ${String(orphaned)}`).toBe(true);
+    expect((await getApproval(store))?.status, "the request's status names the winner").toBe(applied ? "applied" : "orphaned");
+    const steps = (await approvalEvents(store)).map((event) => event.action);
+    expect(steps, "one event for the winner only").toEqual(["requested", "approve", applied ? "applied" : "orphaned"]);
+  }, ["approvalOrphans"]);
 }

@@ -18,6 +18,7 @@ import {
   DigestSchema,
   ExpireApprovalsInputSchema,
   MAX_READ_EVIDENCE,
+  OrphanApprovalsInputSchema,
   MutationIdentitySchema,
   MutationReleaseSchema,
   MutationSettlementSchema,
@@ -551,6 +552,19 @@ function validationCases(): Case[] {
     ),
 
     ...cases(
+      "orphanApprovals",
+      OrphanApprovalsInputSchema,
+      [
+        ...NOT_OBJECTS,
+        ["no decidedBefore", {}],
+        ["olderThan instead of decidedBefore", { olderThan: "2099-01-01T00:00:00.000Z" }],
+        ...BAD_TIMESTAMPS.map(([label, value]) => [`decidedBefore as ${label}`, { decidedBefore: value }] as const),
+        ["an extra key", { decidedBefore: "2099-01-01T00:00:00.000Z", status: "approved" }],
+      ],
+      (store, _seeded, value) => store.orphanApprovals(untyped(value)),
+    ),
+
+    ...cases(
       "appendAudit",
       AuditEventSchema,
       [
@@ -597,6 +611,9 @@ function validationCases(): Case[] {
         ["an empty scopeId", { scopeId: "" }],
         ["a numeric scopeId", { scopeId: 1 }],
         ["scopeId as an array", { scopeId: ["doc-1"] }],
+        ["a bad approval id", { approvalId: "a" }],
+        ["an upper-case approval id", { approvalId: "A".repeat(64) }],
+        ["a null approval id", { approvalId: null }],
         ...BAD_TIMESTAMPS.map(([label, value]) => [`since as ${label}`, { since: value }] as const),
         ["an extra key", { limit: 1, order: "desc" }],
       ],
