@@ -68,10 +68,15 @@ export interface GuardrailEnvironment {
   readonly approvalFormat: ApprovalFormat;
   /**
    * Asked before a person is asked about the call: a refusal the call would certainly get later
-   * (a mutation's claim), so no request is stored and no interrupt raised for it.
+   * (a mutation's claim), so no request is stored and no interrupt raised for it; or `replay`
+   * when its claim can only replay a completed effect (nothing would run), so nobody is asked
+   * about what already happened and the call goes on, bound to replay only.
    */
-  readonly beforeAsk?: (() => Promise<Refusal | undefined>) | undefined;
+  readonly beforeAsk?: (() => Promise<Refusal | typeof REPLAY_ONLY | undefined>) | undefined;
 }
+
+/** `beforeAsk`'s answer for a call whose claim can only replay: see {@link GuardrailEnvironment.beforeAsk}. */
+export const REPLAY_ONLY = "replay";
 
 /** An approval that let the call through, and how to ask again for a new execution. */
 export interface Approved {
@@ -82,8 +87,11 @@ export interface Approved {
 
 /** The guardrails' answer for a call. */
 export type Evaluation =
-  /** Run the call, with these arguments (a person may have edited them). */
-  | { readonly pass: CheckedCall; readonly approval?: Approved }
+  /**
+   * Run the call, with these arguments (a person may have edited them). `replayOnly`: nobody was
+   * asked, because its claim can only replay what already ran; a claim that would run it refuses.
+   */
+  | { readonly pass: CheckedCall; readonly approval?: Approved; readonly replayOnly?: true }
   /**
    * Refused: the model gets `refusal`; the audit records `code`, the deciding `guardrail`, and the
    * approval request whose recorded edit failed its checks, or that was orphaned, if that is why.
@@ -168,6 +176,7 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
 async function approve(env: GuardrailEnvironment, ask: ApprovalAsk, call: CheckedCall, edits: EditChecks, from: number): Promise<Evaluation> {
   // Nobody is asked to approve what will be refused anyway; a replay of the call goes on.
   const blocked = await env.beforeAsk?.();
+  if (blocked === REPLAY_ONLY) return { pass: call, replayOnly: true };
   if (blocked !== undefined) return { blocked };
   const outcome = await approvalFor(env, ask, call, {
     from,

@@ -104,6 +104,8 @@ export class GovernedCall {
   arguments: CallArguments | undefined;
   /** Set by the guardrails when a person approved the call: this execution must apply it. */
   approval: Approved | undefined;
+  /** Set by the guardrails when nobody was asked because the call's claim can only replay. */
+  replayOnly = false;
   /** The telemetry observer of this call, while a backend observes it (src/pipeline/observe.ts). */
   observer: TelemetryCallObserver | undefined;
   /** The audit event recorded last for this call: how it ended, for telemetry. */
@@ -119,12 +121,13 @@ export class GovernedCall {
   }
 
   /** Takes the arguments (and approval) an evaluation let through: an approver may have edited them. */
-  adopt(pass: CheckedCall, approval: Approved | undefined): void {
+  adopt(pass: CheckedCall, approval: Approved | undefined, replayOnly = false): void {
     const current = this.checked;
     if (pass.argsDigest !== current.argsDigest || pass.rawDigest !== current.rawDigest) {
       this.arguments = { raw: pass.rawArgs, rawDigest: pass.rawDigest, args: pass.args, argsDigest: pass.argsDigest };
     }
     this.approval = approval;
+    this.replayOnly = replayOnly;
   }
 
   get name(): string {

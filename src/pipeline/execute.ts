@@ -18,7 +18,7 @@ import {
 import { checkMutationStep, claimAction, effectClaimAction, type ClaimAction } from "../decision/plan.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
-import { RetryableToolError, SealError, SettlementError } from "../errors.js";
+import { RetryableToolError, SealError, SettlementError, StoreContractError } from "../errors.js";
 import { Seal } from "../execution/seal.js";
 import { bubblesUp } from "../interrupts.js";
 import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
@@ -261,8 +261,16 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
       await call.record({ decision: "refused", code, guardrail, ...(approvalId === undefined ? {} : { approvalId }) });
       return renewed.refusal;
     }
-    call.adopt(renewed.pass, renewed.approval);
+    call.adopt(renewed.pass, renewed.approval, renewed.replayOnly === true);
     ({ key, action } = await claim());
+  }
+  // Nobody was asked because the preflight read a completed effect, which only replays: a claim
+  // that would run it contradicts the store's own answer (complete is final), so nothing runs.
+  if ("execute" in action && call.replayOnly) {
+    await releaseHeld(action.execute);
+    throw new StoreContractError(
+      `the store answered getEffect "complete" and then let the same ${kind.noun} be claimed to run; it was released, nothing ran`,
+    );
   }
   // authorize allowed this call before the claim, so the turn's completed change may be named.
   if ("refuse" in action) return call.refuse(action.refuse, action.details);

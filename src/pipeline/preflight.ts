@@ -8,6 +8,7 @@ import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema } fr
 import { checkMutationStep, effectRefusal, slotRefusal, type Refusal } from "../decision/plan.js";
 import { effectIdentity, toolFingerprint } from "../keys.js";
 import { readCandidates } from "../decision/transcript.js";
+import { REPLAY_ONLY } from "../guardrails/evaluate.js";
 import { hasStorePart } from "../store-capabilities.js";
 import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
 import { z } from "zod";
@@ -45,9 +46,11 @@ export function mutationPreflight(call: GovernedCall, context: MutationContext):
 
 /**
  * Before a person is asked about a side effect: its claim as `getEffect` reads it, refused when
- * it is certain never to run (`unknown`, `pruned`). One store read, and only for calls put to a person.
+ * it is certain never to run (`unknown`, `pruned`), and `replay` when it completed (under this or
+ * another call id): the claim can only replay it, so nobody is asked about what already happened.
+ * One store read, and only for calls put to a person.
  */
-export function effectPreflight(call: GovernedCall): () => Promise<Refusal | undefined> {
+export function effectPreflight(call: GovernedCall): () => Promise<Refusal | typeof REPLAY_ONLY | undefined> {
   return async () => {
     const { store } = call.governance;
     if (store === undefined || call.tool === undefined) return undefined;
@@ -59,6 +62,6 @@ export function effectPreflight(call: GovernedCall): () => Promise<Refusal | und
     });
     const answer = await store.getEffect(effectKey);
     const effect = answer === undefined || isTrustedStore(store) ? answer : parseStoreValue(EffectStatusSchema, answer, "getEffect answer");
-    return effectRefusal(effect);
+    return effect?.state === "complete" ? REPLAY_ONLY : effectRefusal(effect);
   };
 }

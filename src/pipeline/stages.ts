@@ -6,7 +6,7 @@ import type { ToolMessage } from "@langchain/core/messages";
 import type { JsonValue, ScopeOf, ToolKind } from "../contracts.js";
 import { checkCall, type Refusal } from "../decision/plan.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
-import { checkedCall, evaluateGuardrails, type GuardrailEnvironment } from "../guardrails/evaluate.js";
+import { checkedCall, evaluateGuardrails, type GuardrailEnvironment, type REPLAY_ONLY } from "../guardrails/evaluate.js";
 import { hasCheckpointer } from "../guardrails/resume.js";
 import { argumentIssueDetails } from "../guardrails/schema.js";
 import { identifyTool } from "../keys.js";
@@ -151,7 +151,7 @@ export async function guard(
   call: GovernedCall,
   ask: ((call: AskedCall) => unknown) | undefined,
   scopeOf?: ScopeOf,
-  beforeAsk?: () => Promise<Refusal | undefined>,
+  beforeAsk?: () => Promise<Refusal | typeof REPLAY_ONLY | undefined>,
 ): Promise<ToolMessage | undefined> {
   const { governance } = call;
   const env: GuardrailEnvironment = {
@@ -182,7 +182,7 @@ export async function guard(
     await call.record({ decision: "refused", code, guardrail, ...(approvalId === undefined ? {} : { approvalId }) });
     return evaluation.refusal;
   }
-  call.adopt(evaluation.pass, evaluation.approval);
+  call.adopt(evaluation.pass, evaluation.approval, evaluation.replayOnly === true);
   return undefined;
 }
 

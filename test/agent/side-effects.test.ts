@@ -351,6 +351,29 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
     expect(w.services.outbox).toHaveLength(1);
   });
 
+  it("a completed effect asked again under a new call id replays without asking anyone (nothing would run)", async () => {
+    const w = world();
+    await admit(w.store, w.input);
+    const checkpointer = new MemorySaver();
+    const guardrails = [requireApproval({ tools: ["send_email"] })];
+    const run = agentFor(w, [{ toolCalls: [send("e1")] }, { content: "Sent." }], { checkpointer, guardrails });
+    expect((await run.start()).__interrupt__).toHaveLength(1);
+    await run.resume({ decision: "approve" });
+    expect(w.services.outbox).toHaveLength(1);
+    const requested = (await w.store.listApprovals({ turnKey: turnKey(w.input) })).length;
+    // The model asks for the same email again, under a new id, on another thread of the turn.
+    const again = agentFor(w, [{ toolCalls: [send("e9")] }, { content: "Sent." }], { checkpointer, guardrails, thread: "again" });
+    const replayed = await again.start();
+    expect(replayed.__interrupt__, "nobody is asked about an effect that already happened").toBeUndefined();
+    expect(outcomeOf(replayed.messages, "e9")).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    expect(await w.store.listApprovals({ turnKey: turnKey(w.input) }), "no new approval request").toHaveLength(requested);
+    expect(w.services.outbox).toHaveLength(1);
+    // Another email (other arguments) still needs a person.
+    const other = agentFor(w, [{ toolCalls: [send("e10", "bo@example.com")] }, { content: "Sent." }], { checkpointer, guardrails, thread: "other" });
+    expect((await other.start()).__interrupt__).toHaveLength(1);
+    expect(w.services.outbox).toHaveLength(1);
+  });
+
   it("an effect whose outcome is unknown is refused before a person is asked (no approval request)", async () => {
     const w = world();
     w.services.plan.push("throw");

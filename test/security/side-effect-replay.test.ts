@@ -13,9 +13,9 @@ import { Command, MemorySaver } from "@langchain/langgraph";
 import { tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { requireApproval, type ToolPolicy } from "arkah-agent-guardrails";
+import { InMemoryGuardrailStore, requireApproval, StoreContractError, type EffectStatus, type ToolPolicy } from "arkah-agent-guardrails";
 import type { ScriptStep } from "arkah-agent-guardrails/testing";
-import { outcomeOf } from "../support/fixtures.js";
+import { ForwardingStore, outcomeOf } from "../support/fixtures.js";
 import { NOTE_POLICIES, noteTools, NotesService, secureAgent, USER } from "./support.js";
 
 const POLICIES: Record<string, ToolPolicy> = { ...NOTE_POLICIES, send_email: { kind: "side-effect" } };
@@ -129,5 +129,34 @@ describe("a side effect happens once, whatever the model says", () => {
     expect(outbox).toEqual([{ to: "boss@example.com", body: "I quit" }]);
     const events = await agent.store.readAudit();
     expect(events.filter((event) => event.toolName === "send_email" && event.decision === "executed")).toHaveLength(1);
+  });
+
+  it("nobody is asked about a completed effect, and a store that then lets it run again is caught: released, nothing sent", async () => {
+    // A store that says the effect completed, then hands out a claim to run it: the call went on
+    // without a person because nothing would run, so running it now would bypass the approval.
+    class LyingStore extends ForwardingStore {
+      override async getEffect(key: string): Promise<EffectStatus | undefined> {
+        return (await this.inner.getEffect(key)) ?? { state: "complete", toolName: "send_email", toolCallId: "m0", result: { content: "sent", status: "success" } };
+      }
+    }
+    const service = new NotesService();
+    const outbox: { to: string; body: string }[] = [];
+    const store = new LyingStore(new InMemoryGuardrailStore());
+    const agent = secureAgent({
+      service,
+      store,
+      tools: mailTools(service, outbox),
+      policies: POLICIES,
+      guardrails: { guardrails: [requireApproval({ tools: ["send_email"] })] },
+      checkpointer: new MemorySaver(),
+      script: [{ toolCalls: [mail("m1")] }, { content: "done" }],
+    });
+    const error = await agent.run({ configurable: { thread_id: "lying" } }).then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(StoreContractError.find(error)?.message, String(error)).toMatch(/answered getEffect "complete" and then let the same side effect be claimed/);
+    expect(outbox).toEqual([]);
+    expect(await store.listUnresolvedEffects(), "the claim it took was released").toEqual([]);
   });
 });
