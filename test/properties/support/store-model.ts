@@ -473,7 +473,7 @@ export async function runOp(
       const result = await store.decideApproval({ approvalId: approvalIdOf(turn, call), decision, operatorRef: "ops-2", decidedAt: at(now) });
       return {
         answer: result.decided
-          ? { decided: true, record: approvalAnswer(result.record) }
+          ? { decided: true, ...(result.repeated === true ? { repeated: true } : {}), record: approvalAnswer(result.record) }
           : { decided: false, reason: result.reason, record: approvalAnswer(result.record) },
       };
     }
@@ -610,6 +610,11 @@ export function applyOp(model: ModelState, resolved: Resolved, acquiredToken: st
       const existing = model.approvals.find((approval) => approval.approvalId === approvalId);
       if (existing === undefined) return { decided: false, reason: "not_found", record: undefined };
       if (existing.status !== "pending") {
+        // The decision the request was decided by, delivered again (every decide here names the
+        // same operator, and an edit the same arguments): the same answer, nothing appended.
+        if (existing.decision === op.decision && existing.status !== "expired") {
+          return { decided: true, repeated: true, record: { approvalId, status: existing.status, decision: existing.decision } };
+        }
         const reason = existing.status === "expired" ? "expired" : "already_decided";
         append(model, { at: at(now), decision: "approval", turnKey: turn.key, toolCallId: call.id, action: "decision_refused", code: reason });
         return { decided: false, reason, record: { approvalId, status: existing.status, decision: existing.decision } };
