@@ -227,9 +227,14 @@ try {
   const decided = arkahGuardrails(decideArgs);
   show(decided.stdout + decided.stderr);
   say(`decide --approve: exit ${String(decided.code)}`);
+  // A re-delivered decision (a retried request, a replayed webhook) is the same answer, not a refusal.
   const repeated = arkahGuardrails(decideArgs);
-  show(repeated.stderr);
-  say(`the same decide again: exit ${String(repeated.code)} (wrong state: already approved, nothing changed)`);
+  show(repeated.stdout + repeated.stderr);
+  say(`the same decide again: exit ${String(repeated.code)} (a repeat: the same answer, nothing changed or audited)`);
+  // Another decision on the decided request is refused, and audited with who sent it.
+  const other = arkahGuardrails([...flags, "decide", "--approval-id", approvalId, "--reject", "--message", "too late", "--operator-ref", "OPS-78"]);
+  show(other.stderr);
+  say(`another decision: exit ${String(other.code)} (wrong state: already approved, nothing changed)`);
   say(`writes so far: ${String(loadDocument(dir).writes)}`);
 
   say();
@@ -271,7 +276,8 @@ const expected = [
   "--- process 2: the operator, with arkah-guardrails ---",
   'pending: rename_document call-rename-1 {"title":"Field notes","expectedRevision":0}',
   "decide --approve: exit 0",
-  "the same decide again: exit 4 (wrong state: already approved, nothing changed)",
+  "the same decide again: exit 0 (a repeat: the same answer, nothing changed or audited)",
+  "another decision: exit 4 (wrong state: already approved, nothing changed)",
   "writes so far: 0",
   "",
   "--- process 3: a fresh agent on the same files resumes the thread ---",
@@ -281,7 +287,7 @@ const expected = [
   "",
   "--- afterwards ---",
   "request: applied rename_document call-rename-1 (decided by OPS-77)",
-  "audit: approval requested, approval approve by OPS-77, approval decision_refused (already_decided) by OPS-77, approval applied, executed",
+  "audit: approval requested, approval approve by OPS-77, approval decision_refused (already_decided) by OPS-78, approval applied, executed",
   "writes: 1",
 ];
 if (trace.join("\n") !== expected.join("\n")) failures.push("the trace differs from the expected one");
