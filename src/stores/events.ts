@@ -22,8 +22,11 @@ export function releasedEvent(identity: ClaimedIdentity, at: string): AuditEvent
   return claimEvent("released", identity, at);
 }
 
-/** An audit event about a claim: its identity's fields (the tool's fingerprint if the claim recorded one). */
-function claimEvent(decision: "reconciled" | "released", identity: ClaimedIdentity, at: string): AuditEvent {
+/**
+ * An audit event about a claim, a mutation's or a side effect's: its identity's fields (the
+ * tool's fingerprint if the claim recorded one), the kind, and the claim's own key.
+ */
+function claimEvent(decision: "reconciled" | "released", identity: ClaimedIdentity | EffectIdentity, at: string): AuditEvent {
   return {
     at,
     decision,
@@ -32,35 +35,21 @@ function claimEvent(decision: "reconciled" | "released", identity: ClaimedIdenti
     toolCallId: identity.toolCallId,
     toolName: identity.toolName,
     ...(identity.toolFingerprint === undefined ? {} : { toolFingerprint: identity.toolFingerprint }),
-    kind: "mutation",
     argsDigest: identity.argsDigest,
-    mutationKey: identity.mutationKey,
+    ...("effectKey" in identity
+      ? { kind: "side-effect" as const, effectKey: identity.effectKey }
+      : { kind: "mutation" as const, mutationKey: identity.mutationKey }),
   };
 }
 
 /** The `reconciled` audit event of a side effect's reconciliation, in the same transaction. */
 export function effectReconciledEvent(identity: EffectIdentity, reconciliation: EffectReconciliation, at: string): AuditEvent {
-  return { ...effectEvent("reconciled", identity, at), action: reconciliation.resolution, operatorRef: reconciliation.operatorRef };
+  return { ...claimEvent("reconciled", identity, at), action: reconciliation.resolution, operatorRef: reconciliation.operatorRef };
 }
 
 /** The `released` audit event of a side effect's release, in the same transaction. */
 export function effectReleasedEvent(identity: EffectIdentity, at: string): AuditEvent {
-  return effectEvent("released", identity, at);
-}
-
-function effectEvent(decision: "reconciled" | "released", identity: EffectIdentity, at: string): AuditEvent {
-  return {
-    at,
-    decision,
-    turnKey: identity.turnKey,
-    scopeId: identity.scopeId,
-    toolCallId: identity.toolCallId,
-    toolName: identity.toolName,
-    toolFingerprint: identity.toolFingerprint,
-    kind: "side-effect",
-    argsDigest: identity.argsDigest,
-    effectKey: identity.effectKey,
-  };
+  return claimEvent("released", identity, at);
 }
 
 /** A step of an approval request's lifecycle. */

@@ -131,6 +131,29 @@ interface EffectRecord {
   settledAt: number | undefined;
 }
 
+/** A claim's status as `getMutation` and `getEffect` answer it: the result only when complete, copied. */
+function statusOf(claim: ClaimRecord | EffectRecord | undefined): MutationStatus | undefined {
+  if (claim === undefined) return undefined;
+  const { toolName, toolCallId } = claim.identity;
+  return claim.result === undefined || claim.state !== "complete"
+    ? { state: claim.state, toolName, toolCallId }
+    : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
+}
+
+/** The `pending` and `unknown` claims, with their identity, oldest first. */
+function unresolvedOf<R extends ClaimRecord | EffectRecord>(
+  claims: Iterable<R>,
+): (R["identity"] & { state: "pending" | "unknown"; claimedAt: string })[] {
+  const unresolved: (R["identity"] & { state: "pending" | "unknown"; claimedAt: string })[] = [];
+  for (const claim of claims) {
+    if (claim.state === "pending" || claim.state === "unknown") {
+      unresolved.push({ ...claim.identity, state: claim.state, claimedAt: new Date(claim.claimedAt).toISOString() });
+    }
+  }
+  // Map order is claim order; a stable sort keeps it among equal times.
+  return unresolved.sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt));
+}
+
 /** `InMemoryGuardrailStore`'s options. */
 export interface InMemoryGuardrailStoreOptions {
   /** Clock for claim, settlement and audit times. Default: the system clock. */
@@ -407,14 +430,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   // -- reconciliation and retention -----------------------------------------------------------
 
   async listUnresolved(): Promise<UnresolvedMutation[]> {
-    const unresolved: UnresolvedMutation[] = [];
-    for (const claim of this.#claims.values()) {
-      if (claim.state === "pending" || claim.state === "unknown") {
-        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: new Date(claim.claimedAt).toISOString() });
-      }
-    }
-    // Map order is claim order; a stable sort keeps it among equal times.
-    return unresolved.sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt));
+    return unresolvedOf(this.#claims.values());
   }
 
   async reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult> {
@@ -467,12 +483,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
-    const claim = this.#claims.get(parseDigest(turnKey, "turn key"));
-    if (claim === undefined) return undefined;
-    const { toolName, toolCallId } = claim.identity;
-    return claim.result === undefined || claim.state !== "complete"
-      ? { state: claim.state, toolName, toolCallId }
-      : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
+    return statusOf(this.#claims.get(parseDigest(turnKey, "turn key")));
   }
 
   // -- turn records ---------------------------------------------------------------------------
@@ -553,22 +564,11 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   async getEffect(effectKey: string): Promise<EffectStatus | undefined> {
-    const claim = this.#effects.get(parseDigest(effectKey, "effect key"));
-    if (claim === undefined) return undefined;
-    const { toolName, toolCallId } = claim.identity;
-    return claim.result === undefined || claim.state !== "complete"
-      ? { state: claim.state, toolName, toolCallId }
-      : { state: claim.state, toolName, toolCallId, result: { ...claim.result } };
+    return statusOf(this.#effects.get(parseDigest(effectKey, "effect key")));
   }
 
   async listUnresolvedEffects(): Promise<UnresolvedEffect[]> {
-    const unresolved: UnresolvedEffect[] = [];
-    for (const claim of this.#effects.values()) {
-      if (claim.state === "pending" || claim.state === "unknown") {
-        unresolved.push({ ...claim.identity, state: claim.state, claimedAt: new Date(claim.claimedAt).toISOString() });
-      }
-    }
-    return unresolved.sort((a, b) => Date.parse(a.claimedAt) - Date.parse(b.claimedAt));
+    return unresolvedOf(this.#effects.values());
   }
 
   async reconcileEffect(reconciliation: EffectReconciliation): Promise<ReconcileResult> {
