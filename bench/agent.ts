@@ -13,7 +13,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
-import { createAgent, tool } from "langchain";
+import { createAgent, createMiddleware, tool } from "langchain";
 import { z } from "zod";
 import {
   admitTurn,
@@ -26,7 +26,7 @@ import {
   type TurnInput,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
-import { interleave, log, measure, median, per, roundOptions, type Interleaved, type RoundOptions } from "./harness.js";
+import { interleave, interleaveSides, log, measure, median, per, roundOptions, summarize, type Interleaved, type Measurement, type RoundOptions } from "./harness.js";
 
 export const USER_MESSAGE = "Please rename this document to Field notes.";
 
@@ -94,7 +94,16 @@ export interface AgentSetup {
   readonly guardrails?: readonly Guardrail[];
   /** The middleware's `telemetry` option (default: none). */
   readonly telemetry?: GuardrailTelemetry;
+  /** Unguarded, with one middleware whose hooks only call the handler: the cost of any middleware. */
+  readonly noop?: boolean;
 }
+
+/** A middleware that does nothing but call through: the baseline for "the cost of a middleware". */
+export const noopMiddleware = createMiddleware({
+  name: "NoOp",
+  wrapModelCall: (request, handler) => handler(request),
+  wrapToolCall: (request, handler) => handler(request),
+});
 
 /**
  * The guard's own time inside its `wrapModelCall` / `wrapToolCall` hooks, handlers excluded: one
@@ -158,7 +167,7 @@ export function buildAgent(script: readonly ScriptStep[], setup: AgentSetup = {}
           ...(setup.telemetry === undefined ? {} : { telemetry: setup.telemetry }),
         });
   const middleware =
-    guard === undefined ? [] : [setup.hookTimer === undefined ? guard : timedHooks(guard, setup.hookTimer)];
+    guard === undefined ? (setup.noop === true ? [noopMiddleware] : []) : [setup.hookTimer === undefined ? guard : timedHooks(guard, setup.hookTimer)];
   return createAgent({ model: new ScriptedModel(script), tools: TOOLS, middleware });
 }
 
@@ -277,4 +286,45 @@ export async function benchReadWriteTurn(options: TurnOptions): Promise<TurnResu
     },
   });
   return { ...result, admitNs: median(admitSamples.slice(options.warmup ?? 2)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. The guard against the cost of any middleware
+
+export interface LoopAgainstNoop {
+  readonly steps: number;
+  /** No middleware (baseline) against the guarded loop. */
+  readonly guarded: Interleaved;
+  /** No middleware (baseline) against a no-op middleware: the price of having a middleware at all. */
+  readonly noop: Interleaved;
+  /** No-op middleware (baseline) against the guarded loop: the guard's own cost. */
+  readonly guardOverNoop: Interleaved;
+}
+
+/**
+ * The read loop three ways in the same rounds (rotated order): no middleware, a no-op middleware,
+ * the guardrails. Issue 24's target compares guarded/unguarded with noop/unguarded.
+ */
+export async function benchLoopAgainstNoop(options: LoopOptions): Promise<LoopAgainstNoop> {
+  const store = new InMemoryGuardrailStore();
+  const input = turnInput(`turn-loop-${String(options.steps)}`);
+  await admit(store, input);
+  const script = readLoopScript(options.steps);
+  const run = (setup: AgentSetup) => async () => {
+    const agent = buildAgent(script, setup);
+    let result: { messages: BaseMessage[] } | undefined;
+    const measured = await measure(async () => {
+      result = await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, INVOKE_CONFIG);
+    });
+    assertAllSucceeded(result?.messages ?? [], options.steps);
+    return per(measured, options.steps);
+  };
+  const [unguarded, noop, guarded] = await interleaveSides([run({}), run({ noop: true }), run({ turn: { input, store } })], {
+    ...roundOptions(options),
+    onRound: (round) => {
+      if ((round + 1) % 10 === 0) log(`  loop of ${String(options.steps)}: round ${String(round + 1)}/${String(options.rounds)}`);
+    },
+  });
+  const [u, n, g] = [unguarded, noop, guarded] as [Measurement[], Measurement[], Measurement[]];
+  return { steps: options.steps, guarded: summarize(u, g), noop: summarize(u, n), guardOverNoop: summarize(n, g) };
 }

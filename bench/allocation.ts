@@ -21,10 +21,8 @@ import { spawnSync } from "node:child_process";
 import { PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { createAgent, createMiddleware } from "langchain";
 import { InMemoryGuardrailStore } from "arkah-agent-guardrails";
-import { ScriptedModel } from "arkah-agent-guardrails/testing";
-import { admit, assertAllSucceeded, buildAgent, INVOKE_CONFIG, readLoopScript, TOOLS, turnInput, USER_MESSAGE } from "./agent.js";
+import { admit, assertAllSucceeded, buildAgent, INVOKE_CONFIG, readLoopScript, turnInput, USER_MESSAGE } from "./agent.js";
 import { collectGarbage, log, median } from "./harness.js";
 
 /**
@@ -56,16 +54,11 @@ new PerformanceObserver((list) => {
   gcs += list.getEntries().length;
 }).observe({ entryTypes: ["gc"] });
 
-const noopMiddleware = createMiddleware({
-  name: "NoOp",
-  wrapModelCall: (request, handler) => handler(request),
-  wrapToolCall: (request, handler) => handler(request),
-});
 
 async function agentFor(side: Side, steps: number) {
   const script = readLoopScript(steps);
-  if (side === "unguarded") return createAgent({ model: new ScriptedModel(script), tools: TOOLS });
-  if (side === "noop") return createAgent({ model: new ScriptedModel(script), tools: TOOLS, middleware: [noopMiddleware] });
+  if (side === "unguarded") return buildAgent(script);
+  if (side === "noop") return buildAgent(script, { noop: true });
   const store = new InMemoryGuardrailStore();
   const input = turnInput(`alloc-${String(Math.random()).slice(2)}`);
   await admit(store, input);

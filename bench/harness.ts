@@ -143,40 +143,40 @@ async function sample(fn: Sample): Promise<Measurement> {
 
 /** Interleaved rounds of `baseline` and `subject`; see the module comment. */
 export async function interleave(options: InterleaveOptions): Promise<Interleaved> {
+  const [baselineSamples, subjectSamples] = await interleaveSides([options.baseline, options.subject], options);
+  return summarize(baselineSamples as Measurement[], subjectSamples as Measurement[]);
+}
+
+/**
+ * Interleaved rounds of several sides: each round takes one sample of every side, in an order
+ * rotated by one every round (A B C, B C A, C A B, ...). Answers each side's samples, in order.
+ */
+export async function interleaveSides(sides: readonly Sample[], options: RoundOptions & { readonly onRound?: (round: number) => void }): Promise<Measurement[][]> {
   const warmup = options.warmup ?? 2;
-  const baselineSamples: Measurement[] = [];
-  const subjectSamples: Measurement[] = [];
-  const pairRatios: number[] = [];
-  const pairDifferences: number[] = [];
-  const cpuPairDifferences: number[] = [];
+  const taken: Measurement[][] = sides.map(() => []);
   const minRounds = Math.min(options.minRounds ?? options.rounds, options.rounds);
   let started = 0;
   for (let round = -warmup; round < options.rounds; round++) {
     if (round === 0) started = performance.now();
-    if (
-      options.budgetMs !== undefined &&
-      round >= minRounds &&
-      performance.now() - started > options.budgetMs
-    ) {
-      break;
-    }
-    let b: Measurement;
-    let s: Measurement;
-    if ((round + warmup) % 2 === 0) {
-      b = await sample(options.baseline);
-      s = await sample(options.subject);
-    } else {
-      s = await sample(options.subject);
-      b = await sample(options.baseline);
+    if (options.budgetMs !== undefined && round >= minRounds && performance.now() - started > options.budgetMs) break;
+    const results: Measurement[] = [];
+    // Two sides flip every round (B S, S B); more rotate.
+    for (let step = 0; step < sides.length; step++) {
+      const index = (step + round + warmup) % sides.length;
+      results[index] = await sample(sides[index] as Sample);
     }
     if (round < 0) continue;
-    baselineSamples.push(b);
-    subjectSamples.push(s);
-    pairRatios.push(s.wall / b.wall);
-    pairDifferences.push(s.wall - b.wall);
-    cpuPairDifferences.push(s.cpu - b.cpu);
+    results.forEach((measurement, index) => taken[index]?.push(measurement));
     options.onRound?.(round);
   }
+  return taken;
+}
+
+/** Medians, ratios and paired differences of two sides' samples, taken in the same rounds. */
+export function summarize(baselineSamples: readonly Measurement[], subjectSamples: readonly Measurement[]): Interleaved {
+  const pairRatios = subjectSamples.map((s, index) => s.wall / (baselineSamples[index] as Measurement).wall);
+  const pairDifferences = subjectSamples.map((s, index) => s.wall - (baselineSamples[index] as Measurement).wall);
+  const cpuPairDifferences = subjectSamples.map((s, index) => s.cpu - (baselineSamples[index] as Measurement).cpu);
   const baseline = median(baselineSamples.map((m) => m.wall));
   const subject = median(subjectSamples.map((m) => m.wall));
   const cpuBaseline = median(baselineSamples.map((m) => m.cpu));
