@@ -4,7 +4,7 @@
  * LangChain, LangGraph, zod and the rest. `pnpm bench` reports the guard's share of the guarded
  * read loop's CPU from it (issue 24's target: under 3 %).
  *
- *   pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded]
+ *   pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N]
  *
  * The guard's code is this package's own: `src/` when run from source, `dist/` when the benchmarks
  * run the build (`pnpm bench` does: see bench/tsconfig.json); the testing entry (`ScriptedModel`)
@@ -21,7 +21,7 @@ import { earlierTurns } from "./history.js";
 interface ProfileNode {
   readonly id: number;
   readonly children?: readonly number[];
-  readonly callFrame: { readonly url: string; readonly functionName: string };
+  readonly callFrame: { readonly url: string; readonly functionName: string; readonly lineNumber: number };
 }
 interface Profile {
   readonly nodes: readonly ProfileNode[];
@@ -38,6 +38,8 @@ export interface ProfileOptions {
   readonly turns?: boolean;
   readonly invokes?: number;
   readonly side?: ProfileSide;
+  /** Read steps per invoke of the loop (default 20). */
+  readonly steps?: number;
 }
 
 export interface ProfileResult {
@@ -72,7 +74,7 @@ export async function profileLoop(options: ProfileOptions = {}): Promise<Profile
   const side = options.side ?? "guarded";
   const invokes = options.invokes ?? 40;
   /** Tool calls per invoke: the loop's read steps, or a turn's read and write. */
-  const steps = turns ? 2 : 20;
+  const steps = turns ? 2 : (options.steps ?? 20);
   const store = new InMemoryGuardrailStore();
   const input = turnInput("turn-profile");
   await admit(store, input);
@@ -115,12 +117,12 @@ export async function profileLoop(options: ProfileOptions = {}): Promise<Profile
   profile.samples.forEach((id, index) => {
     const delta = profile.timeDeltas[index] ?? 0;
     total += delta;
-    const { url, functionName } = byId.get(id)?.callFrame ?? { url: "", functionName: "" };
+    const { url, functionName, lineNumber } = byId.get(id)?.callFrame ?? { url: "", functionName: "", lineNumber: 0 };
     const bucket = bucketOf(url, functionName);
     buckets.set(bucket, (buckets.get(bucket) ?? 0) + delta);
     if (bucket === GUARD_BUCKET) {
       const file = url.slice(url.search(/\/(src|dist)\//) + 1);
-      const key = `${functionName || "(anonymous)"} ${file}`;
+      const key = `${functionName || "(anonymous)"} ${file}:${String(lineNumber + 1)}`;
       functions.set(key, (functions.get(key) ?? 0) + delta);
     }
     const seen = new Set<string>();
@@ -148,16 +150,18 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
   const sideAt = args.indexOf("--side");
   const side = (sideAt >= 0 ? args.splice(sideAt, 2)[1] : "guarded") as ProfileSide;
+  const stepsAt = args.indexOf("--steps");
+  const steps = stepsAt >= 0 ? Number(args.splice(stepsAt, 2)[1]) : 20;
   const turns = args[0] === "turn";
   const size = turns ? 0 : Number(args[0] ?? 0);
   const invokes = Number(args[1] ?? 40);
-  const result = await profileLoop({ turns, historySize: size, invokes, side });
+  const result = await profileLoop({ turns, historySize: size, invokes, side, steps });
   const line = ([name, us]: readonly [string, number]) =>
     `${name.padEnd(60)} ${(us / 1000).toFixed(1).padStart(8)} ms ${((100 * us) / result.totalUs).toFixed(1).padStart(5)} % ${(us / result.calls).toFixed(1).padStart(7)} µs/call`;
   console.log(
     turns
       ? `read-then-write turns (${side}): ${String(invokes * 10)} turns, per tool call (2 a turn), total ${(result.totalUs / 1000).toFixed(0)} ms`
-      : `history ${String(size)} (${side}), ${String(invokes)} invokes x 20 steps, total ${(result.totalUs / 1000).toFixed(0)} ms`,
+      : `history ${String(size)} (${side}), ${String(invokes)} invokes x ${String(steps)} steps, total ${(result.totalUs / 1000).toFixed(0)} ms`,
   );
   for (const entry of result.buckets.slice(0, 16)) console.log(line(entry));
   console.log("\nguard functions:");

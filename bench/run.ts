@@ -438,7 +438,7 @@ never pass for a speed-up.
 |---|---|---|---|
 | guarded loop (bench/agent.ts) | the same \`createAgent\` loop without middleware, and with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler), in the same rounds (order rotated) | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${LOOP_STEPS.join(" and of ")} steps, one \`document-read\` call each, then an answer; time per tool call | guarded/unguarded at most ${NOOP_MARGIN.toFixed(2)} above no-op/unguarded, at each length |
 | the guard's own CPU (bench/profile-hooks.ts) | the guarded 20-step read loop's CPU profile (V8 sampling profiler, 50 µs) | self time in this package's functions (dist/) | < ${String(GUARD_SELF_TIME_TARGET * 100)} % of the profile |
-| bytes allocated per tool call (bench/allocation.ts, \`pnpm tsx bench/allocation.ts 120\`) | the same read loop (10 and 120 steps) with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler); also without any middleware | the guarded loop; bytes counted as heap growth over one run in a child process whose young generation (256 MB semi-spaces) holds the run without a GC (a run during which a GC ran is discarded); median of 7 | the guard's own bytes ≤ ${String(ALLOCATION_SHARE_TARGET * 100)} % of the no-op loop's |
+| bytes allocated per tool call (bench/allocation.ts, \`pnpm tsx bench/allocation.ts 120\`) | the same read loop (10 and 120 steps) with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler); also without any middleware | the guarded loop; bytes counted as heap growth over one run in a child process whose young generation (256 MB semi-spaces) holds the run without a GC (a run during which a GC ran is discarded); the least of 7 runs (the JIT adds about 1.5 MB to some runs) | the guard's own bytes ≤ ${String(ALLOCATION_SHARE_TARGET * 100)} % of the no-op loop's |
 | schema guardrail check (bench/guardrails.ts) | \`new Validator(schema).validate(args)\` from @cfworker/json-schema, validator built once | \`createSchemaGuardrail().check(context)\` on the same JSON Schema tool (an MCP-style \`issue-credit\` schema) and valid arguments: what the port adds around the validator | ≤ 1.20 |
 | schema guardrail's share of the loop (bench/guardrails.ts) | the guarded loop with its schema check replaced by an allow-all guardrail | the guarded loop as shipped (schema guardrail on, the default) | adds ≤ 0.05 to the guarded loop's ratio |
 | read-then-write turn (bench/agent.ts) | the same turns, no middleware | one server-wide middleware, the turn passed per invoke with \`turnContext\`; each turn: \`admitTurn\` (fresh turn id, moderation stub \`true\`), read, write, answer; time per turn | ≤ ${TURN_TARGET.toFixed(2)} |
@@ -510,11 +510,19 @@ where commits share flushes) waits for the disk, and the audit trail's sequence 
 the flush of each commit that appends an event (\`Lock:advisory\` waits). With this process's CPU as
 the limit, the durable server kept pace at 32 workers; see the verdict below for this run.
 
-Reproduce with \`pnpm bench\` (about 5 minutes on 2 cores; it rewrites this file). The PostgreSQL rows run on
+Reproduce with \`pnpm bench\` (about 10 minutes on 2 cores; it rewrites this file). It measures the package as it
+ships: it builds dist/ first and runs with bench/tsconfig.json, which resolves \`arkah-agent-guardrails\` to dist/
+rather than src/ (through tsx, src/ carries tsx's transform, which keeps function names with a helper call for every
+closure created). The single benchmarks below run src/ unless started the same way:
+\`pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.json pnpm tsx bench/<file>.ts\`. The PostgreSQL rows run on
 \`ARKAH_PG_URL\` when it is set, otherwise on a throwaway embedded server started for the run (loopback, \`fsync=off\`);
 \`pnpm tsx bench/run-postgres.ts\` runs them alone (about 2 minutes) and prints them without writing this file;
-\`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes]\` prints a CPU profile of the guarded loop (or of
-read-then-write turns) as self time by module and the guard's hottest functions.
+\`pnpm tsx bench/run-loop.ts [steps...]\` the three-way read loops alone;
+\`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N] [--inclusive]\`
+prints a CPU profile of the read loop (or of read-then-write turns) as self time by module and the guard's hottest
+functions; \`pnpm tsx bench/allocation.ts [steps]\` counts bytes allocated per call exactly (a young generation no GC
+runs in, \`--single-threaded\` so the JIT allocates the same in every run), and
+\`pnpm tsx bench/allocation-sites.ts [steps] [invokes]\` samples where they are allocated (guarded minus no-op).
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
 \`pnpm bench --no-write\` prints without writing. \`pnpm tsx bench/run-telemetry.ts\` (or \`--quick\`) runs the telemetry rows alone,
 \`pnpm tsx bench/run-side-effects.ts\` (or \`--quick\`) the side-effect row. On a shared or busy machine (see the load

@@ -234,6 +234,18 @@ export async function assertAdmitted(options: AssertAdmittedOptions): Promise<Ad
   return assertResolvedAdmitted(options.store, resolveTurn(options.input));
 }
 
+/**
+ * @internal Whether this process already verified the turn's allowed receipt: then it is checked
+ * against the turn here, synchronously (throws `AdmissionError` as `assertResolvedAdmitted` would),
+ * and no store round trip, nor a promise, is needed. False: ask `assertResolvedAdmitted`.
+ */
+export function admittedBefore(store: object, turn: ResolvedTurn): boolean {
+  const known = verifiedReceipts.get(store)?.get(turn.turnKey);
+  if (known === undefined) return false;
+  checkReceiptMatches(known, turn);
+  return true;
+}
+
 /** @internal */
 export async function assertResolvedAdmitted(
   store: Pick<GuardrailStore, "getReceipt">,

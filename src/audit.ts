@@ -206,12 +206,12 @@ export class AuditTrail {
   /**
    * After a store call appended `event` (with the decision it records, in one transaction):
    * delivers the trail to the sink from its cursor, or, without a store, hands it the event.
+   * Nothing to wait for (undefined) without a sink.
    */
-  async appended(event: AuditEvent): Promise<void> {
+  appended(event: AuditEvent): Promise<void> | undefined {
     const { sink } = this.#options;
-    if (sink === undefined) return;
-    if (this.#store === undefined) await this.#direct(sink, event);
-    else await this.#deliver(this.#store, sink);
+    if (sink === undefined) return undefined;
+    return this.#store === undefined ? this.#direct(sink, event) : this.#deliver(this.#store, sink);
   }
 
   async #direct(sink: NonNullable<AuditOptions["sink"]>, event: AuditEvent): Promise<void> {

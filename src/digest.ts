@@ -7,6 +7,7 @@
  * path, instead of being hashed in some lossy form.
  */
 import * as crypto from "node:crypto";
+import { types } from "node:util";
 import { CodedError } from "./errors.js";
 
 /** A JSON value was not plain, lossless JSON data. `path` is e.g. `$.items[2].title`. */
@@ -270,4 +271,62 @@ function formatPath(frame: Frame | undefined): string {
     else steps = `[${JSON.stringify(key)}]${steps}`;
   }
   return `$${steps}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies of checked values
+
+/** What `copyPlain` answers for anything but plain JSON data; never escapes `copyJson`. */
+const NOT_PLAIN: unique symbol = Symbol("not plain JSON");
+
+/**
+ * A deep copy of a plain JSON value that shares no object with it, as `structuredClone` makes
+ * one, at a fraction of its cost for the small argument objects of a tool call. Anything but
+ * plain objects, plain arrays and JSON primitives (a proxy, a class instance, a function, a
+ * symbol-keyed property) is left to `structuredClone` whole, so such a value is copied, or
+ * refused, exactly as before.
+ */
+export function copyJson<T>(value: T): T {
+  const copy = copyPlain(value);
+  return copy === NOT_PLAIN ? structuredClone(value) : (copy as T);
+}
+
+function copyPlain(value: unknown): unknown {
+  switch (typeof value) {
+    case "string":
+    case "number":
+    case "boolean":
+      return value;
+    case "object":
+      break;
+    default:
+      return NOT_PLAIN;
+  }
+  if (value === null) return null;
+  if (types.isProxy(value)) return NOT_PLAIN;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Array.prototype) {
+    const array = value as readonly unknown[];
+    // Named properties on an array (structuredClone keeps them) are not JSON: left to it.
+    if (Object.keys(array).length !== array.length) return NOT_PLAIN;
+    const copy: unknown[] = new Array<unknown>(array.length);
+    for (let index = 0; index < array.length; index++) {
+      if (!Object.hasOwn(array, index)) return NOT_PLAIN;
+      const element = copyPlain(array[index]);
+      if (element === NOT_PLAIN) return NOT_PLAIN;
+      copy[index] = element;
+    }
+    return copy;
+  }
+  if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
+  if (Object.getOwnPropertySymbols(value).length !== 0) return NOT_PLAIN;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const field = copyPlain((value as Record<string, unknown>)[key]);
+    if (field === NOT_PLAIN) return NOT_PLAIN;
+    // An own "__proto__" (JSON.parse makes one) stays an own property, as structuredClone keeps it.
+    if (key === "__proto__") Object.defineProperty(copy, key, { value: field, enumerable: true, writable: true, configurable: true });
+    else copy[key] = field;
+  }
+  return copy;
 }

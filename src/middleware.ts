@@ -225,13 +225,17 @@ export function createDocumentGuardrails(
     name: "DocumentGuardrails",
 
     // 1: admission before every model call, without adding a graph node.
-    wrapModelCall: async (request, handler) => {
+    // Not async: once the turn is verified, nothing here waits, and every step pays for a promise.
+    wrapModelCall: (request, handler) => {
       const governed = markGoverned(request, "createDocumentGuardrails"); // one guardrails middleware per agent
-      await gate.admit(request.runtime.context, request.state.messages);
-      coverage.observe(request.tools);
-      for (const tool of request.tools) checkSealable(tool);
-      checkApprovalsCanPause(guardrails, request.runtime.configurable);
-      return handler(governed);
+      const admitted = gate.admit(request.runtime.context, request.state.messages);
+      const proceed = () => {
+        coverage.observe(request.tools);
+        for (const tool of request.tools) checkSealable(tool);
+        checkApprovalsCanPause(guardrails, request.runtime.configurable);
+        return handler(governed);
+      };
+      return admitted instanceof Promise ? admitted.then(proceed) : proceed();
     },
 
     // The decision table of docs/architecture.md (one core with guardTools' twins).
@@ -333,7 +337,8 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
   const govern = async (request: ToolCallRequest, handler: ToolCallHandler): Promise<ToolResult> => {
     request.runtime.signal?.throwIfAborted(); // an aborted run executes nothing
     const { messages } = request.state;
-    const { turn, humanIndex } = await gate.admit(request.runtime.context, messages); // 1
+    const admitted = gate.admit(request.runtime.context, messages); // 1
+    const { turn, humanIndex } = admitted instanceof Promise ? await admitted : admitted;
     const name = request.toolCall.name;
     const kind = kindOf(name);
     const callTurn = { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey };
@@ -345,14 +350,23 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
       mutation !== undefined ? mutationPreflight(call, mutation) : kind === "side-effect" ? effectPreflight(call) : undefined;
     const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
     return observeCall(call, policy !== undefined, async () => {
-      const refused =
-        checkStep(call) ?? // 2-3: unregistered_tool, duplicate_call_id
-        (await parse(call)) ?? // 4: invalid_arguments
-        checkScope(call, policy?.scope) ?? // 5: out_of_scope
-        (await authorizeCall(call, asked)) ?? // 6: unauthorized
-        // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation or a
-        // side effect is refused what its claim would certainly refuse before a person is asked
-        (await guard(call, asked, policy?.scope, preflight));
+      // Stages answer synchronously when they need not wait: no promise on the common path.
+      let refused: ToolResult | Promise<ToolResult> | undefined = checkStep(call); // 2-3: unregistered_tool, duplicate_call_id
+      if (refused === undefined) {
+        const parsed = parse(call); // 4: invalid_arguments
+        refused = parsed instanceof Promise ? await parsed : parsed;
+      }
+      refused ??= checkScope(call, policy?.scope); // 5: out_of_scope
+      if (refused === undefined) {
+        const authorized = authorizeCall(call, asked); // 6: unauthorized
+        refused = authorized instanceof Promise ? await authorized : authorized;
+      }
+      // 7: the guardrails' codes, approval_rejected; an edit passes 4-7 again; a mutation or a
+      // side effect is refused what its claim would certainly refuse before a person is asked
+      if (refused === undefined) {
+        const guarded = guard(call, asked, policy?.scope, preflight);
+        refused = guarded === undefined ? undefined : await guarded;
+      }
       if (refused !== undefined) return refused;
       const attempts = policy ?? unreachable();
       if (kind === "side-effect") return runSideEffect(call, handler, attempts, attempts); // 10

@@ -8,6 +8,7 @@ import { SCHEMA_GUARDRAIL } from "./guardrails/schema.js";
 import { bubblesUp } from "./interrupts.js";
 import { isLogger, type GuardrailLogger } from "./logger.js";
 import type { GuardrailStore } from "./contracts.js";
+import { copyJson } from "./digest.js";
 import {
   CORE_STORE_METHODS,
   detectStoreParts,
@@ -83,19 +84,28 @@ export const LoggerSchema = z.custom<GuardrailLogger>(isLogger, "logger must hav
 /**
  * Asks an authorization check about a call, with a copy of its arguments. Only literally `true`
  * allows: a JavaScript caller can return anything. A throw refuses (and is logged), except an
- * interrupt, which pauses the run.
+ * interrupt, which pauses the run. Answers synchronously when the check does.
  */
-export async function isAuthorized(
+export function isAuthorized(
   ask: (args: unknown) => unknown,
   call: { readonly id: string; readonly name: string; readonly args: unknown },
   logger: GuardrailLogger,
-): Promise<boolean> {
-  try {
-    const answer: unknown = await ask(structuredClone(call.args));
-    return answer === true;
-  } catch (error) {
+): boolean | Promise<boolean> {
+  const refuse = (error: unknown): false => {
     if (bubblesUp(error)) throw error;
     logger.warn("authorize threw; the call is refused", { toolName: call.name, toolCallId: call.id, error });
     return false;
+  };
+  let answer: unknown;
+  try {
+    answer = ask(copyJson(call.args));
+  } catch (error) {
+    return refuse(error);
   }
+  if (isThenable(answer)) return Promise.resolve(answer).then((value) => value === true, refuse);
+  return answer === true;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === "object" || typeof value === "function") && value !== null && typeof (value as { then?: unknown }).then === "function";
 }

@@ -3,7 +3,7 @@
  * turn is admitted and still the one the transcript shows.
  */
 import type { BaseMessage } from "@langchain/core/messages";
-import { assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
+import { admittedBefore, assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
 import type { GuardrailStore, TurnInput } from "./contracts.js";
 import { isSummaryMarked, latestUserTextIndex, textContent } from "./decision/transcript.js";
 import { AdmissionError } from "./errors.js";
@@ -43,10 +43,17 @@ export class TurnGate {
    * latest message a model would receive as the user's (`isUserText`: a `HumanMessage`, any
    * `ChatMessage`) is text exactly equal to the admitted user segment. So any user text after the
    * admitted message, from the input or a resume's `update`, is `transcript_mismatch`.
+   *
+   * Answers synchronously (and may throw) once this process verified the turn's receipt: it runs
+   * before every model and tool call, where a promise costs more than the check itself.
    */
-  async admit(context: unknown, messages: readonly BaseMessage[]): Promise<AdmittedTurn> {
+  admit(context: unknown, messages: readonly BaseMessage[]): AdmittedTurn | Promise<AdmittedTurn> {
     const turn = this.#fixed ?? this.#fromContext(context);
-    await assertResolvedAdmitted(this.#store, turn); // no round trip once verified
+    if (admittedBefore(this.#store, turn)) return this.#inTranscript(turn, messages);
+    return assertResolvedAdmitted(this.#store, turn).then(() => this.#inTranscript(turn, messages));
+  }
+
+  #inTranscript(turn: ResolvedTurn, messages: readonly BaseMessage[]): AdmittedTurn {
     const humanIndex = latestUserTextIndex(messages);
     const human = messages[humanIndex];
     const expected = userSegment(turn.input, this.#userMessageLabel);

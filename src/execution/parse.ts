@@ -9,9 +9,9 @@
  * nothing that holds the request can change what was checked.
  */
 import { Validator } from "@langchain/core/utils/json_schema";
-import { interopSafeParse, interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
+import { interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
 import type { JsonValue } from "../contracts.js";
-import { digest, DigestError } from "../digest.js";
+import { copyJson, digest, DigestError } from "../digest.js";
 import { jsonPointer, leafIssues, type ArgumentIssue } from "../guardrails/schema.js";
 import { takesInputString, type SealableTool } from "./tool.js";
 
@@ -36,10 +36,11 @@ const CORE_DRAFT = "2019-09";
 const validators = new WeakMap<object, Validator>();
 
 /**
- * The tool's own parse of `raw`. Fails (never throws) for arguments the tool would reject, and
- * for parsed arguments the guardrails cannot bind: anything but a plain JSON object.
+ * The tool's own parse of `raw`. Fails (never throws, nor rejects) for arguments the tool would
+ * reject, and for parsed arguments the guardrails cannot bind: anything but a plain JSON object.
+ * Synchronous for a JSON Schema tool; a zod tool is parsed async, as the tool itself parses.
  */
-export async function parseArguments(tool: SealableTool, raw: unknown): Promise<ParsedArguments> {
+export function parseArguments(tool: SealableTool, raw: unknown): ParsedArguments | Promise<ParsedArguments> {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     return { ok: false, issues: [{ path: "", message: "the arguments are not a JSON object" }] };
   }
@@ -51,38 +52,52 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
     return { ok: false, issues: [{ path: jsonPath(error.path), message: `not plain JSON (${error.message})` }] };
   }
   const { schema } = tool;
-  let parsed: unknown;
   // Parsed as `StructuredTool.call` does, from a copy of its own: `raw` is plain JSON here.
-  const input = structuredClone(raw) as Readonly<Record<string, JsonValue>>;
+  const input = copyJson(raw) as Readonly<Record<string, JsonValue>>;
   if (isInteropZodSchema(schema)) {
-    // Synchronously when the schema allows it (no extra turn of the event loop); a schema with
-    // async refinements (or one that threw) answers without issues and is parsed again, async.
-    const fast = interopSafeParse(schema, input);
-    const result = fast.success || Array.isArray((fast.error as { issues?: unknown }).issues) ? fast : await interopSafeParseAsync(schema, input);
-    if (!result.success) {
-      // A refinement that throws surfaces here as its own error, not as issues.
-      const error: unknown = result.error;
-      if (!Array.isArray((error as { issues?: unknown }).issues)) throw error instanceof Error ? error : new Error("the schema failed");
-      return { ok: false, issues: result.error.issues.map((issue) => ({ path: jsonPointer(issue.path), message: issue.message })) };
-    }
-    parsed = result.data;
-    // A string tool's parse yields the string (or nothing): decided on as the object it came from.
-    if ((parsed === undefined || typeof parsed === "string") && takesInputString(tool)) parsed = parsed === undefined ? {} : { input: parsed };
-  } else {
-    if (typeof schema === "object" && schema !== null) {
-      let validator = validators.get(schema);
-      if (validator === undefined) {
-        // Its own copy: the validator annotates the schema it compiles.
-        validator = new Validator(structuredClone(schema), CORE_DRAFT, false);
-        validators.set(schema, validator);
-      }
-      const result = validator.validate(input);
-      if (!result.valid) {
-        return { ok: false, issues: leafIssues(result.errors) };
-      }
-    }
-    parsed = input;
+    // Always async, as `StructuredTool.call` parses: a sync parse of a schema with an async
+    // refinement runs the refinement and drops its promise, so a refinement that rejects would be
+    // an unhandled rejection, which ends a Node process (SECURITY.md, class 21).
+    return interopSafeParseAsync(schema, input).then((result) => fromZod(tool, input, rawDigest, result));
   }
+  if (typeof schema === "object" && schema !== null) {
+    let validator = validators.get(schema);
+    if (validator === undefined) {
+      // Its own copy: the validator annotates the schema it compiles.
+      validator = new Validator(structuredClone(schema), CORE_DRAFT, false);
+      validators.set(schema, validator);
+    }
+    const result = validator.validate(input);
+    if (!result.valid) {
+      return { ok: false, issues: leafIssues(result.errors) };
+    }
+  }
+  return bound(input, rawDigest, input);
+}
+
+type ZodResult = { readonly success: true; readonly data: unknown } | { readonly success: false; readonly error: unknown };
+
+function fromZod(tool: SealableTool, input: Readonly<Record<string, JsonValue>>, rawDigest: string, result: ZodResult): ParsedArguments {
+  if (!result.success) {
+    // A refinement that throws surfaces here as its own error, not as issues.
+    const issues = (result.error as { issues?: unknown }).issues;
+    if (!Array.isArray(issues)) throw result.error instanceof Error ? result.error : new Error("the schema failed");
+    return {
+      ok: false,
+      issues: (issues as readonly { readonly path: readonly PropertyKey[]; readonly message: string }[]).map((issue) => ({
+        path: jsonPointer(issue.path),
+        message: issue.message,
+      })),
+    };
+  }
+  let parsed = result.data;
+  // A string tool's parse yields the string (or nothing): decided on as the object it came from.
+  if ((parsed === undefined || typeof parsed === "string") && takesInputString(tool)) parsed = parsed === undefined ? {} : { input: parsed };
+  return bound(input, rawDigest, parsed);
+}
+
+/** The parse as the guardrails bind it: a plain JSON object, with its digest and a copy of its own. */
+function bound(input: Readonly<Record<string, JsonValue>>, rawDigest: string, parsed: unknown): ParsedArguments {
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     return { ok: false, issues: [{ path: "", message: "the arguments are not an object after parsing" }] };
   }
@@ -98,7 +113,7 @@ export async function parseArguments(tool: SealableTool, raw: unknown): Promise<
   }
   // The parsed arguments get a copy of their own: a JSON Schema parse is the input itself, and a zod
   // parse may hand nested values through (z.any(), z.unknown()).
-  return { ok: true, raw: input, rawDigest, args: structuredClone(parsed) as Readonly<Record<string, JsonValue>>, argsDigest };
+  return { ok: true, raw: input, rawDigest, args: copyJson(parsed) as Readonly<Record<string, JsonValue>>, argsDigest };
 }
 
 /** `$.items[2].title` as a JSON Pointer, roughly: only for the refusal's `path`. */

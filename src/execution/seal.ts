@@ -21,7 +21,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { SealError, type SealViolation } from "../errors.js";
 import type { JsonValue } from "../contracts.js";
-import { digest } from "../digest.js";
+import { copyJson, digest } from "../digest.js";
 import {
   classBodyOf,
   currentBody,
@@ -175,8 +175,8 @@ export class Seal {
     (config as { signal?: AbortSignal } | undefined)?.signal?.throwIfAborted();
     this.#invoked = true;
     // The token travels through LangChain's `call` (and its callbacks); the body gets its own copy.
-    const token = structuredClone(this.#call.args);
-    const copy = structuredClone(this.#call.args);
+    const token = copyJson(this.#call.args);
+    const copy = copyJson(this.#call.args);
     this.#permit = { tool: this.#tool, token, input: takesInputString(this.#tool) ? copy.input : copy };
     const sealedInput = isToolCall(input) ? { ...input, args: token } : token;
     try {

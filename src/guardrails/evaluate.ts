@@ -145,6 +145,14 @@ export interface EditRefusal {
 /** What the checks said about edited arguments: the call they make, or why they were refused. */
 export type EditCheck = { readonly pass: CheckedCall } | { readonly refused: EditRefusal };
 
+/**
+ * Whether `guardrail` checks a call of `name`: it applies to the tool, and it is not the schema
+ * guardrail on a zod tool, whose own parse already ran (all a schema guardrail could check for it).
+ */
+export function checks(guardrail: Guardrail, call: { readonly name: string; readonly parsedByZod: boolean }): boolean {
+  return appliesTo(guardrail, call.name) && !(call.parsedByZod && SCHEMA_GUARDRAIL in guardrail);
+}
+
 /** Runs the guardrails that apply to `call`, in order, with approvals. */
 export async function evaluateGuardrails(env: GuardrailEnvironment, call: CheckedCall, edits: EditChecks): Promise<Evaluation> {
   // Approvals are gathered and asked once, after every guardrail ran: a call a later guardrail
@@ -152,9 +160,7 @@ export async function evaluateGuardrails(env: GuardrailEnvironment, call: Checke
   // its own request (LangGraph matches resume values to interrupts by their order in a task).
   const approvals: { readonly guardrail: string; readonly reason: string | undefined }[] = [];
   for (const guardrail of env.guardrails) {
-    if (!appliesTo(guardrail, call.name)) continue;
-    // The tool's own zod parse already ran: all a schema guardrail could check for it.
-    if (call.parsedByZod && SCHEMA_GUARDRAIL in guardrail) continue;
+    if (!checks(guardrail, call)) continue;
     const { verdict, fresh } = await verdictOf(env, guardrail, call);
     if (verdict.action === "allow") continue;
     if (fresh) await auditVerdict(env, guardrail.name, call, verdict);
@@ -252,8 +258,7 @@ async function checkEdit(
   if (!edits.inScope(edited.args)) return refused("out_of_scope", "they touch a document outside this turn's scope");
   if (!(await edits.authorize(edited))) return refused("unauthorized", "authorize does not allow them");
   for (const guardrail of env.guardrails) {
-    if (!appliesTo(guardrail, call.name)) continue;
-    if (edited.parsedByZod && SCHEMA_GUARDRAIL in guardrail) continue;
+    if (!checks(guardrail, edited)) continue;
     const { verdict, fresh } = await verdictOf(env, guardrail, edited);
     if (verdict.action === "allow" || verdict.action === "approve") continue;
     if (fresh) await auditVerdict(env, guardrail.name, edited, verdict);

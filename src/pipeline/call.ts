@@ -154,10 +154,19 @@ export class GovernedCall {
     this.last = await this.governance.audit.record(this.#draft(draft));
   }
 
-  /** After a store call appended `event` with its decision: delivers it, and notes it as the call's latest. */
-  async appended(event: AuditEvent): Promise<void> {
-    await this.governance.audit.appended(event);
-    this.last = event;
+  /**
+   * After a store call appended `event` with its decision: delivers it, and notes it as the call's
+   * latest. Nothing to wait for (undefined) without an audit sink.
+   */
+  appended(event: AuditEvent): Promise<void> | undefined {
+    const delivering = this.governance.audit.appended(event);
+    if (delivering === undefined) {
+      this.last = event;
+      return undefined;
+    }
+    return delivering.then(() => {
+      this.last = event;
+    });
   }
 
   /** Tells the call's telemetry observer, if any, a step of its way; a backend that throws is logged. */

@@ -93,8 +93,10 @@ export async function runRead(
 ): Promise<ToolResult> {
   const changed = recheckTool(call);
   if (changed !== undefined) return changed;
-  const unapproved = await applyApproval(call);
-  if (unapproved !== undefined) return unapproved;
+  if (call.approval !== undefined) {
+    const unapproved = await applyApproval(call);
+    if (unapproved !== undefined) return unapproved;
+  }
   const { finding, outcome } = await sealedRun(call, handler, options);
   if ("broken" in finding) return brokenSeal(call, finding.broken);
   if ("error" in outcome) return toolFailed(call, outcome.error);
@@ -116,7 +118,8 @@ export async function runRead(
     const event = call.event(executed);
     const evidenceDigest = readEvidenceDigest(call.turn.turnKey, { toolCallId: call.id, toolName: call.name, content: text.content });
     await store.recordSuccessfulRead({ turnKey: call.turn.turnKey, evidenceDigest }, { audit: event });
-    await call.appended(event);
+    const delivering = call.appended(event);
+    if (delivering !== undefined) await delivering;
     return result;
   }
   await call.record(executed);
@@ -302,7 +305,8 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
       // The store appended nothing; what ran is still recorded.
       await call.governance.store?.appendAudit(event);
     }
-    await call.appended(event);
+    const delivering = call.appended(event);
+    if (delivering !== undefined) await delivering;
   };
   const settleUnknown = (code: RefusalCode | "seal_broken") => settle({ outcome: "unknown" }, call.event({ decision: "failed", ...key, code }));
   const settleComplete = (result: MutationResult, event: AuditEvent) => settle({ outcome: "complete", result }, event);

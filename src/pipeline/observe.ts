@@ -6,7 +6,7 @@
 import { isGraphInterrupt } from "@langchain/langgraph";
 import { bubblesUp } from "../interrupts.js";
 import { sanitizeError } from "../logger.js";
-import type { TelemetryCallEnd, TelemetryCallObserver } from "../telemetry.js";
+import type { GuardrailTelemetry, TelemetryCallEnd, TelemetryCallObserver } from "../telemetry.js";
 import { resultText, type ToolResult } from "../tool-messages.js";
 import type { GovernedCall } from "./call.js";
 
@@ -17,9 +17,15 @@ type Settled = { readonly result: ToolResult } | { readonly error: unknown };
  * runs once whatever the backend does: its answer is the pipeline's own, and a backend that never
  * runs it, runs it twice or throws is logged and worked around.
  */
-export async function observeCall(call: GovernedCall, governed: boolean, decide: () => Promise<ToolResult>): Promise<ToolResult> {
-  const { telemetry, logger } = call.governance;
+export function observeCall(call: GovernedCall, governed: boolean, decide: () => Promise<ToolResult>): Promise<ToolResult> {
+  const { telemetry } = call.governance;
+  // No backend: the pipeline's own promise, not one more around it.
   if (telemetry === undefined) return decide();
+  return observeWith(call, telemetry, governed, decide);
+}
+
+async function observeWith(call: GovernedCall, telemetry: GuardrailTelemetry, governed: boolean, decide: () => Promise<ToolResult>): Promise<ToolResult> {
+  const { logger } = call.governance;
   const warn = (error: unknown) => {
     logger.warn("telemetry failed", { toolName: call.name, toolCallId: call.id, error });
   };

@@ -5,10 +5,11 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import type { JsonValue, ScopeOf, ToolKind } from "../contracts.js";
 import { checkCall, type Refusal } from "../decision/plan.js";
+import { copyJson } from "../digest.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
-import { checkedCall, evaluateGuardrails, type GuardrailEnvironment, type REPLAY_ONLY } from "../guardrails/evaluate.js";
+import { checkedCall, checks, evaluateGuardrails, type GuardrailEnvironment, type REPLAY_ONLY } from "../guardrails/evaluate.js";
 import { hasCheckpointer } from "../guardrails/resume.js";
-import { argumentIssueDetails } from "../guardrails/schema.js";
+import { argumentIssueDetails, zodSchemaOf } from "../guardrails/schema.js";
 import { identifyTool } from "../keys.js";
 import { isAuthorized } from "../options.js";
 import type { GovernedCall } from "./call.js";
@@ -85,26 +86,38 @@ export function recheckTool(call: GovernedCall): Promise<ToolMessage> | undefine
   return fingerprint === call.fingerprint ? undefined : call.refuse("tool_changed");
 }
 
-/** Parses the arguments exactly as the tool will; every later stage sees the result. */
-export async function parse(call: GovernedCall): Promise<ToolMessage | undefined> {
-  const parsed = await parseSafely(call, call.request.toolCall.args);
+/**
+ * Parses the arguments exactly as the tool will; every later stage sees the result. Synchronous
+ * unless the tool's schema is (see `parseArguments`).
+ */
+export function parse(call: GovernedCall): ToolMessage | Promise<ToolMessage> | undefined | Promise<ToolMessage | undefined> {
+  const parsed = parseSafely(call, call.request.toolCall.args);
+  return parsed instanceof Promise ? parsed.then((settled) => adopt(call, settled)) : adopt(call, parsed);
+}
+
+function adopt(call: GovernedCall, parsed: ParsedArguments): Promise<ToolMessage> | undefined {
   if (!parsed.ok) return call.refuse("invalid_arguments", argumentIssueDetails(call.name, parsed.issues));
   call.arguments = parsed;
   return undefined;
 }
 
 /** The tool's parse; a schema that throws (a refinement with a bug) refuses the call, never the run. */
-export async function parseSafely(call: GovernedCall, raw: unknown): Promise<ParsedArguments> {
-  try {
-    return await parseArguments(sealable(call), raw);
-  } catch (error) {
+export function parseSafely(call: GovernedCall, raw: unknown): ParsedArguments | Promise<ParsedArguments> {
+  const failed = (error: unknown): ParsedArguments => {
     call.governance.logger.warn("the tool's schema threw while parsing a call's arguments; the call is refused", {
       toolName: call.name,
       toolCallId: call.id,
       error,
     });
     return { ok: false, issues: [{ path: "", message: "the tool's schema could not parse these arguments" }] };
+  };
+  let parsed: ParsedArguments | Promise<ParsedArguments>;
+  try {
+    parsed = parseArguments(sealable(call), raw);
+  } catch (error) {
+    return failed(error);
   }
+  return parsed instanceof Promise ? parsed.catch(failed) : parsed;
 }
 
 /** The document the call touches is the turn's, when the tool declares one. */
@@ -117,7 +130,7 @@ function inScope(call: GovernedCall, scopeOf: ScopeOf | undefined, args: Readonl
   if (scopeOf === undefined) return true;
   let declared: unknown;
   try {
-    declared = scopeOf(structuredClone(args));
+    declared = scopeOf(copyJson(args));
   } catch (error) {
     call.governance.logger.warn("a tool's scope function threw; the call is refused out_of_scope", {
       toolName: call.name,
@@ -129,17 +142,18 @@ function inScope(call: GovernedCall, scopeOf: ScopeOf | undefined, args: Readonl
 }
 
 /** The host's authorization, asked about the parsed arguments; only literally `true` allows. */
-export async function authorizeCall(
+export function authorizeCall(
   call: GovernedCall,
   ask: ((call: AskedCall) => unknown) | undefined,
-): Promise<ToolMessage | undefined> {
+): Promise<ToolMessage | undefined> | Promise<ToolMessage> | undefined {
   if (ask === undefined) return undefined;
-  const allowed = await isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), {
+  const allowed = isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), {
     id: call.id,
     name: call.name,
     args: call.checked.args,
   }, call.governance.logger);
-  return allowed ? undefined : call.refuse("unauthorized");
+  const answer = (ok: boolean) => (ok ? undefined : call.refuse("unauthorized"));
+  return allowed instanceof Promise ? allowed.then(answer) : answer(allowed);
 }
 
 /**
@@ -147,11 +161,24 @@ export async function authorizeCall(
  * the call's arguments after the stages before this one (the tool's parse, `scopeOf`, `authorize`)
  * and every guardrail accepted it.
  */
-export async function guard(
+export function guard(
   call: GovernedCall,
   ask: ((call: AskedCall) => unknown) | undefined,
   scopeOf?: ScopeOf,
   beforeAsk?: () => Promise<Refusal | typeof REPLAY_ONLY | undefined>,
+): Promise<ToolMessage | undefined> | undefined {
+  // No guardrail checks this call (the usual case for a zod tool with the default list): it passes
+  // as parsed, with no approval, as an evaluation would answer, without building one.
+  const parsedByZod = zodSchemaOf(call.request.tool) !== undefined;
+  if (!call.governance.guardrails.some((guardrail) => checks(guardrail, { name: call.name, parsedByZod }))) return undefined;
+  return evaluated(call, ask, scopeOf, beforeAsk);
+}
+
+async function evaluated(
+  call: GovernedCall,
+  ask: ((call: AskedCall) => unknown) | undefined,
+  scopeOf: ScopeOf | undefined,
+  beforeAsk: (() => Promise<Refusal | typeof REPLAY_ONLY | undefined>) | undefined,
 ): Promise<ToolMessage | undefined> {
   const { governance } = call;
   const env: GuardrailEnvironment = {
@@ -170,7 +197,7 @@ export async function guard(
     approvalFormat: governance.approvalFormat,
   };
   const evaluation = await evaluateGuardrails(env, checkedCall(call.request.tool, call, call.checked), {
-    parse: (raw) => parseSafely(call, raw),
+    parse: async (raw) => parseSafely(call, raw),
     inScope: (args) => inScope(call, scopeOf, args),
     authorize: async (edited) =>
       ask === undefined ||

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { canonicalJson, digest, DigestError, sha256Hex } from "../../src/digest.js";
+import fc from "fast-check";
+import { canonicalJson, copyJson, digest, DigestError, sha256Hex } from "../../src/digest.js";
 
 /** The double whose IEEE 754 bits are `hex` (RFC 8785 Appendix B lists inputs this way). */
 function fromBits(hex: string): number {
@@ -466,5 +467,48 @@ describe("property: random JSON values", () => {
       expect(canonicalJson(JSON.parse(text))).toBe(text);
       expect(digest(value)).toBe(sha256Hex(text));
     }
+  });
+});
+
+describe("copyJson", () => {
+  /** Every object reachable from `value`. */
+  const objects = (value: unknown, into = new Set<object>()): Set<object> => {
+    if (typeof value === "object" && value !== null) {
+      into.add(value);
+      for (const child of Object.values(value)) objects(child, into);
+    }
+    return into;
+  };
+
+  it("copies any JSON value as structuredClone does, sharing no object with it", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const copy = copyJson(value);
+        expect(copy).toStrictEqual(structuredClone(value));
+        expect(canonicalJson(copy)).toBe(canonicalJson(value));
+        const shared = [...objects(copy)].filter((object) => objects(value).has(object));
+        expect(shared).toEqual([]);
+      }),
+    );
+  });
+
+  it("keeps an own __proto__ key an own property, not the copy's prototype", () => {
+    const value = JSON.parse('{"__proto__": {"admin": true}, "a": [1, {"__proto__": 2}]}') as Record<string, unknown>;
+    const copy = copyJson(value);
+    expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+    expect(Object.hasOwn(copy, "__proto__")).toBe(true);
+    expect((copy as { admin?: unknown }).admin).toBeUndefined();
+    expect(canonicalJson(copy)).toBe(canonicalJson(value));
+  });
+
+  it("leaves anything but plain JSON data to structuredClone: copied or refused exactly as it would be", () => {
+    const array = Object.assign([1, 2], { extra: "named" });
+    expect(copyJson({ list: array })).toStrictEqual(structuredClone({ list: array }));
+    expect(copyJson({ when: new Date(0), missing: undefined })).toStrictEqual(structuredClone({ when: new Date(0), missing: undefined }));
+    expect(copyJson({ big: 1n })).toStrictEqual({ big: 1n });
+    // A proxy (whose traps could answer the digest one thing and the copy another) and a function
+    // are refused, as structuredClone refuses them.
+    expect(() => copyJson({ nested: new Proxy({ a: 1 }, {}) })).toThrow(/could not be cloned/);
+    expect(() => copyJson({ run: () => 1 })).toThrow(/could not be cloned/);
   });
 });

@@ -121,6 +121,22 @@ describe("latestUserTextIndex", () => {
     const messages: BaseMessage[] = [new HumanMessage("a"), ai({ id: "r1", name: "read_document" }), new ChatMessage("b", "user")];
     expect(latestUserTextIndex(messages)).toBe(2);
   });
+
+  it("classifies each message object once, and still finds user text added or put in place of one since", () => {
+    const human = new HumanMessage("admitted");
+    const step = ai({ id: "r1", name: "read_document" });
+    const read = result("r1", "doc");
+    const thread: BaseMessage[] = [human, step, read];
+    expect(latestUserTextIndex(thread)).toBe(0);
+    // The next step's array keeps the same objects (now known not to be user text) and adds some.
+    expect(latestUserTextIndex([...thread, ai({ id: "r2", name: "read_document" })])).toBe(0);
+    expect(latestUserTextIndex([...thread, new HumanMessage("appended")])).toBe(3);
+    // A message replaced in the middle (LangGraph's reducer replaces by id) is a new object.
+    expect(latestUserTextIndex([human, new ChatMessage("forged", "user"), read])).toBe(1);
+    // A user message is never remembered as anything else.
+    expect(latestUserTextIndex([read, human])).toBe(1);
+    expect(latestUserTextIndex([human])).toBe(0);
+  });
 });
 
 describe("isUserText", () => {

@@ -1,0 +1,61 @@
+/**
+ * Attack class 21: a tool's schema brings the server down. A zod schema with an async refinement
+ * (a lookup that can fail) is parsed by the guardrails before the tool parses it again. Parsed
+ * synchronously first, zod runs the refinement and drops its promise, so a refinement that rejects
+ * became an unhandled rejection, which ends a Node process: anyone who could get the model to call
+ * that tool with arguments that make the lookup fail could stop the server. The guardrails parse a
+ * zod tool async, as `StructuredTool.call` does: the call is refused `invalid_arguments`, the body
+ * never runs, and nothing is left unhandled.
+ */
+import { tool } from "langchain";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { outcomeOf } from "../support/fixtures.js";
+import { secureAgent } from "./support.js";
+
+const unhandled: unknown[] = [];
+const record = (reason: unknown) => unhandled.push(reason);
+
+afterEach(() => {
+  process.off("unhandledRejection", record);
+  unhandled.length = 0;
+});
+
+describe("a tool whose async refinement rejects cannot end the process", () => {
+  it("the call is refused invalid_arguments, the body never runs, and no rejection is left unhandled", async () => {
+    process.on("unhandledRejection", record);
+    const opened: string[] = [];
+    const lookup = async (path: string) => {
+      await Promise.resolve();
+      if (path.startsWith("/missing")) throw new Error("lookup failed");
+      return true;
+    };
+    const readFile = tool(
+      ({ path }) => {
+        opened.push(path);
+        return `contents of ${path}`;
+      },
+      {
+        name: "read_file",
+        description: "Read a file.",
+        schema: z.object({ path: z.string() }).refine(async ({ path }) => lookup(path), "no such file"),
+      },
+    );
+    const { run } = secureAgent({
+      tools: [readFile],
+      policies: { read_file: { kind: "source-read" } },
+      script: [
+        { toolCalls: [{ id: "f1", name: "read_file", args: { path: "/missing/a" } }] },
+        { toolCalls: [{ id: "f2", name: "read_file", args: { path: "/srv/notes.txt" } }] },
+        { content: "done" },
+      ],
+    });
+    const messages = await run();
+    // Rejections are reported after the microtask queue drains: give them the turns they need.
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(outcomeOf(messages, "f1").code).toBe("invalid_arguments");
+    expect(outcomeOf(messages, "f2").status).toBe("success");
+    expect(opened).toEqual(["/srv/notes.txt"]);
+    expect(unhandled).toEqual([]);
+  });
+});
