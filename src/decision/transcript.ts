@@ -87,22 +87,10 @@ export function isUserText(message: unknown): boolean {
  */
 export function latestUserTextIndex(messages: readonly unknown[]): number {
   for (let index = messages.length - 1; index >= 0; index--) {
-    const message = messages[index];
-    if (typeof message === "object" && message !== null && notUserText.has(message)) continue;
-    if (isUserText(message)) return index;
-    if (typeof message === "object" && message !== null) notUserText.add(message);
+    if (isUserText(messages[index])) return index;
   }
   return -1;
 }
-
-/**
- * Message objects already found not to be user text. The gate scans the turn's messages before
- * every model and tool call, and a thread keeps its message objects from step to step: each is
- * classified once. A transcript from outside (input, checkpoint, resume) brings new objects, which
- * are classified afresh; what a message is follows from its class and fields, which only code in
- * this process could change.
- */
-const notUserText = new WeakSet<object>();
 
 /**
  * Whether a message is marked as LangChain's `summarizationMiddleware` summary (a `HumanMessage`

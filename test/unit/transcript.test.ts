@@ -122,7 +122,7 @@ describe("latestUserTextIndex", () => {
     expect(latestUserTextIndex(messages)).toBe(2);
   });
 
-  it("classifies each message object once, and still finds user text added or put in place of one since", () => {
+  it("finds user text appended to a thread, or put in place of one of its messages", () => {
     const human = new HumanMessage("admitted");
     const step = ai({ id: "r1", name: "read_document" });
     const read = result("r1", "doc");
