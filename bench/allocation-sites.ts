@@ -4,7 +4,7 @@
  * bench/allocation.ts, which counts the total exactly; this one says where it goes (sampled, so
  * each figure is an estimate).
  *
- *   TSX_TSCONFIG_PATH=bench/tsconfig.json pnpm tsx bench/allocation-sites.ts [steps] [invokes]
+ *   TSX_TSCONFIG_PATH=bench/tsconfig.dist.json pnpm tsx bench/allocation-sites.ts [steps] [invokes]
  *
  * (after `pnpm build`, to profile the build as it ships; without the variable it profiles src/.)
  */

@@ -7,7 +7,7 @@
  *   pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N]
  *
  * The guard's code is this package's own: `src/` when run from source, `dist/` when the benchmarks
- * run the build (`pnpm bench` does: see bench/tsconfig.json); the testing entry (`ScriptedModel`)
+ * run the build (`pnpm bench` does: see bench/tsconfig.dist.json); the testing entry (`ScriptedModel`)
  * and bench/ count as the harness.
  */
 import { Session } from "node:inspector/promises";

@@ -2,7 +2,7 @@
  * The read loop three ways (no middleware, a no-op middleware, the guardrails) at 10 and 120 steps,
  * alone: `pnpm bench`'s first rows, without writing docs/benchmarks.md.
  *
- *   pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.json pnpm tsx bench/run-loop.ts [--quick] [steps...]
+ *   pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.dist.json pnpm tsx bench/run-loop.ts [--quick] [steps...]
  */
 import { benchLoopAgainstNoop } from "./agent.js";
 import { formatNs, log } from "./harness.js";

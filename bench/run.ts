@@ -511,10 +511,10 @@ the flush of each commit that appends an event (\`Lock:advisory\` waits). With t
 the limit, the durable server kept pace at 32 workers; see the verdict below for this run.
 
 Reproduce with \`pnpm bench\` (about 10 minutes on 2 cores; it rewrites this file). It measures the package as it
-ships: it builds dist/ first and runs with bench/tsconfig.json, which resolves \`arkah-agent-guardrails\` to dist/
+ships: it builds dist/ first and runs with bench/tsconfig.dist.json, which resolves \`arkah-agent-guardrails\` to dist/
 rather than src/ (through tsx, src/ carries tsx's transform, which keeps function names with a helper call for every
 closure created). The single benchmarks below run src/ unless started the same way:
-\`pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.json pnpm tsx bench/<file>.ts\`. The PostgreSQL rows run on
+\`pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.dist.json pnpm tsx bench/<file>.ts\`. The PostgreSQL rows run on
 \`ARKAH_PG_URL\` when it is set, otherwise on a throwaway embedded server started for the run (loopback, \`fsync=off\`);
 \`pnpm tsx bench/run-postgres.ts\` runs them alone (about 2 minutes) and prints them without writing this file;
 \`pnpm tsx bench/run-loop.ts [steps...]\` the three-way read loops alone;

@@ -36,8 +36,9 @@ const CORE_DRAFT = "2019-09";
 const validators = new WeakMap<object, Validator>();
 
 /**
- * The tool's own parse of `raw`. Fails (never throws, nor rejects) for arguments the tool would
- * reject, and for parsed arguments the guardrails cannot bind: anything but a plain JSON object.
+ * The tool's own parse of `raw`. Fails (does not throw) for arguments the tool would reject, and
+ * for parsed arguments the guardrails cannot bind: anything but a plain JSON object; a schema that
+ * itself throws (a refinement with a bug) throws or rejects, and the pipeline refuses the call.
  * Synchronous for a JSON Schema tool; a zod tool is parsed async, as the tool itself parses.
  */
 export function parseArguments(tool: SealableTool, raw: unknown): ParsedArguments | Promise<ParsedArguments> {

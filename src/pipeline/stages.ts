@@ -88,9 +88,9 @@ export function recheckTool(call: GovernedCall): Promise<ToolMessage> | undefine
 
 /**
  * Parses the arguments exactly as the tool will; every later stage sees the result. Synchronous
- * unless the tool's schema is (see `parseArguments`).
+ * for a JSON Schema tool that passes (see `parseArguments`).
  */
-export function parse(call: GovernedCall): ToolMessage | Promise<ToolMessage> | undefined | Promise<ToolMessage | undefined> {
+export function parse(call: GovernedCall): Promise<ToolMessage | undefined> | undefined {
   const parsed = parseSafely(call, call.request.toolCall.args);
   return parsed instanceof Promise ? parsed.then((settled) => adopt(call, settled)) : adopt(call, parsed);
 }
@@ -145,7 +145,7 @@ function inScope(call: GovernedCall, scopeOf: ScopeOf | undefined, args: Readonl
 export function authorizeCall(
   call: GovernedCall,
   ask: ((call: AskedCall) => unknown) | undefined,
-): Promise<ToolMessage | undefined> | Promise<ToolMessage> | undefined {
+): Promise<ToolMessage | undefined> | undefined {
   if (ask === undefined) return undefined;
   const allowed = isAuthorized((args) => ask({ id: call.id, name: call.name, args, kind: call.kind }), {
     id: call.id,
