@@ -192,6 +192,23 @@ export interface LoopOptions extends RoundOptions {
   readonly steps: number;
 }
 
+/**
+ * One timed sample of the read loop of `steps` steps on a fresh agent built with `setup` (outside
+ * the timed region); throws unless every call succeeded. Time per tool call.
+ */
+function loopSample(steps: number): (setup: AgentSetup | undefined) => () => Promise<Measurement> {
+  const script = readLoopScript(steps);
+  return (setup) => async () => {
+    const agent = buildAgent(script, setup);
+    let result: { messages: BaseMessage[] } | undefined;
+    const measured = await measure(async () => {
+      result = await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, INVOKE_CONFIG);
+    });
+    assertAllSucceeded(result?.messages ?? [], steps);
+    return per(measured, steps);
+  };
+}
+
 export async function benchGuardedLoop(
   options: LoopOptions,
   /** Compare two guarded setups instead of unguarded (baseline) vs guarded (subject). */
@@ -200,19 +217,8 @@ export async function benchGuardedLoop(
   const store = new InMemoryGuardrailStore();
   const input = turnInput("turn-loop");
   await admit(store, input);
-  const script = readLoopScript(options.steps);
+  const run = loopSample(options.steps);
   const guarded = { turn: { input, store } };
-
-  const run = (setup: AgentSetup | undefined) => async () => {
-    const agent = buildAgent(script, setup);
-    const messages = [new HumanMessage(USER_MESSAGE)];
-    let result: { messages: BaseMessage[] } | undefined;
-    const measured = await measure(async () => {
-      result = await agent.invoke({ messages }, INVOKE_CONFIG);
-    });
-    assertAllSucceeded(result?.messages ?? [], options.steps);
-    return per(measured, options.steps);
-  };
 
   return interleave({
     ...roundOptions(options),
@@ -309,16 +315,7 @@ export async function benchLoopAgainstNoop(options: LoopOptions): Promise<LoopAg
   const store = new InMemoryGuardrailStore();
   const input = turnInput(`turn-loop-${String(options.steps)}`);
   await admit(store, input);
-  const script = readLoopScript(options.steps);
-  const run = (setup: AgentSetup) => async () => {
-    const agent = buildAgent(script, setup);
-    let result: { messages: BaseMessage[] } | undefined;
-    const measured = await measure(async () => {
-      result = await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, INVOKE_CONFIG);
-    });
-    assertAllSucceeded(result?.messages ?? [], options.steps);
-    return per(measured, options.steps);
-  };
+  const run = loopSample(options.steps);
   const [unguarded, noop, guarded] = await interleaveSides([run({}), run({ noop: true }), run({ turn: { input, store } })], {
     ...roundOptions(options),
     onRound: (round) => {
