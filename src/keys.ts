@@ -103,12 +103,13 @@ export function identifyTool(
   tool: FingerprintedTool,
   fields: readonly string[] = NO_FIELDS,
 ): { readonly fingerprint: string; readonly first: string } {
-  const key = fields.join("\u0000");
+  // Runs twice for every governed call: no arrays or strings built when no field is declared.
+  const key = fields.length === 0 ? "" : fields.join("\u0000");
   let byFields = identities.get(tool);
   const known = byFields?.get(key);
   const { name, description, schema } = tool;
   const body = implementationOf(tool);
-  const values = fields.map((field) => identityValue(tool, field));
+  const values = fields.length === 0 ? NO_FIELDS : fields.map((field) => identityValue(tool, field));
   if (known !== undefined && unchanged(known.last, name, description, schema, body, values)) {
     return { fingerprint: known.last.fingerprint, first: known.first };
   }
@@ -139,7 +140,7 @@ function unchanged(last: Observation, name: unknown, description: unknown, schem
   if (!Object.is(last.name, name) || !Object.is(last.description, description) || !Object.is(last.schema, schema) || last.body !== body) {
     return false;
   }
-  for (const [index, value] of values.entries()) if (!Object.is(last.values[index], value)) return false;
+  for (let index = 0; index < values.length; index++) if (!Object.is(last.values[index], values[index])) return false;
   return last.valuesJson === undefined || last.valuesJson === canonicalJson(values);
 }
 

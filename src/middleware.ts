@@ -28,7 +28,7 @@ import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } fr
 import type { AnyGuardrailStore } from "./store-capabilities.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import type { ToolResult } from "./tool-messages.js";
-import { TURN_CONTEXT_KEY, TurnGate, userSegment } from "./turn-gate.js";
+import { TURN_CONTEXT_KEY, TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";
 
 /** A tool call as `authorize` sees it: a copy, so changing it changes nothing. */
 export interface AuthorizeCall {
@@ -334,11 +334,24 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     sealable.add(tool);
   };
 
-  const govern = async (request: ToolCallRequest, handler: ToolCallHandler): Promise<ToolResult> => {
-    request.runtime.signal?.throwIfAborted(); // an aborted run executes nothing
+  /** What a read of each tool runs with, built once. */
+  const readAttempts = new Map([...policies].map(([name, policy]) => [name, { ...policy, requireText: true }] as const));
+
+  // Not async: once the turn is verified nothing before the stages waits, and every call pays for a
+  // promise. What throws here (an aborted run, an admission error) rejects the promise all the same.
+  const govern = (request: ToolCallRequest, handler: ToolCallHandler): Promise<ToolResult> => {
+    try {
+      request.runtime.signal?.throwIfAborted(); // an aborted run executes nothing
+      const admitted = gate.admit(request.runtime.context, request.state.messages); // 1
+      return admitted instanceof Promise ? admitted.then((turn) => decide(request, handler, turn)) : decide(request, handler, admitted);
+    } catch (error) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- rejects with what was thrown, as an async function would
+      return Promise.reject(error);
+    }
+  };
+
+  const decide = (request: ToolCallRequest, handler: ToolCallHandler, { turn, humanIndex }: AdmittedTurn): Promise<ToolResult> => {
     const { messages } = request.state;
-    const admitted = gate.admit(request.runtime.context, messages); // 1
-    const { turn, humanIndex } = admitted instanceof Promise ? await admitted : admitted;
     const name = request.toolCall.name;
     const kind = kindOf(name);
     const callTurn = { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turn.turnKey };
@@ -370,7 +383,7 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
       if (refused !== undefined) return refused;
       const attempts = policy ?? unreachable();
       if (kind === "side-effect") return runSideEffect(call, handler, attempts, attempts); // 10
-      if (mutation === undefined) return runRead(call, handler, { ...attempts, requireText: true }); // 8
+      if (mutation === undefined) return runRead(call, handler, readAttempts.get(name) ?? unreachable()); // 8
       return runMutation(call, handler, attempts, mutation); // 9
     });
   };

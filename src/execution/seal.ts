@@ -96,24 +96,12 @@ export class Seal {
     this.#call = call;
     this.#tool = tool;
     this.#invoke = guardTool(tool).invoke;
-    const run = (sealed: SealableTool, input: unknown, config: unknown) => this.#run(sealed, input, config);
-    // Inherits everything from the tool (name, description, response format, the guarded `_call`,
-    // callbacks); its schema accepts anything, so `StructuredTool.call` hands `_call` the token
-    // `#run` gives it without parsing it again. Frozen, so nothing can be put in the body's place.
-    this.tool = Object.freeze(
-      Object.create(tool, {
-        schema: { value: true },
-        invoke: {
-          value: function sealedInvoke(this: SealableTool, input: unknown, config?: unknown) {
-            return run(this, input, config);
-          },
-        },
-      }) as SealableTool,
-    );
+    const SealedCopy = sealedCopyOf(tool);
+    this.tool = new SealedCopy((sealed, input, config) => this.#run(sealed, input, config));
   }
 
   /** Runs `handler` under this seal; returns or throws what it does. */
-  async around<T>(handler: () => Promise<T>): Promise<T> {
+  async around<T>(handler: () => T | PromiseLike<T>): Promise<T> {
     try {
       return await current.run(this, handler);
     } finally {
@@ -190,6 +178,48 @@ export class Seal {
       this.#permit = undefined;
     }
   }
+}
+
+/** Where a sealed copy keeps its seal's invocation: only the sealed `invoke` reads it. */
+const RUN = Symbol("sealed invocation");
+type SealedRun = (sealed: SealableTool, input: unknown, config: unknown) => Promise<unknown>;
+type SealedCopyConstructor = new (run: SealedRun) => SealableTool;
+
+/** Per governed tool, the constructor of its sealed copies. */
+const sealedCopies = new WeakMap<object, SealedCopyConstructor>();
+
+/**
+ * The constructor of `tool`'s sealed copies, made once per tool: every copy of one tool shares one
+ * frozen prototype (a per-call `Object.create` with descriptors cost microseconds a call). The
+ * prototype inherits everything from the tool (name, description, response format, the guarded
+ * `_call`, callbacks); its schema accepts anything, so `StructuredTool.call` hands `_call` the
+ * token `#run` gives it without parsing it again. Each copy is frozen too, so nothing can be put
+ * in the body's place; it holds only its seal's `#run` (what its `invoke` calls anyway).
+ */
+function sealedCopyOf(tool: SealableTool): SealedCopyConstructor {
+  const known = sealedCopies.get(tool);
+  if (known !== undefined) return known;
+  const prototype = Object.freeze(
+    Object.create(tool, {
+      schema: { value: true },
+      invoke: {
+        value: function sealedInvoke(this: unknown, input: unknown, config?: unknown) {
+          const run = typeof this === "object" && this !== null ? (this as { [RUN]?: unknown })[RUN] : undefined;
+          // Called on anything but a sealed copy (`invoke.call(other)`): nothing to run it under.
+          if (typeof run !== "function") return Promise.reject(new TypeError("a sealed tool's invoke was called on another object"));
+          return (run as SealedRun)(this as SealableTool, input, config);
+        },
+      },
+    }) as object,
+  );
+  function SealedCopy(this: { [RUN]: SealedRun }, run: SealedRun): void {
+    this[RUN] = run;
+    Object.freeze(this);
+  }
+  SealedCopy.prototype = prototype;
+  const made = SealedCopy as unknown as SealedCopyConstructor;
+  sealedCopies.set(tool, made);
+  return made;
 }
 
 /**

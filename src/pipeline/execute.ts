@@ -59,7 +59,8 @@ async function sealedRun(
     const sealed = { ...request, tool: seal.tool, toolCall: { ...request.toolCall, args: checked.raw } };
     let outcome: Outcome;
     try {
-      outcome = { result: await seal.around(async () => handler(sealed as Parameters<ToolCallHandler>[0])) };
+      // `around` awaits inside its own try: a handler that throws synchronously is caught there.
+      outcome = { result: await seal.around(() => handler(sealed as Parameters<ToolCallHandler>[0])) };
     } catch (error) {
       outcome = { error };
     }
