@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
@@ -69,6 +70,10 @@ export default defineConfig({
     globalSetup: ["test/setup/postgres.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    // At least two test files at once: vitest's default (one fewer than the cores) is a single
+    // worker on a two-core machine such as CI's, where the suites spend much of their time waiting
+    // on PostgreSQL, child processes and timers (the full suite on Node 20: about 1.5x faster).
+    maxWorkers: Math.max(availableParallelism() - 1, 2),
     // `default` for people, `json` for CI (.ci/run reads numPassedTests / numFailedTests).
     reporters: ["default", "json"],
     outputFile: { json: ".vitest-results.json" },

@@ -38,6 +38,12 @@ export interface RoundOptions {
   readonly minRounds?: number;
   /** Rounds run first and discarded (JIT warm-up, caches). Default 2. */
   readonly warmup?: number;
+  /**
+   * A full GC before every sample, so no side pays another's garbage (default true). It also puts
+   * every sample just after a full GC, which no server sees: the read loop takes about twice as
+   * long per call with it (bench/run-loop.ts --no-gc shows the loop without it).
+   */
+  readonly collectGarbage?: boolean;
 }
 
 export interface InterleaveOptions extends RoundOptions {
@@ -135,9 +141,9 @@ export function standardErrorOfMedian(values: readonly number[]): number {
   return (1.2533 * sigma) / Math.sqrt(values.length);
 }
 
-async function sample(fn: Sample): Promise<Measurement> {
+async function sample(fn: Sample, gc = true): Promise<Measurement> {
   await yieldToEventLoop();
-  collectGarbage();
+  if (gc) collectGarbage();
   return fn();
 }
 
@@ -163,7 +169,7 @@ export async function interleaveSides(sides: readonly Sample[], options: RoundOp
     // Two sides flip every round (B S, S B); more rotate.
     for (let step = 0; step < sides.length; step++) {
       const index = (step + round + warmup) % sides.length;
-      results[index] = await sample(sides[index] as Sample);
+      results[index] = await sample(sides[index] as Sample, options.collectGarbage);
     }
     if (round < 0) continue;
     results.forEach((measurement, index) => taken[index]?.push(measurement));
@@ -233,8 +239,8 @@ export function log(message: string): void {
 
 /** Just the round settings of a benchmark's options. */
 export function roundOptions(options: RoundOptions): RoundOptions {
-  const { rounds, warmup, budgetMs, minRounds } = options;
-  return { rounds, warmup, budgetMs, minRounds };
+  const { rounds, warmup, budgetMs, minRounds, collectGarbage: gc } = options;
+  return { rounds, warmup, budgetMs, minRounds, collectGarbage: gc };
 }
 
 const COLUMNS = ["benchmark", "baseline", "subject", "ratio", "target", "result", "CPU-time ratio"] as const;
