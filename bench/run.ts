@@ -517,12 +517,14 @@ closure created). The single benchmarks below run src/ unless started the same w
 \`pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.dist.json pnpm tsx bench/<file>.ts\`. The PostgreSQL rows run on
 \`ARKAH_PG_URL\` when it is set, otherwise on a throwaway embedded server started for the run (loopback, \`fsync=off\`);
 \`pnpm tsx bench/run-postgres.ts\` runs them alone (about 2 minutes) and prints them without writing this file;
-\`pnpm tsx bench/run-loop.ts [steps...]\` the three-way read loops alone;
+\`pnpm tsx bench/run-loop.ts [--no-gc] [steps...]\` the three-way read loops alone (\`--no-gc\`: without the full GC
+before each sample, which no server sees and which doubles the loop's time per call);
 \`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N] [--inclusive]\`
 prints a CPU profile of the read loop (or of read-then-write turns) as self time by module and the guard's hottest
 functions; \`pnpm tsx bench/allocation.ts [steps]\` counts bytes allocated per call exactly (a young generation no GC
-runs in, \`--single-threaded\` so the JIT allocates the same in every run), and
-\`pnpm tsx bench/allocation-sites.ts [steps] [invokes]\` samples where they are allocated (guarded minus no-op).
+runs in, \`--single-threaded\` so the JIT allocates the same in every run);
+\`pnpm tsx bench/allocation-sites.ts [steps] [invokes]\` samples where they are allocated (guarded minus no-op), and
+\`pnpm tsx bench/promises.ts [steps]\` counts the promises created per call (no-op middleware vs guardrails).
 \`pnpm bench --quick\` runs a few rounds of each to check that the benchmarks work, and
 \`pnpm bench --no-write\` prints without writing. \`pnpm tsx bench/run-telemetry.ts\` (or \`--quick\`) runs the telemetry rows alone,
 \`pnpm tsx bench/run-side-effects.ts\` (or \`--quick\`) the side-effect row. On a shared or busy machine (see the load
