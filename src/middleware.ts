@@ -334,9 +334,6 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     sealable.add(tool);
   };
 
-  /** What a read of each tool runs with, built once. */
-  const readAttempts = new Map([...policies].map(([name, policy]) => [name, { ...policy, requireText: true }] as const));
-
   // Not async: once the turn is verified nothing before the stages waits, and every call pays for a
   // promise. What throws here (an aborted run, an admission error) rejects the promise all the same.
   const govern = (request: ToolCallRequest, handler: ToolCallHandler): Promise<ToolResult> => {
@@ -383,7 +380,7 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
       if (refused !== undefined) return refused;
       const attempts = policy ?? unreachable();
       if (kind === "side-effect") return runSideEffect(call, handler, attempts, attempts); // 10
-      if (mutation === undefined) return runRead(call, handler, readAttempts.get(name) ?? unreachable()); // 8
+      if (mutation === undefined) return runRead(call, handler, attempts, { requireText: true }); // 8
       return runMutation(call, handler, attempts, mutation); // 9
     });
   };

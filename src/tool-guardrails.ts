@@ -155,7 +155,7 @@ export function createToolGuardrails(options: ToolGuardrailsOptions) {
         if (refused !== undefined) return refused;
         // Any wrapToolCall middleware makes a tool exception fatal to the run; a failed tool is a
         // result the model can act on instead. Interrupts and cancellations still propagate.
-        return runRead(call, handler, { maxAttempts: 1, delayMs: 0, requireText: false });
+        return runRead(call, handler, { maxAttempts: 1, delayMs: 0 }, { requireText: false });
       });
     },
   });

@@ -205,9 +205,13 @@ function sealedCopyOf(tool: SealableTool): SealedCopyConstructor {
       invoke: {
         value: function sealedInvoke(this: unknown, input: unknown, config?: unknown) {
           const run = typeof this === "object" && this !== null ? (this as { [RUN]?: unknown })[RUN] : undefined;
-          // Called on anything but a sealed copy (`invoke.call(other)`): nothing to run it under.
-          if (typeof run !== "function") return Promise.reject(new TypeError("a sealed tool's invoke was called on another object"));
-          return (run as SealedRun)(this as SealableTool, input, config);
+          if (typeof run === "function") return (run as SealedRun)(this as SealableTool, input, config);
+          // Called on another object (`invoke.call(registered, ...)`): another tool than the sealed
+          // copy, so the seal of the governed call it happens in breaks, as for any swapped tool.
+          const seal = current.getStore();
+          return Promise.reject(
+            seal === undefined ? new TypeError("a sealed tool's invoke was called on another object") : seal.violate("tool_swapped"),
+          );
         },
       },
     }) as object,

@@ -90,7 +90,8 @@ async function sealedRun(
 export async function runRead(
   call: GovernedCall,
   handler: ToolCallHandler,
-  options: Attempts & { readonly requireText: boolean },
+  attempts: Attempts,
+  { requireText }: { readonly requireText: boolean },
 ): Promise<ToolResult> {
   const changed = recheckTool(call);
   if (changed !== undefined) return changed;
@@ -98,7 +99,7 @@ export async function runRead(
     const unapproved = await applyApproval(call);
     if (unapproved !== undefined) return unapproved;
   }
-  const { finding, outcome } = await sealedRun(call, handler, options);
+  const { finding, outcome } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) return brokenSeal(call, finding.broken);
   if ("error" in outcome) return toolFailed(call, outcome.error);
   const { result } = outcome;
@@ -108,7 +109,7 @@ export async function runRead(
     return result;
   }
   const text = resultText(result);
-  if (text === undefined && options.requireText) {
+  if (text === undefined && requireText) {
     await call.record({ decision: "failed", code: "unsupported_result" });
     return refusal(call.request.toolCall, "unsupported_result");
   }
