@@ -5,7 +5,7 @@
 import type { BaseMessage } from "@langchain/core/messages";
 import { admittedBefore, assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
 import type { GuardrailStore, TurnInput } from "./contracts.js";
-import { isSummaryMarked, latestUserTextIndex, textContent } from "./decision/transcript.js";
+import { isSummaryMarked, isUserText, latestUserTextIndex, textContent } from "./decision/transcript.js";
 import { AdmissionError } from "./errors.js";
 
 /** The `context` key under which one compiled agent receives the trusted turn per invocation. */
@@ -31,6 +31,12 @@ export class TurnGate {
   readonly #store: GuardrailStore;
   readonly #userMessageLabel: string;
   readonly #fixed: ResolvedTurn | undefined;
+  /**
+   * The transcript this gate last found showing its turn, and where the user message sits in it:
+   * one array, replaced at the next call (a server-wide gate holds no more than that).
+   */
+  #verified: { readonly messages: readonly BaseMessage[]; readonly length: number; readonly humanIndex: number } | undefined;
+  readonly #texts = new WeakMap<ResolvedTurn, string>();
 
   constructor(store: GuardrailStore, userMessageLabel: string, fixed: ResolvedTurn | undefined) {
     this.#store = store;
@@ -54,10 +60,9 @@ export class TurnGate {
   }
 
   #inTranscript(turn: ResolvedTurn, messages: readonly BaseMessage[]): AdmittedTurn {
-    const humanIndex = latestUserTextIndex(messages);
+    const humanIndex = this.#latestUserTextIndex(messages);
     const human = messages[humanIndex];
-    const expected = userSegment(turn.input, this.#userMessageLabel);
-    if (human === undefined || textContent(human) !== expected) {
+    if (human === undefined || textContent(human) !== this.#expectedText(turn)) {
       throw new AdmissionError(
         "transcript_mismatch",
         isSummaryMarked(human)
@@ -66,7 +71,39 @@ export class TurnGate {
           : "the latest user message is not the admitted user segment; admit the new message as a new turn",
       );
     }
+    this.#verified = { messages, length: messages.length, humanIndex };
     return { turn, humanIndex };
+  }
+
+  /**
+   * `latestUserTextIndex` (src/decision/transcript.ts), checking only what is new since the
+   * transcript last verified: the check runs at every model and tool call, and a turn's messages
+   * grow with every step. A later step's transcript (LangGraph's reducer builds a new array each
+   * update) that still holds the very same message objects from the user's on needs only its new
+   * messages classified; any other is scanned whole. A message replaced by id is a new object.
+   */
+  #latestUserTextIndex(messages: readonly BaseMessage[]): number {
+    const known = this.#verified;
+    // The same array again (parallel calls of one step) is scanned whole: it may have been changed in place.
+    if (known !== undefined && known.messages !== messages && known.length <= messages.length) {
+      let index = known.humanIndex;
+      while (index < known.length && messages[index] === known.messages[index]) index++;
+      if (index === known.length) {
+        for (let at = messages.length - 1; at >= index; at--) if (isUserText(messages[at])) return at;
+        return known.humanIndex;
+      }
+    }
+    return latestUserTextIndex(messages);
+  }
+
+  /** The admitted user segment's text, found once per turn. */
+  #expectedText(turn: ResolvedTurn): string {
+    let text = this.#texts.get(turn);
+    if (text === undefined) {
+      text = userSegment(turn.input, this.#userMessageLabel);
+      this.#texts.set(turn, text);
+    }
+    return text;
   }
 
   #fromContext(context: unknown): ResolvedTurn {
@@ -81,7 +118,7 @@ export class TurnGate {
       );
     }
     const turn = resolveTurn(raw);
-    userSegment(turn.input, this.#userMessageLabel);
+    this.#expectedText(turn); // a turn without the user's segment fails here, before any check
     return turn;
   }
 }

@@ -72,6 +72,28 @@ function loadValidator(): Promise<ValidatorClass> {
   return validatorClass;
 }
 
+/**
+ * Compiled validators per declared schema object and configured `draft` (the dialect follows from
+ * the two), shared by every schema guardrail: `declaredSchema` hands out one frozen object per
+ * tool schema, so a middleware built per turn compiles nothing an earlier one compiled (compiling
+ * costs more than validating).
+ */
+const validators = new WeakMap<object, Map<SchemaDraft, ValidatorLike>>();
+
+function compiledValidator(schema: object, draft: SchemaDraft): ValidatorLike | undefined {
+  return validators.get(schema)?.get(draft);
+}
+
+function compileValidator(Validator: ValidatorClass, schema: JsonSchema & object, draft: SchemaDraft): ValidatorLike {
+  // The validator gets its own copy: it annotates the schema it compiles, and the declared
+  // schema guardrails see is frozen.
+  const validator = new Validator(structuredClone(schema), declaredDraft(schema, draft), false);
+  let byDraft = validators.get(schema);
+  if (byDraft === undefined) validators.set(schema, (byDraft = new Map()));
+  byDraft.set(draft, validator);
+  return validator;
+}
+
 /** `$schema` URIs, without a trailing `#`. */
 const DRAFTS: Readonly<Record<string, SchemaDraft>> = {
   "http://json-schema.org/draft-04/schema": "4",
@@ -96,15 +118,9 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
     throw new ConfigurationError(`invalid createSchemaGuardrail options: ${z.prettifyError(parsed.error)}`);
   }
   const { draft = "2020-12", name = "schema" } = parsed.data;
-  /** Compiled validators per schema; the first call for a schema loads the library. */
-  const validators = new WeakMap<object, ValidatorLike>();
   const loadValidatorFor = async (schema: JsonSchema & object): Promise<ValidatorLike> => {
     const Validator = await loadValidator();
-    // The validator gets its own copy: it annotates the schema it compiles, and the declared
-    // schema guardrails see is frozen.
-    const validator = new Validator(structuredClone(schema), declaredDraft(schema, draft), false);
-    validators.set(schema, validator);
-    return validator;
+    return compiledValidator(schema, draft) ?? compileValidator(Validator, schema, draft);
   };
 
   const guardrail: Guardrail & { readonly [SCHEMA_GUARDRAIL]: true } = {
@@ -118,7 +134,7 @@ export function createSchemaGuardrail(options: SchemaGuardrailOptions = {}): Gua
       const { rawArgs: args, name: toolName } = context.toolCall;
       if (schema === false) return schemaVerdict(toolName, [{ path: "", message: "False boolean schema." }]);
       if (typeof schema !== "object") return schemaVerdict(toolName, []);
-      const validator = validators.get(schema);
+      const validator = compiledValidator(schema, draft);
       if (validator !== undefined) return schemaVerdict(toolName, leafIssues(validator.validate(args).errors));
       return loadValidatorFor(schema).then((loaded) => schemaVerdict(toolName, leafIssues(loaded.validate(args).errors)));
     },

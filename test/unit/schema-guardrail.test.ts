@@ -133,13 +133,21 @@ describe("createSchemaGuardrail asked directly", () => {
     });
   });
 
-  it("compiles a schema once: after the first check of a schema it answers synchronously", async () => {
+  it("compiles a schema once: after the first check of a schema it answers synchronously, in every schema guardrail", async () => {
+    // A schema no other test compiled: declaredSchema gives each tool schema one object.
+    const schema = declaredSchema(jsonTool({ type: "object", properties: { m: { type: "number", maximum: 3 } } })) as JsonSchema;
     const guardrail = createSchemaGuardrail();
-    const first = guardrail.check(context(SCHEMA, { n: 1 }));
+    const first = guardrail.check(context(schema, { m: 1 }));
     expect(first).toBeInstanceOf(Promise);
     expect(await first).toMatchObject({ action: "allow" });
-    const second = guardrail.check(context(SCHEMA, { n: 9 }));
+    const second = guardrail.check(context(schema, { m: 9 }));
     expect(second).not.toBeInstanceOf(Promise);
     expect(second).toMatchObject({ action: "deny", code: "invalid_arguments" });
+    // A middleware built per turn builds its schema guardrail anew: it compiles nothing again.
+    const another = createSchemaGuardrail().check(context(schema, { m: 9 }));
+    expect(another).not.toBeInstanceOf(Promise);
+    expect(another).toMatchObject({ action: "deny", code: "invalid_arguments" });
+    // Another draft is another compilation (a schema without $schema is read in the configured one).
+    expect(createSchemaGuardrail({ draft: "7" }).check(context(schema, { m: 1 }))).toBeInstanceOf(Promise);
   });
 });
