@@ -89,7 +89,7 @@ function compileValidator(Validator: ValidatorClass, schema: JsonSchema & object
   // schema guardrails see is frozen.
   const validator = new Validator(structuredClone(schema), declaredDraft(schema, draft), false);
   let byDraft = validators.get(schema);
-  if (byDraft === undefined) validators.set(schema, (byDraft = new Map()));
+  if (byDraft === undefined) validators.set(schema, (byDraft = new Map<SchemaDraft, ValidatorLike>()));
   byDraft.set(draft, validator);
   return validator;
 }
