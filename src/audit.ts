@@ -192,10 +192,18 @@ export class AuditTrail {
     return event;
   }
 
+  /** Whether events carry argument values and results (`includeValues`): a draft needs them only then. */
+  get includesValues(): boolean {
+    return this.#options.includeValues === true;
+  }
+
   /** The event for a draft: stamped now, values only if the host opted in. */
   event(draft: AuditDraft): AuditEvent {
+    const at = new Date().toISOString();
+    // Most drafts carry no values: one copy of them, no rest pattern (which costs a call of its own).
+    if (draft.args === undefined && draft.result === undefined) return { at, ...draft } as AuditEvent;
     const { args, result, ...fields } = draft;
-    const event: AuditEvent = { at: new Date().toISOString(), ...fields };
+    const event: AuditEvent = { at, ...fields };
     if (this.#options.includeValues === true) {
       if (args !== undefined) event.args = args as JsonValue;
       if (result !== undefined) event.result = result;

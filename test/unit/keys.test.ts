@@ -241,6 +241,20 @@ describe("readEvidenceDigest (internal)", () => {
     );
   });
 
+  it("is the formula's digest for ids that need escaping or are not ASCII, and refuses a lone surrogate as digest does", () => {
+    for (const [toolCallId, toolName] of [
+      ['call "1"\\x', "read\tdoc"],
+      ["звонок-1", "読む"],
+      ["\u0001\u001f", "emoji-😀"],
+      ["x".repeat(200), "y".repeat(65)],
+    ] as const) {
+      expect(readEvidenceDigest(VECTORS.turnKey, { toolCallId, toolName, content: "doc" })).toBe(
+        digest({ kind: "arkah.read", v: 1, turnKey: VECTORS.turnKey, toolCallId, toolName, contentDigest: sha256Hex("doc") }),
+      );
+    }
+    expect(() => readEvidenceDigest(VECTORS.turnKey, { toolCallId: "r\ud800", toolName: "read", content: "doc" })).toThrow(DigestError);
+  });
+
   it("changes with the turn key, call id, tool name and content", () => {
     expect(readEvidenceDigest(turnKey({ ...turn, turnId: "turn-2" }), read)).not.toBe(base);
     expect(readEvidenceDigest(VECTORS.turnKey, { ...read, toolCallId: "r2" })).not.toBe(base);
