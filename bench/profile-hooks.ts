@@ -4,7 +4,12 @@
  * LangChain, LangGraph, zod and the rest. `pnpm bench` reports the guard's share of the guarded
  * read loop's CPU from it (issue 24's target: under 3 %).
  *
- *   pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N]
+ *   pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N] [--warmup N]
+ *
+ * Profiled after `--warmup` unprofiled runs (default 300), so the JIT has compiled what a server
+ * that has run a while runs: the guard's functions run once or twice a tool call, against the
+ * framework's dozens, and reach their optimized code last (after 3 warm-up runs the guard's self
+ * time reads about twice its steady value).
  *
  * The guard's code is this package's own: `src/` when run from source, `dist/` when the benchmarks
  * run the build (`pnpm bench` does: see bench/tsconfig.dist.json); the testing entry (`ScriptedModel`)
@@ -37,6 +42,8 @@ export interface ProfileOptions {
   /** Read-then-write turns instead of the read loop. */
   readonly turns?: boolean;
   readonly invokes?: number;
+  /** Unprofiled runs first, to reach the JIT's steady state (default 300). */
+  readonly warmup?: number;
   readonly side?: ProfileSide;
   /** Read steps per invoke of the loop (default 20). */
   readonly steps?: number;
@@ -57,6 +64,9 @@ export interface ProfileResult {
 }
 
 export const GUARD_BUCKET = "guard (this package)";
+/** Unprofiled runs before the profile: enough for the guard's functions to reach optimized code. */
+const DEFAULT_WARMUP = 300;
+
 /** Issue 24's target for the guard's own self time, as a share of the read loop's CPU. */
 export const GUARD_SELF_TIME_TARGET = 0.03;
 
@@ -95,7 +105,7 @@ export async function profileLoop(options: ProfileOptions = {}): Promise<Profile
     }
   };
   const once = turns ? turnsOnce : loopOnce;
-  for (let index = 0; index < 3; index++) await once();
+  for (let index = 0; index < (options.warmup ?? DEFAULT_WARMUP); index++) await once();
 
   const session = new Session();
   session.connect();
@@ -152,10 +162,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const side = (sideAt >= 0 ? args.splice(sideAt, 2)[1] : "guarded") as ProfileSide;
   const stepsAt = args.indexOf("--steps");
   const steps = stepsAt >= 0 ? Number(args.splice(stepsAt, 2)[1]) : 20;
+  const warmupAt = args.indexOf("--warmup");
+  const warmup = warmupAt >= 0 ? Number(args.splice(warmupAt, 2)[1]) : DEFAULT_WARMUP;
   const turns = args[0] === "turn";
   const size = turns ? 0 : Number(args[0] ?? 0);
   const invokes = Number(args[1] ?? 40);
-  const result = await profileLoop({ turns, historySize: size, invokes, side, steps });
+  const result = await profileLoop({ turns, historySize: size, invokes, side, steps, warmup });
   const line = ([name, us]: readonly [string, number]) =>
     `${name.padEnd(60)} ${(us / 1000).toFixed(1).padStart(8)} ms ${((100 * us) / result.totalUs).toFixed(1).padStart(5)} % ${(us / result.calls).toFixed(1).padStart(7)} µs/call`;
   console.log(
