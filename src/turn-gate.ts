@@ -32,10 +32,13 @@ export class TurnGate {
   readonly #userMessageLabel: string;
   readonly #fixed: ResolvedTurn | undefined;
   /**
-   * The transcript this gate last found showing its turn, and where the user message sits in it:
-   * one array, replaced at the next call (a server-wide gate holds no more than that).
+   * What this gate last found in a transcript showing its turn: where the user message sat, and
+   * the message objects from it on, in a list of its own (the state's array can be written in
+   * place by anyone holding it). One turn's messages; replaced or extended at the next check.
    */
-  #verified: { readonly messages: readonly BaseMessage[]; readonly length: number; readonly humanIndex: number } | undefined;
+  #checked: { readonly humanIndex: number; readonly messages: BaseMessage[] } | undefined;
+  /** Whether the last scan extended `#checked` (its messages still in place, only new ones after). */
+  #extends = false;
   readonly #texts = new WeakMap<ResolvedTurn, string>();
 
   constructor(store: GuardrailStore, userMessageLabel: string, fixed: ResolvedTurn | undefined) {
@@ -71,29 +74,41 @@ export class TurnGate {
           : "the latest user message is not the admitted user segment; admit the new message as a new turn",
       );
     }
-    this.#verified = { messages, length: messages.length, humanIndex };
+    this.#remember(messages, humanIndex);
     return { turn, humanIndex };
   }
 
   /**
-   * `latestUserTextIndex` (src/decision/transcript.ts), checking only what is new since the
-   * transcript last verified: the check runs at every model and tool call, and a turn's messages
-   * grow with every step. A later step's transcript (LangGraph's reducer builds a new array each
-   * update) that still holds the very same message objects from the user's on needs only its new
-   * messages classified; any other is scanned whole. A message replaced by id is a new object.
+   * `latestUserTextIndex` (src/decision/transcript.ts), classifying only what is new since the
+   * last check: it runs at every model and tool call, and a turn's messages grow with every step.
+   * A transcript that still holds the very messages checked last, at the same places, from the
+   * user's on, needs only the messages after them classified; any other is scanned whole. A
+   * message replaced (by id, or written into the array) is another object, so it is scanned.
    */
   #latestUserTextIndex(messages: readonly BaseMessage[]): number {
-    const known = this.#verified;
-    // The same array again (parallel calls of one step) is scanned whole: it may have been changed in place.
-    if (known !== undefined && known.messages !== messages && known.length <= messages.length) {
-      let index = known.humanIndex;
-      while (index < known.length && messages[index] === known.messages[index]) index++;
-      if (index === known.length) {
-        for (let at = messages.length - 1; at >= index; at--) if (isUserText(messages[at])) return at;
-        return known.humanIndex;
+    const checked = this.#checked;
+    this.#extends = false;
+    if (checked !== undefined && checked.humanIndex + checked.messages.length <= messages.length) {
+      let same = 0;
+      while (same < checked.messages.length && messages[checked.humanIndex + same] === checked.messages[same]) same++;
+      if (same === checked.messages.length) {
+        const firstNew = checked.humanIndex + same;
+        for (let at = messages.length - 1; at >= firstNew; at--) if (isUserText(messages[at])) return at;
+        this.#extends = true;
+        return checked.humanIndex;
       }
     }
     return latestUserTextIndex(messages);
+  }
+
+  /** Records what a check found: the messages after the last checked ones, or the user's on. */
+  #remember(messages: readonly BaseMessage[], humanIndex: number): void {
+    const checked = this.#checked;
+    if (this.#extends && checked !== undefined) {
+      for (let at = checked.humanIndex + checked.messages.length; at < messages.length; at++) checked.messages.push(messages[at] as BaseMessage);
+    } else {
+      this.#checked = { humanIndex, messages: messages.slice(humanIndex) };
+    }
   }
 
   /** The admitted user segment's text, found once per turn. */
