@@ -192,11 +192,6 @@ export class AuditTrail {
     return event;
   }
 
-  /** Whether events carry argument values and results (`includeValues`): a draft needs them only then. */
-  get includesValues(): boolean {
-    return this.#options.includeValues === true;
-  }
-
   /** The event for a draft: stamped now, values only if the host opted in. */
   event(draft: AuditDraft): AuditEvent {
     const at = new Date().toISOString();

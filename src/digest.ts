@@ -41,11 +41,6 @@ export function canonicalJson(value: unknown): string {
   return writeValue(value, "", undefined, undefined);
 }
 
-/** The RFC 8785 canonical JSON text of one string (`canonicalJson(text)`, without its checks of the value's type). */
-export function canonicalString(text: string): string {
-  return quote(text, undefined);
-}
-
 /** Lowercase hex SHA-256 of the UTF-8 bytes of `canonicalJson(value)`. */
 export function digest(value: unknown): string {
   const sink = new HashSink();

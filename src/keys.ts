@@ -5,7 +5,7 @@
  */
 import type { ServerTool } from "@langchain/core/tools";
 import type { EffectIdentity, MutationIdentity, Segment, TurnRef } from "./contracts.js";
-import { canonicalJson, canonicalString, digest, sha256Hex } from "./digest.js";
+import { canonicalJson, digest, sha256Hex } from "./digest.js";
 import { GuardrailsError } from "./errors.js";
 import { implementationOf } from "./execution/tool.js";
 import { declaredSchema } from "./guardrails/schema.js";
@@ -234,10 +234,12 @@ export function readEvidenceDigest(
   turnKeyValue: string,
   read: { readonly toolCallId: string; readonly toolName: string; readonly content: string },
 ): string {
-  // digest({ kind: "arkah.read", v: 1, turnKey, toolCallId, toolName, contentDigest }), written out
-  // in canonical key order: once per read, where the general writer's checks found nothing to check.
-  return sha256Hex(
-    `{"contentDigest":"${sha256Hex(read.content)}","kind":"arkah.read","toolCallId":${canonicalString(read.toolCallId)},` +
-      `"toolName":${canonicalString(read.toolName)},"turnKey":${canonicalString(turnKeyValue)},"v":1}`,
-  );
+  return digest({
+    kind: "arkah.read",
+    v: 1,
+    turnKey: turnKeyValue,
+    toolCallId: read.toolCallId,
+    toolName: read.toolName,
+    contentDigest: sha256Hex(read.content),
+  });
 }

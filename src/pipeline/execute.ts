@@ -113,10 +113,7 @@ export async function runRead(
     await call.record({ decision: "failed", code: "unsupported_result" });
     return refusal(call.request.toolCall, "unsupported_result");
   }
-  // The values go into the draft only when the trail keeps them.
-  const executed = call.governance.audit.includesValues
-    ? ({ decision: "executed", args: call.checked.args, ...(text === undefined ? {} : { result: text.content }) } as const)
-    : EXECUTED;
+  const executed = { decision: "executed", args: call.checked.args, ...(text === undefined ? {} : { result: text.content }) } as const;
   const { store } = call.governance;
   if (call.kind === "document-read" && text?.status === "success" && store !== undefined) {
     // The evidence and its audit event in one store call: one round trip per read.
@@ -130,8 +127,6 @@ export async function runRead(
   await call.record(executed);
   return result;
 }
-
-const EXECUTED = { decision: "executed" } as const;
 
 /** What the mutation path needs of the transcript and the options. */
 export interface MutationContext {

@@ -398,11 +398,8 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     this.#append(parseAuditEvent(event));
   }
 
-  /** Appends an event this store owns (every caller passes one built or parsed for it), numbered in place. */
   #append(event: AuditEvent): void {
-    const stored = event as AuditEvent & { seq?: number };
-    stored.seq = this.#audit.length + 1;
-    this.#audit.push(stored as StoredAuditEvent);
+    this.#audit.push({ ...event, seq: this.#audit.length + 1 });
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
