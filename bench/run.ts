@@ -17,6 +17,7 @@ import { benchDigest } from "./digest.js";
 import { benchSchemaGuardrail, benchSchemaShareOfLoop } from "./guardrails.js";
 import { formatNs, formatRate, log, renderNotes, renderTable, type Interleaved, type ResultRow } from "./harness.js";
 import { benchHistory, type HistoryRow } from "./history.js";
+import { benchLoopInProcesses } from "./processes.js";
 import { GUARD_SELF_TIME_TARGET, profileLoop } from "./profile-hooks.js";
 import { benchPostgres, PAIRS_TARGET, TURN_WORKERS } from "./postgres.js";
 import { POOL_SETTINGS } from "./postgres-turns.js";
@@ -112,6 +113,20 @@ async function main() {
     loop = three.guarded;
   }
   if (loop === undefined) throw new Error("unreachable: no loop ran");
+
+  stage("1/13 read loop of 20 steps, each side in a process of its own (bench/processes.ts)");
+  const apart = benchLoopInProcesses(quick ? { rounds: 1, steps: 20, warmup: 2, invokes: 2 } : { rounds: 3, steps: 20, warmup: 60, invokes: 100 });
+  rows.push({
+    benchmark: `guarded loop, each side in a process of its own, per tool call (${String(apart.steps)} steps)`,
+    baseline: `${formatNs(apart.perCall.unguarded.cpu)} CPU/call; no-op ${ratioText(apart.cpuRatio.noop)}`,
+    subject: `${formatNs(apart.perCall.guarded.cpu)} CPU/call`,
+    ratio: ratioText(apart.cpuRatio.guarded),
+    target: "(cross-check, reported)",
+    pass: true,
+    note:
+      `CPU time, median over ${String(apart.rounds)} rounds of one child process per side; guarded − no-op = ${(apart.cpuRatio.guarded - apart.cpuRatio.noop).toFixed(3)}; ` +
+      `wall time: no-op ${ratioText(apart.wallRatio.noop)}, guarded ${ratioText(apart.wallRatio.guarded)}`,
+  });
 
   stage("1/13 guarded loop: CPU profile, the guard's own self time (bench/profile-hooks.ts)");
   const cpuProfile = await profileLoop(quick ? { invokes: 3, warmup: 3 } : { invokes: 100 });
@@ -437,6 +452,7 @@ never pass for a speed-up.
 | benchmark | baseline | subject | target |
 |---|---|---|---|
 | guarded loop (bench/agent.ts) | the same \`createAgent\` loop without middleware, and with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler), in the same rounds (order rotated) | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${LOOP_STEPS.join(" and of ")} steps, one \`document-read\` call each, then an answer; time per tool call | guarded/unguarded at most ${NOOP_MARGIN.toFixed(2)} above no-op/unguarded, at each length |
+| guarded loop, each side in a process of its own (bench/processes.ts) | the same 20-step loop without middleware, and with the no-op middleware, each in a child process of its own | the guarded loop in a child process of its own; each child times 100 invokes after 60 untimed ones; one child per side a round, the order rotated, 3 rounds; CPU time per tool call, median of the rounds' ratios | reported: a cross-check of the row above, which runs every side in one process (a cost a side leaves on the whole process, such as an enabled \`AsyncLocalStorage\` on every promise, is paid by every side there) |
 | the guard's own CPU (bench/profile-hooks.ts) | the guarded 20-step read loop's CPU profile (V8 sampling profiler, 50 µs), 100 runs after 300 unprofiled ones (the JIT's steady state) | self time in this package's functions (dist/) | < ${String(GUARD_SELF_TIME_TARGET * 100)} % of the profile |
 | bytes allocated per tool call (bench/allocation.ts, \`pnpm tsx bench/allocation.ts 120\`) | the same read loop (10 and 120 steps) with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler); also without any middleware | the guarded loop; bytes counted as heap growth over one run in a child process whose young generation (256 MB semi-spaces) holds the run without a GC (a run during which a GC ran is discarded); the least of 7 runs (the JIT adds about 1.5 MB to some runs) | the guard's own bytes ≤ ${String(ALLOCATION_SHARE_TARGET * 100)} % of the no-op loop's |
 | schema guardrail check (bench/guardrails.ts) | \`new Validator(schema).validate(args)\` from @cfworker/json-schema, validator built once | \`createSchemaGuardrail().check(context)\` on the same JSON Schema tool (an MCP-style \`issue-credit\` schema) and valid arguments: what the port adds around the validator | ≤ 1.20 |
