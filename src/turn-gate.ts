@@ -5,7 +5,7 @@
 import type { BaseMessage } from "@langchain/core/messages";
 import { admittedBefore, assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
 import type { GuardrailStore, TurnInput } from "./contracts.js";
-import { isSummaryMarked, isUserText, latestUserTextIndex, textContent } from "./decision/transcript.js";
+import { isSummaryMarked, latestUserTextIndex, textContent } from "./decision/transcript.js";
 import { AdmissionError } from "./errors.js";
 
 /** The `context` key under which one compiled agent receives the trusted turn per invocation. */
@@ -31,14 +31,6 @@ export class TurnGate {
   readonly #store: GuardrailStore;
   readonly #userMessageLabel: string;
   readonly #fixed: ResolvedTurn | undefined;
-  /**
-   * What this gate last found in a transcript showing its turn: where the user message sat, and
-   * the message objects from it on, in a list of its own (the state's array can be written in
-   * place by anyone holding it). One turn's messages; replaced or extended at the next check.
-   */
-  #checked: { readonly humanIndex: number; readonly messages: BaseMessage[] } | undefined;
-  /** Whether the last scan extended `#checked` (its messages still in place, only new ones after). */
-  #extends = false;
   readonly #texts = new WeakMap<ResolvedTurn, string>();
 
   constructor(store: GuardrailStore, userMessageLabel: string, fixed: ResolvedTurn | undefined) {
@@ -62,8 +54,13 @@ export class TurnGate {
     return assertResolvedAdmitted(this.#store, turn).then(() => this.#inTranscript(turn, messages));
   }
 
+  /**
+   * Every check classifies the turn's messages again (from the end back to the latest user text):
+   * a message is a mutable object, so one checked before can say it is the user's now (its `type`
+   * set in place), in the same array slot; no record of earlier checks can stand for a new one.
+   */
   #inTranscript(turn: ResolvedTurn, messages: readonly BaseMessage[]): AdmittedTurn {
-    const humanIndex = this.#latestUserTextIndex(messages);
+    const humanIndex = latestUserTextIndex(messages);
     const human = messages[humanIndex];
     if (human === undefined || textContent(human) !== this.#expectedText(turn)) {
       throw new AdmissionError(
@@ -74,41 +71,7 @@ export class TurnGate {
           : "the latest user message is not the admitted user segment; admit the new message as a new turn",
       );
     }
-    this.#remember(messages, humanIndex);
     return { turn, humanIndex };
-  }
-
-  /**
-   * `latestUserTextIndex` (src/decision/transcript.ts), classifying only what is new since the
-   * last check: it runs at every model and tool call, and a turn's messages grow with every step.
-   * A transcript that still holds the very messages checked last, at the same places, from the
-   * user's on, needs only the messages after them classified; any other is scanned whole. A
-   * message replaced (by id, or written into the array) is another object, so it is scanned.
-   */
-  #latestUserTextIndex(messages: readonly BaseMessage[]): number {
-    const checked = this.#checked;
-    this.#extends = false;
-    if (checked !== undefined && checked.humanIndex + checked.messages.length <= messages.length) {
-      let same = 0;
-      while (same < checked.messages.length && messages[checked.humanIndex + same] === checked.messages[same]) same++;
-      if (same === checked.messages.length) {
-        const firstNew = checked.humanIndex + same;
-        for (let at = messages.length - 1; at >= firstNew; at--) if (isUserText(messages[at])) return at;
-        this.#extends = true;
-        return checked.humanIndex;
-      }
-    }
-    return latestUserTextIndex(messages);
-  }
-
-  /** Records what a check found: the messages after the last checked ones, or the user's on. */
-  #remember(messages: readonly BaseMessage[], humanIndex: number): void {
-    const checked = this.#checked;
-    if (this.#extends && checked !== undefined) {
-      for (let at = checked.humanIndex + checked.messages.length; at < messages.length; at++) checked.messages.push(messages[at] as BaseMessage);
-    } else {
-      this.#checked = { humanIndex, messages: messages.slice(humanIndex) };
-    }
   }
 
   /** The admitted user segment's text, found once per turn. */
