@@ -18,7 +18,7 @@ import { fileURLToPath } from "node:url";
 import { HumanMessage } from "@langchain/core/messages";
 import { InMemoryGuardrailStore } from "arkah-agent-guardrails";
 import { admit, buildAgent, INVOKE_CONFIG, readLoopScript, turnInput, USER_MESSAGE, type AgentSetup } from "./agent.js";
-import { formatNs, log, median } from "./harness.js";
+import { formatNs, log, measure, median, per, type Measurement } from "./harness.js";
 
 const SIDES = ["unguarded", "noop", "guarded"] as const;
 type Side = (typeof SIDES)[number];
@@ -33,10 +33,7 @@ export interface ProcessesOptions {
 }
 
 /** One child's figures, ns per tool call. */
-interface ChildResult {
-  readonly cpu: number;
-  readonly wall: number;
-}
+type ChildResult = Measurement;
 
 export interface ProcessesResult {
   readonly steps: number;
@@ -59,12 +56,10 @@ async function runChild(side: Side, options: Omit<ProcessesOptions, "rounds">): 
     await agent.invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, INVOKE_CONFIG);
   };
   for (let index = 0; index < options.warmup; index++) await once();
-  const cpuStart = process.cpuUsage();
-  const wallStart = process.hrtime.bigint();
-  for (let index = 0; index < options.invokes; index++) await once();
-  const cpu = process.cpuUsage(cpuStart);
-  const calls = options.invokes * options.steps;
-  return { cpu: ((cpu.user + cpu.system) * 1e3) / calls, wall: Number(process.hrtime.bigint() - wallStart) / calls };
+  const measured = await measure(async () => {
+    for (let index = 0; index < options.invokes; index++) await once();
+  });
+  return per(measured, options.invokes * options.steps);
 }
 
 function spawnChild(side: Side, options: Omit<ProcessesOptions, "rounds">): ChildResult {
