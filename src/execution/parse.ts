@@ -9,10 +9,11 @@
  * nothing that holds the request can change what was checked.
  */
 import { Validator } from "@langchain/core/utils/json_schema";
-import { interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
+import { interopSafeParse, interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
 import type { JsonValue } from "../contracts.js";
 import { copyJson, digest, DigestError } from "../digest.js";
 import { jsonPointer, leafIssues, type ArgumentIssue } from "../guardrails/schema.js";
+import { parsesSynchronously } from "./sync-parse.js";
 import { takesInputString, type SealableTool } from "./tool.js";
 
 export { isSealable, type SealableTool } from "./tool.js";
@@ -39,7 +40,8 @@ const validators = new WeakMap<object, Validator>();
  * The tool's own parse of `raw`. Fails (does not throw) for arguments the tool would reject, and
  * for parsed arguments the guardrails cannot bind: anything but a plain JSON object; a schema that
  * itself throws (a refinement with a bug) throws or rejects, and the pipeline refuses the call.
- * Synchronous for a JSON Schema tool; a zod tool is parsed async, as the tool itself parses.
+ * Synchronous for a JSON Schema tool and for a zod schema without code of the tool author's that
+ * could wait (`parsesSynchronously`); any other zod tool is parsed async, as the tool parses.
  */
 export function parseArguments(tool: SealableTool, raw: unknown): ParsedArguments | Promise<ParsedArguments> {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
@@ -56,9 +58,11 @@ export function parseArguments(tool: SealableTool, raw: unknown): ParsedArgument
   // Parsed as `StructuredTool.call` does, from a copy of its own: `raw` is plain JSON here.
   const input = copyJson(raw) as Readonly<Record<string, JsonValue>>;
   if (isInteropZodSchema(schema)) {
-    // Always async, as `StructuredTool.call` parses: a sync parse of a schema with an async
-    // refinement runs the refinement and drops its promise, so a refinement that rejects would be
-    // an unhandled rejection, which ends a Node process (SECURITY.md, class 21).
+    // Async, as `StructuredTool.call` parses: a sync parse of a schema with an async refinement
+    // runs the refinement and drops its promise, so a refinement that rejects would be an
+    // unhandled rejection, which ends a Node process (SECURITY.md, class 21). Sync only for a
+    // schema in which nothing can answer a promise: both parses are then the same (sync-parse.ts).
+    if (parsesSynchronously(schema)) return fromZod(tool, input, rawDigest, interopSafeParse(schema, input));
     return interopSafeParseAsync(schema, input).then((result) => fromZod(tool, input, rawDigest, result));
   }
   if (typeof schema === "object" && schema !== null) {

@@ -88,7 +88,7 @@ export function recheckTool(call: GovernedCall): Promise<ToolMessage> | undefine
 
 /**
  * Parses the arguments exactly as the tool will; every later stage sees the result. Synchronous
- * for a JSON Schema tool that passes (see `parseArguments`).
+ * for a JSON Schema tool and a zod schema with nothing in it that could wait (see `parseArguments`).
  */
 export function parse(call: GovernedCall): Promise<ToolMessage | undefined> | undefined {
   const parsed = parseSafely(call, call.request.toolCall.args);

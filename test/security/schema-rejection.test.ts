@@ -58,4 +58,48 @@ describe("a tool whose async refinement rejects cannot end the process", () => {
     expect(opened).toEqual(["/srv/notes.txt"]);
     expect(unhandled).toEqual([]);
   });
+
+  // The guardrails parse synchronously a schema made of built-in parts only (src/execution/sync-parse.ts):
+  // an async refinement or transform anywhere in it, however deep, must still send it down the async parse.
+  const deep: Record<string, (lookup: (path: string) => Promise<boolean>) => z.ZodType<{ readonly path?: unknown }>> = {
+    "inside an array of objects": (lookup) => z.object({ path: z.array(z.object({ name: z.string().refine(async (name) => lookup(name)) })) }),
+    "in one option of a union": (lookup) => z.object({ path: z.union([z.literal("/none"), z.string().refine(async (path) => lookup(path))]) }),
+    "in a transform behind an optional": (lookup) =>
+      z.object({
+        path: z
+          .string()
+          .transform(async (path) => ((await lookup(path)) ? path : "/unreachable"))
+          .optional(),
+      }),
+    "in a property check": (lookup) => z.object({ path: z.string() }).check(z.property("path", z.string().refine(async (path) => lookup(path)))),
+  };
+  for (const [where, schemaOf] of Object.entries(deep)) {
+    it(`an async refinement ${where}: refused invalid_arguments, the body never runs, nothing unhandled`, async () => {
+      process.on("unhandledRejection", record);
+      const opened: unknown[] = [];
+      const lookup = async (path: string) => {
+        await Promise.resolve();
+        if (path.startsWith("/missing")) throw new Error("lookup failed");
+        return true;
+      };
+      const readFile = tool(
+        ({ path }) => {
+          opened.push(path);
+          return "contents";
+        },
+        { name: "read_file", description: "Read a file.", schema: schemaOf(lookup) },
+      );
+      const missing = where === "inside an array of objects" ? [{ name: "/missing/a" }] : "/missing/a";
+      const { run } = secureAgent({
+        tools: [readFile],
+        policies: { read_file: { kind: "source-read" } },
+        script: [{ toolCalls: [{ id: "f1", name: "read_file", args: { path: missing } }] }, { content: "done" }],
+      });
+      const messages = await run();
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+      expect(outcomeOf(messages, "f1").code).toBe("invalid_arguments");
+      expect(opened).toEqual([]);
+      expect(unhandled).toEqual([]);
+    });
+  }
 });

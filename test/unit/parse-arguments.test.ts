@@ -5,12 +5,20 @@ import { parseArguments, type SealableTool } from "../../src/execution/parse.js"
 
 const sealable = (value: unknown) => value as SealableTool;
 
-describe("parseArguments: a JSON Schema tool synchronously, a zod tool async (as the tool parses)", () => {
-  it("a zod tool: a promise of the tool's own parse", async () => {
+describe("parseArguments: a JSON Schema tool and a zod schema that cannot wait synchronously, any other zod tool async (as the tool parses)", () => {
+  it("a zod tool with built-in parts only: the tool's own parse, not a promise", () => {
     const rename = tool(() => "ok", { name: "rename", description: "d", schema: z.object({ title: z.string().default("Untitled") }) });
     const parsed = parseArguments(sealable(rename), { extra: 1 });
+    expect(parsed).not.toBeInstanceOf(Promise);
+    expect(parsed).toMatchObject({ ok: true, raw: { extra: 1 }, args: { title: "Untitled" } });
+  });
+
+  it("a zod tool with a transform: a promise of the tool's own parse", async () => {
+    const schema = z.object({ title: z.string().transform((title) => title.toUpperCase()) });
+    const rename = tool(() => "ok", { name: "rename", description: "d", schema });
+    const parsed = parseArguments(sealable(rename), { title: "notes" });
     expect(parsed).toBeInstanceOf(Promise);
-    await expect(parsed).resolves.toMatchObject({ ok: true, raw: { extra: 1 }, args: { title: "Untitled" } });
+    await expect(parsed).resolves.toMatchObject({ ok: true, args: { title: "NOTES" } });
   });
 
   it("a JSON Schema tool: the validation, not a promise; a refusal too", () => {
