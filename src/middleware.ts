@@ -177,7 +177,6 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
  * and keep the host's own fields: the turn is validated by the middleware, with its own errors.
  */
 type TurnContextSchema = z.ZodObject<{ [TURN_CONTEXT_KEY]: z.ZodCustom<TurnInput, TurnInput> }, z.core.$loose>;
-const AnyContextSchema = z.looseObject({ [TURN_CONTEXT_KEY]: z.custom<TurnInput>().optional() }).optional();
 
 /** What `report()` says: every registered tool, and once the agent has run, its coverage. */
 export interface GuardrailsReport {
@@ -256,10 +255,9 @@ export function createDocumentGuardrails(
         .map((guardrail) => guardrail.name),
     })),
   });
-  // The context schema is an optional one at run time (LangChain accepts it; createMiddleware's
-  // type does not), and the overloads above give it its type.
+  // The overloads above give the context its type. No schema at run time: LangChain would parse
+  // the context with it before every model call, and the turn gate validates the turn itself.
   return Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
-    contextSchema: AnyContextSchema,
     report,
     manifest: (agentTools: readonly unknown[]) => coverage.manifestOf(agentTools),
   });
