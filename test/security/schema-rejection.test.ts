@@ -21,25 +21,31 @@ afterEach(() => {
   unhandled.length = 0;
 });
 
+/** A lookup that fails for the paths the model chose under /missing, as a file system or an API would. */
+const lookup = async (path: string) => {
+  await Promise.resolve();
+  if (path.startsWith("/missing")) throw new Error("lookup failed");
+  return true;
+};
+
+/** A read tool with `schema` that notes every path its body opens. */
+function readFileTool(schema: z.ZodType<{ readonly path?: unknown }>, opened: unknown[]) {
+  return tool(
+    ({ path }) => {
+      opened.push(path);
+      return "contents";
+    },
+    { name: "read_file", description: "Read a file.", schema },
+  );
+}
+
 describe("a tool whose async refinement rejects cannot end the process", () => {
   it("the call is refused invalid_arguments, the body never runs, and no rejection is left unhandled", async () => {
     process.on("unhandledRejection", record);
-    const opened: string[] = [];
-    const lookup = async (path: string) => {
-      await Promise.resolve();
-      if (path.startsWith("/missing")) throw new Error("lookup failed");
-      return true;
-    };
-    const readFile = tool(
-      ({ path }) => {
-        opened.push(path);
-        return `contents of ${path}`;
-      },
-      {
-        name: "read_file",
-        description: "Read a file.",
-        schema: z.object({ path: z.string() }).refine(async ({ path }) => lookup(path), "no such file"),
-      },
+    const opened: unknown[] = [];
+    const readFile = readFileTool(
+      z.object({ path: z.string() }).refine(async ({ path }) => lookup(path), "no such file"),
+      opened,
     );
     const { run } = secureAgent({
       tools: [readFile],
@@ -61,34 +67,22 @@ describe("a tool whose async refinement rejects cannot end the process", () => {
 
   // The guardrails parse synchronously a schema made of built-in parts only (src/execution/sync-parse.ts):
   // an async refinement or transform anywhere in it, however deep, must still send it down the async parse.
-  const deep: Record<string, (lookup: (path: string) => Promise<boolean>) => z.ZodType<{ readonly path?: unknown }>> = {
-    "inside an array of objects": (lookup) => z.object({ path: z.array(z.object({ name: z.string().refine(async (name) => lookup(name)) })) }),
-    "in one option of a union": (lookup) => z.object({ path: z.union([z.literal("/none"), z.string().refine(async (path) => lookup(path))]) }),
-    "in a transform behind an optional": (lookup) =>
-      z.object({
-        path: z
-          .string()
-          .transform(async (path) => ((await lookup(path)) ? path : "/unreachable"))
-          .optional(),
-      }),
-    "in a property check": (lookup) => z.object({ path: z.string() }).check(z.property("path", z.string().refine(async (path) => lookup(path)))),
+  const deep: Record<string, z.ZodType<{ readonly path?: unknown }>> = {
+    "inside an array of objects": z.object({ path: z.array(z.object({ name: z.string().refine(async (name) => lookup(name)) })) }),
+    "in one option of a union": z.object({ path: z.union([z.literal("/none"), z.string().refine(async (path) => lookup(path))]) }),
+    "in a transform behind an optional": z.object({
+      path: z
+        .string()
+        .transform(async (path) => ((await lookup(path)) ? path : "/unreachable"))
+        .optional(),
+    }),
+    "in a property check": z.object({ path: z.string() }).check(z.property("path", z.string().refine(async (path) => lookup(path)))),
   };
-  for (const [where, schemaOf] of Object.entries(deep)) {
+  for (const [where, schema] of Object.entries(deep)) {
     it(`an async refinement ${where}: refused invalid_arguments, the body never runs, nothing unhandled`, async () => {
       process.on("unhandledRejection", record);
       const opened: unknown[] = [];
-      const lookup = async (path: string) => {
-        await Promise.resolve();
-        if (path.startsWith("/missing")) throw new Error("lookup failed");
-        return true;
-      };
-      const readFile = tool(
-        ({ path }) => {
-          opened.push(path);
-          return "contents";
-        },
-        { name: "read_file", description: "Read a file.", schema: schemaOf(lookup) },
-      );
+      const readFile = readFileTool(schema, opened);
       const missing = where === "inside an array of objects" ? [{ name: "/missing/a" }] : "/missing/a";
       const { run } = secureAgent({
         tools: [readFile],
