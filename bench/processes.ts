@@ -32,20 +32,17 @@ export interface ProcessesOptions {
   readonly invokes: number;
 }
 
-/** One child's figures, ns per tool call. */
-type ChildResult = Measurement;
-
 export interface ProcessesResult {
   readonly steps: number;
   /** Median per-call CPU and wall time of each side's children. */
-  readonly perCall: Readonly<Record<Side, ChildResult>>;
+  readonly perCall: Readonly<Record<Side, Measurement>>;
   /** Medians over rounds of the round's side/unguarded ratio, in CPU and wall time. */
   readonly cpuRatio: Readonly<Record<Exclude<Side, "unguarded">, number>>;
   readonly wallRatio: Readonly<Record<Exclude<Side, "unguarded">, number>>;
   readonly rounds: number;
 }
 
-async function runChild(side: Side, options: Omit<ProcessesOptions, "rounds">): Promise<ChildResult> {
+async function runChild(side: Side, options: Omit<ProcessesOptions, "rounds">): Promise<Measurement> {
   const store = new InMemoryGuardrailStore();
   const input = turnInput("turn-processes");
   await admit(store, input);
@@ -62,16 +59,16 @@ async function runChild(side: Side, options: Omit<ProcessesOptions, "rounds">): 
   return per(measured, options.invokes * options.steps);
 }
 
-function spawnChild(side: Side, options: Omit<ProcessesOptions, "rounds">): ChildResult {
+function spawnChild(side: Side, options: Omit<ProcessesOptions, "rounds">): Measurement {
   const args = [...process.execArgv, fileURLToPath(import.meta.url), "--child", side, String(options.steps), String(options.warmup), String(options.invokes)];
   const child = spawnSync(process.execPath, args, { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 });
   const line = child.stdout.split("\n").find((text) => text.startsWith("processes-result "));
   if (child.status !== 0 || line === undefined) throw new Error(`processes: the ${side} child failed (${String(child.status)}): ${child.stderr.slice(-2000)}`);
-  return JSON.parse(line.slice("processes-result ".length)) as ChildResult;
+  return JSON.parse(line.slice("processes-result ".length)) as Measurement;
 }
 
 export function benchLoopInProcesses(options: ProcessesOptions): ProcessesResult {
-  const taken: Record<Side, ChildResult[]> = { unguarded: [], noop: [], guarded: [] };
+  const taken: Record<Side, Measurement[]> = { unguarded: [], noop: [], guarded: [] };
   for (let round = 0; round < options.rounds; round++) {
     for (let step = 0; step < SIDES.length; step++) {
       const side = SIDES[(step + round) % SIDES.length] as Side;
@@ -79,9 +76,9 @@ export function benchLoopInProcesses(options: ProcessesOptions): ProcessesResult
     }
     log(`  processes: round ${String(round + 1)}/${String(options.rounds)}`);
   }
-  const perSide = (side: Side): ChildResult => ({ cpu: median(taken[side].map((r) => r.cpu)), wall: median(taken[side].map((r) => r.wall)) });
-  const ratio = (side: Exclude<Side, "unguarded">, key: keyof ChildResult) =>
-    median(taken[side].map((result, index) => result[key] / (taken.unguarded[index] as ChildResult)[key]));
+  const perSide = (side: Side): Measurement => ({ cpu: median(taken[side].map((r) => r.cpu)), wall: median(taken[side].map((r) => r.wall)) });
+  const ratio = (side: Exclude<Side, "unguarded">, key: keyof Measurement) =>
+    median(taken[side].map((result, index) => result[key] / (taken.unguarded[index] as Measurement)[key]));
   return {
     steps: options.steps,
     perCall: { unguarded: perSide("unguarded"), noop: perSide("noop"), guarded: perSide("guarded") },

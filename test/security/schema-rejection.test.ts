@@ -4,8 +4,9 @@
  * synchronously first, zod runs the refinement and drops its promise, so a refinement that rejects
  * became an unhandled rejection, which ends a Node process: anyone who could get the model to call
  * that tool with arguments that make the lookup fail could stop the server. The guardrails parse a
- * zod tool async, as `StructuredTool.call` does: the call is refused `invalid_arguments`, the body
- * never runs, and nothing is left unhandled.
+ * zod tool async, as `StructuredTool.call` does, unless nothing in its schema can answer a promise
+ * (src/execution/sync-parse.ts): the call is refused `invalid_arguments`, the body never runs, and
+ * nothing is left unhandled, wherever in the schema the refinement sits.
  */
 import { tool } from "langchain";
 import { afterEach, describe, expect, it } from "vitest";
@@ -67,23 +68,32 @@ describe("a tool whose async refinement rejects cannot end the process", () => {
 
   // The guardrails parse synchronously a schema made of built-in parts only (src/execution/sync-parse.ts):
   // an async refinement or transform anywhere in it, however deep, must still send it down the async parse.
-  const deep: Record<string, z.ZodType<{ readonly path?: unknown }>> = {
-    "inside an array of objects": z.object({ path: z.array(z.object({ name: z.string().refine(async (name) => lookup(name)) })) }),
-    "in one option of a union": z.object({ path: z.union([z.literal("/none"), z.string().refine(async (path) => lookup(path))]) }),
-    "in a transform behind an optional": z.object({
-      path: z
-        .string()
-        .transform(async (path) => ((await lookup(path)) ? path : "/unreachable"))
-        .optional(),
-    }),
-    "in a property check": z.object({ path: z.string() }).check(z.property("path", z.string().refine(async (path) => lookup(path)))),
+  // Each schema, and a `path` the model chose that makes its lookup fail.
+  const deep: Record<string, readonly [z.ZodType<{ readonly path?: unknown }>, unknown]> = {
+    "inside an array of objects": [
+      z.object({ path: z.array(z.object({ name: z.string().refine(async (name) => lookup(name)) })) }),
+      [{ name: "/missing/a" }],
+    ],
+    "in one option of a union": [z.object({ path: z.union([z.literal("/none"), z.string().refine(async (path) => lookup(path))]) }), "/missing/a"],
+    "in a transform behind an optional": [
+      z.object({
+        path: z
+          .string()
+          .transform(async (path) => ((await lookup(path)) ? path : "/unreachable"))
+          .optional(),
+      }),
+      "/missing/a",
+    ],
+    "in a property check": [
+      z.object({ path: z.string() }).check(z.property("path", z.string().refine(async (path) => lookup(path)))),
+      "/missing/a",
+    ],
   };
-  for (const [where, schema] of Object.entries(deep)) {
+  for (const [where, [schema, missing]] of Object.entries(deep)) {
     it(`an async refinement ${where}: refused invalid_arguments, the body never runs, nothing unhandled`, async () => {
       process.on("unhandledRejection", record);
       const opened: unknown[] = [];
       const readFile = readFileTool(schema, opened);
-      const missing = where === "inside an array of objects" ? [{ name: "/missing/a" }] : "/missing/a";
       const { run } = secureAgent({
         tools: [readFile],
         policies: { read_file: { kind: "source-read" } },
