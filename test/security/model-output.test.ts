@@ -116,4 +116,25 @@ describe("model-chosen ids, names and arguments", () => {
     ]);
     expect(service.reads).toEqual([]);
   });
+
+  // A provider's arguments come through JSON.parse, which makes "__proto__" an own key; on its way
+  // to the tool node LangChain copies them so that the key becomes the object's prototype, and the
+  // document it names would be inherited by a parse that reads fields (zod's compiled object parse,
+  // which the sync parse of src/execution/sync-parse.ts uses, as the scope check and the body would).
+  it('a "__proto__" key in the arguments naming another document: invalid_arguments, alone or beside the real field; nothing is read', async () => {
+    const service = new NotesService();
+    const { run } = secureAgent({
+      service,
+      policies: { read_note: { kind: "document-read", scope: (args) => (typeof args.noteId === "string" ? args.noteId : "") }, edit_note: { kind: "mutation" } },
+      script: [
+        step({ id: "p1", name: "read_note", args: JSON.parse('{"__proto__": {"noteId": "note-8"}}') as unknown }),
+        step({ id: "p2", name: "read_note", args: JSON.parse('{"__proto__": {"noteId": "note-8"}, "noteId": "note-7"}') as unknown }),
+        { content: "done" },
+      ],
+    });
+    const messages = await run();
+    expect(outcomeOf(messages, "p1").code).toBe("invalid_arguments");
+    expect(outcomeOf(messages, "p2").code).toBe("invalid_arguments");
+    expect(service.reads).toEqual([]);
+  });
 });
