@@ -9,6 +9,7 @@ import { createAgent, tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  AdmissionError,
   allowAllCalls,
   ConfigurationError,
   createDocumentGuardrails,
@@ -172,6 +173,29 @@ describe("authorize sees the invocation's context", () => {
         (error: unknown) => error,
       );
     expect(String(failure)).toContain("no turn in context");
+  });
+
+  // The middleware has no contextSchema at run time: a context that is not an object reaches the
+  // turn gate, whose error names the fix, and nothing runs (the model is never called).
+  it("a context that is not an object: AdmissionError invalid_input before the model is called", async () => {
+    const store = new InMemoryGuardrailStore();
+    const service = new DocumentService();
+    const model = new ScriptedModel([{ toolCalls: [read("r1")] }, { content: "done" }]);
+    const agent = createAgent({
+      model,
+      tools: documentTools(service).all,
+      middleware: [createDocumentGuardrails({ store, userMessageLabel: "user", authorize: () => true, tools: TOOL_POLICIES })],
+    });
+    const failure = await agent
+      .invoke({ messages: [new HumanMessage(USER_MESSAGE)] }, { context: "turn-1" as unknown as ReturnType<typeof turnContext> })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(AdmissionError.find(failure)).toMatchObject({ code: "invalid_input" });
+    expect(String(failure)).toContain("no turn in context");
+    expect(model.calls).toBe(0);
+    expect(service.reads).toBe(0);
   });
 });
 
