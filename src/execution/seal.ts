@@ -15,6 +15,9 @@
  *   fresh copy of the checked arguments. `call`, `_call`, `func`, `stream`, `batch`, the registered
  *   tool under any config: each reaches a guard without the permit and is refused, unrun. Outside
  *   every governed call (other host code, a test) the guards just call through.
+ * - The admitted body runs with `this` the registered tool, never the frozen sealed copy, so a tool
+ *   that keeps state on itself (`this.calls += 1`, `this.client ??= ...`) keeps it. Its own entry
+ *   points on `this` are the guards above.
  *
  * What the seal saw afterwards says whether the body provably never started, which releases a claim.
  */
@@ -262,7 +265,8 @@ export function guardTool(tool: SealableTool): Originals {
     // A body answers with a promise: so does its refusal.
     if (entry instanceof SealError) return Promise.reject(entry);
     try {
-      return call.call(this, entry.input, ...rest);
+      // On the registered tool, not the frozen sealed copy `this` is: its writes to `this` persist.
+      return call.call(tool, entry.input, ...rest);
     } finally {
       seal.leave();
     }
@@ -271,8 +275,10 @@ export function guardTool(tool: SealableTool): Originals {
     const body = func as Method;
     // `tool()` and `DynamicTool` run their function through `this.func`, synchronously from `_call`.
     define("func", function guardedFunc(this: unknown, ...args: unknown[]) {
-      const refused = current.getStore()?.pass(tool);
-      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
+      const seal = current.getStore();
+      if (seal === undefined) return body.apply(this, args);
+      const refused = seal.pass(tool);
+      return refused === undefined ? body.apply(tool, args) : Promise.reject(refused);
     });
   }
   if (classBody !== undefined) guardClass(classBody);
@@ -283,7 +289,8 @@ export function guardTool(tool: SealableTool): Originals {
 
 /**
  * Guards a `StructuredTool` subclass's `_call` on its class prototype, once: inside a governed call,
- * a governed instance (or the sealed copy of one) reaches it only from its admitted `_call`. Other
+ * a governed instance (or the sealed copy of one) reaches it only from its admitted `_call`, and it
+ * runs on the registered tool. Other
  * instances, and every call outside governed calls, call straight through.
  */
 function guardClass(proto: object): void {
@@ -296,8 +303,9 @@ function guardClass(proto: object): void {
     value: function guardedClassCall(this: unknown, ...args: unknown[]) {
       const seal = current.getStore();
       const tool = seal === undefined ? undefined : governedTool(this, proto);
-      const refused = tool === undefined ? undefined : seal?.pass(tool);
-      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
+      if (seal === undefined || tool === undefined) return body.apply(this, args);
+      const refused = seal.pass(tool);
+      return refused === undefined ? body.apply(tool, args) : Promise.reject(refused);
     },
   });
   guardedClasses.add(proto);
