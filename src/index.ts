@@ -16,7 +16,11 @@ export {
 } from "./admission.js";
 export {
   ApprovalDecisionSchema,
+  CONFIRM_TIMEOUT_MS,
+  ConfirmAnswerSchema,
   DigestSchema,
+  MAX_CONFIRM_RESULT_LENGTH,
+  MAX_TOOL_TIMEOUT_MS,
   REFUSAL_CODES,
   RetryPolicySchema,
   TOOL_KINDS,
@@ -29,6 +33,10 @@ export {
   type ApprovalStatus,
   type ApprovalSubmission,
   type AuditEvent,
+  type ConfirmAnswer,
+  type ConfirmClaim,
+  type ConfirmRequest,
+  type ConfirmRequestFields,
   type Detection,
   type GuardrailAction,
   type GuardrailVerdict,

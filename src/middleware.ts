@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type Tool
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type ConfirmClaim, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
@@ -148,6 +148,10 @@ export interface ResolvedPolicy {
   readonly idempotent: boolean;
   /** A `side-effect` tool's limit of distinct effects per turn; undefined: none. */
   readonly maxPerTurn: number | undefined;
+  /** Each attempt's time limit; undefined: none. */
+  readonly timeoutMs: number | undefined;
+  /** A `mutation` or `side-effect` tool's `confirm`, if it has one. */
+  readonly confirm: ConfirmClaim | undefined;
 }
 
 function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
@@ -167,7 +171,17 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
       `tools.${name}.retry: a side effect gets one attempt unless the service it acts on dedupes by effectKey; set idempotent: true or remove maxAttempts`,
     );
   }
-  return { kind: policy.kind, scope: policy.scope, owner, maxAttempts, delayMs, idempotent, maxPerTurn: policy.maxPerTurn };
+  return {
+    kind: policy.kind,
+    scope: policy.scope,
+    owner,
+    maxAttempts,
+    delayMs,
+    idempotent,
+    maxPerTurn: policy.maxPerTurn,
+    timeoutMs: policy.timeoutMs,
+    confirm: policy.confirm,
+  };
 }
 
 /**
@@ -298,7 +312,9 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     parsed.data.inventory,
   );
   const sideEffects = [...policies.values()].some((policy) => policy.kind === "side-effect");
-  const governance: Governance = { ...createGovernance({ ...parsed.data, sideEffects }, factory), identities };
+  // A mutation's confirm settles its claim through the operator's path (`reconcileMutation`).
+  const confirmsMutations = [...policies.values()].some((policy) => policy.kind === "mutation" && policy.confirm !== undefined);
+  const governance: Governance = { ...createGovernance({ ...parsed.data, sideEffects, confirmsMutations }, factory), identities };
   const { logger, store } = governance; // the logger sanitizes every warning's fields
   const gate = new TurnGate(store ?? unreachable(), userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
 
@@ -354,8 +370,13 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     const policy = policies.get(name);
     const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
     const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
+    const confirmable = policy?.confirm !== undefined;
     const preflight =
-      mutation !== undefined ? mutationPreflight(call, mutation) : kind === "side-effect" ? effectPreflight(call) : undefined;
+      mutation !== undefined
+        ? mutationPreflight(call, mutation, confirmable)
+        : kind === "side-effect"
+          ? effectPreflight(call, confirmable)
+          : undefined;
     const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
     return observeCall(call, policy !== undefined, async () => {
       // Stages answer synchronously when they need not wait: no promise on the common path.
@@ -379,7 +400,7 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
       const attempts = policy ?? unreachable();
       if (kind === "side-effect") return runSideEffect(call, handler, attempts, attempts); // 10
       if (mutation === undefined) return runRead(call, handler, attempts, { requireText: true }); // 8
-      return runMutation(call, handler, attempts, mutation); // 9
+      return runMutation(call, handler, attempts, mutation, attempts.confirm); // 9
     });
   };
 
