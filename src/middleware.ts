@@ -214,6 +214,8 @@ export type DocumentGuardrails<TContext extends TurnContextSchema | undefined> =
   report(): GuardrailsReport;
   /** The manifest of these tools (the agent's, as passed to `createAgent`) without running the agent. */
   manifest(tools: readonly unknown[]): ToolManifest;
+  /** The `confirm` of the tool registered as `toolName`, if its policy has one (`reconcile --auto` asks it). */
+  confirmOf(toolName: string): ConfirmClaim | undefined;
 };
 
 /**
@@ -274,6 +276,7 @@ export function createDocumentGuardrails(
   return Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
     report,
     manifest: (agentTools: readonly unknown[]) => coverage.manifestOf(agentTools),
+    confirmOf: (toolName: string) => policies.get(toolName)?.confirm,
   });
 }
 
