@@ -12,11 +12,21 @@ export const DigestSchema = z.string().regex(/^[0-9a-f]{64}$/, "expected a lower
 
 const IdSchema = z.string().min(1, "must not be empty");
 
+/**
+ * Text a turn's keys are digested from: well-formed UTF-16. A lone surrogate has no UTF-8 form, so
+ * no digest takes it (`DigestError`); refused here, it is the caller's invalid input instead.
+ * (The ES2023 lib typings lack `isWellFormed`; Node 20 has it.)
+ */
+const TurnTextSchema = z
+  .string()
+  .refine((text) => (text as unknown as { isWellFormed(): boolean }).isWellFormed(), "must be well-formed text (no lone UTF-16 surrogate)");
+const TurnIdSchema = TurnTextSchema.min(1, "must not be empty");
+
 /** One labelled piece of the turn's input, moderated together with the others. */
 export const SegmentSchema = z.strictObject({
-  label: IdSchema,
+  label: TurnIdSchema,
   /** Exact text; whitespace and empty content are significant. */
-  content: z.string(),
+  content: TurnTextSchema,
 });
 /** A {@link SegmentSchema} value. */
 export type Segment = z.infer<typeof SegmentSchema>;
@@ -28,17 +38,17 @@ export type Segment = z.infer<typeof SegmentSchema>;
 export const TurnInputSchema = z
   .strictObject({
     /** The document, record or file the turn may edit. */
-    scopeId: IdSchema,
-    turnId: IdSchema,
+    scopeId: TurnIdSchema,
+    turnId: TurnIdSchema,
     /** Bound into the admission receipt; not part of the turn key. */
-    policyVersion: IdSchema,
+    policyVersion: TurnIdSchema,
     segments: z.array(SegmentSchema).min(1, "a turn needs at least one segment"),
     /**
      * Who the user is, as your server authenticated them. Bound into the admission receipt, so a
      * turn admitted for one principal cannot run as another (`input_mismatch`); not part of the
      * turn key.
      */
-    principal: IdSchema.optional(),
+    principal: TurnIdSchema.optional(),
   })
   .superRefine((input, ctx) => {
     const seen = new Set<string>();
