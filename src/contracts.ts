@@ -865,6 +865,12 @@ export interface TurnStart {
   readonly input: TurnInput;
   /** Digest of the canonical turn input: the same key with another digest is `input_mismatch`. */
   readonly inputDigest: string;
+  /**
+   * What identifies the request: `digest({ kind: "arkah.turn-request", v: 1, principal, turnId })`
+   * (`principal` null when there is none). A request key belongs to one turn key: `beginTurn` of
+   * another turn key (the same request with another `scopeId`) is `input_mismatch`.
+   */
+  readonly requestKey: string;
   /** The LangGraph thread the turn runs on. */
   readonly threadId: string;
 }
@@ -879,7 +885,7 @@ const turnStartFields = {
 };
 
 /** Parses a {@link TurnStart}: its `scopeId` and `principal` must be the input's. */
-export const TurnStartSchema: z.ZodType<TurnStart> = z.strictObject(turnStartFields).superRefine((start, ctx) => {
+export const TurnStartSchema: z.ZodType<TurnStart> = z.strictObject({ ...turnStartFields, requestKey: DigestSchema }).superRefine((start, ctx) => {
   if (start.scopeId !== start.input.scopeId) ctx.addIssue({ code: "custom", path: ["scopeId"], message: "scopeId must be the input's scopeId" });
   if (start.principal !== start.input.principal) {
     ctx.addIssue({ code: "custom", path: ["principal"], message: "principal must be the input's principal" });
@@ -900,7 +906,9 @@ export const TurnLeaseSchema: z.ZodType<TurnLease> = z.strictObject({ token: IdS
  * A stored turn. A `running` turn has a lease and no outcome; every other state has an outcome
  * (the turn service's JSON answer, opaque to the store) and no lease.
  */
-export interface TurnRecord extends TurnStart {
+export interface TurnRecord extends Omit<TurnStart, "requestKey"> {
+  /** The turn's {@link TurnStart.requestKey}; absent on a turn stored before the stores kept one (SQLite and PostgreSQL schema version 7). */
+  readonly requestKey?: string;
   /** Where the turn is. */
   readonly state: TurnState;
   /** The stored outcome; present exactly when the turn is not running. */
@@ -916,6 +924,7 @@ export interface TurnRecord extends TurnStart {
 export const TurnRecordSchema: z.ZodType<TurnRecord> = z
   .strictObject({
     ...turnStartFields,
+    requestKey: DigestSchema.optional(),
     state: TurnStateSchema,
     outcome: JsonValueSchema.optional(),
     lease: TurnLeaseSchema.optional(),
@@ -951,7 +960,8 @@ export const BeginTurnInputSchema: z.ZodType<BeginTurnInput> = z.strictObject({ 
  * - `taken_over`: it was `running` under an expired lease; the caller holds a new one and resumes from the checkpoint;
  * - `running`: another worker holds an unexpired lease; nothing changed;
  * - `finished`: it is `awaiting_approval`, `completed`, `refused` or `failed`; nothing changed;
- * - `input_mismatch`: it was begun with another input digest; nothing changed.
+ * - `input_mismatch`: it was begun with another input digest, or it is new and its request key
+ *   belongs to another turn; nothing changed.
  */
 export type BeginTurnResult =
   | { readonly status: "started" | "taken_over"; readonly token: string; readonly record: TurnRecord }
