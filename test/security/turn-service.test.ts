@@ -3,8 +3,9 @@
  * any user decide another user's approval and shared idempotency keys across users. Through the
  * turn service and the real loop: only the turn's principal decides, a reused turn id for another
  * principal (or other input) is refused and learns nothing of the first turn's outcome, and a
- * retried request never asks a person again. A turn that no digest can take (a lone surrogate in
- * any field) is the caller's invalid input, not a crash (issue 36).
+ * retried request never asks a person again. An idempotency key is the whole request: the same
+ * user's key for another scope (note) is refused and runs nothing (issue 36). A turn that no digest
+ * can take (a lone surrogate in any field) is the caller's invalid input, not a crash.
  */
 import { describe, expect, it } from "vitest";
 import { AdmissionError, admitTurn, InMemoryGuardrailStore, turnKey, TurnServiceError, type TurnInput } from "arkah-agent-guardrails";
@@ -69,6 +70,23 @@ describe("turn service: who may decide, and whose key it is", () => {
     expect(JSON.stringify(answer)).not.toContain("Done");
     expect(model.calls).toBe(calls);
     expect(notes.writes).toHaveLength(1);
+  });
+
+  it("the same user's idempotency key for another note is refused input_mismatch: nothing runs, no second write, nothing stored", async () => {
+    const store = new InMemoryGuardrailStore();
+    const { service, notes, model, moderations } = serviceHarness({ store });
+    expect((await service.submit({ turn: turnOf() })).status).toBe("completed");
+    const [calls, moderated] = [model.calls, moderations()];
+    for (const other of [turnOf({ scopeId: "note-8" }), turnOf({ scopeId: "note-8", segments: [{ label: "user", content: "Clear note-8." }] })]) {
+      expect(await service.submit({ turn: other })).toEqual({ status: "refused", code: "input_mismatch", turnKey: turnKey(other), replayed: false });
+      expect(await service.get(turnKey(other))).toEqual({ status: "not_found" });
+      expect(await store.getReceipt(turnKey(other))).toBeUndefined();
+    }
+    expect(model.calls).toBe(calls);
+    expect(moderations()).toBe(moderated);
+    expect(notes.writes).toHaveLength(1);
+    // The key still answers its own request, replayed.
+    expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "completed", replayed: true });
   });
 
   it.each(SURROGATE_TURNS)(
