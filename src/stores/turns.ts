@@ -36,15 +36,23 @@ export const parseResumeTurn = (input: unknown): ResumeTurnInput => parseStoreVa
 /** A stored turn record, as read back (a row, a map entry): a corrupt one fails closed. */
 export const parseTurnRecord = (value: unknown, what = "turn record"): TurnRecord => parseStoreValue(TurnRecordSchema, value, what);
 
-/** `beginTurn`: insert if absent, take over an expired lease, else answer what the turn is. */
+/**
+ * `beginTurn`: insert if absent, take over an expired lease, else answer what the turn is.
+ * `requestHolder` is the turn key that holds the input's request key, if any turn does (the
+ * store reads it in the same transaction; it matters only when `existing` is undefined): a new
+ * turn whose request is another turn's (the same idempotency key for another scope) is
+ * `input_mismatch`, and nothing is stored.
+ */
 export function beginTransition(
   existing: TurnRecord | undefined,
   input: BeginTurnInput,
   now: string,
   token: string,
+  requestHolder: string | undefined,
 ): TurnTransition<BeginTurnResult> {
   const lease = { token, expiresAt: plus(now, input.leaseMs) };
   if (existing === undefined) {
+    if (requestHolder !== undefined && requestHolder !== input.turn.turnKey) return { answer: { status: "input_mismatch" }, write: undefined };
     const record: TurnRecord = { ...input.turn, state: "running", lease, createdAt: now, updatedAt: now };
     return { answer: { status: "started", token, record }, write: record };
   }

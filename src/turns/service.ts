@@ -190,6 +190,15 @@ function inputDigest(input: TurnInput): string {
 }
 
 /**
+ * The request a turn answers: its idempotency key (`turnId`) as its principal sent it. One request
+ * is one turn: the same key and principal with another `scopeId` is another turn key, and the
+ * store refuses it `input_mismatch` by this key. Not the scope: that is what it must catch.
+ */
+function requestKey(input: TurnInput): string {
+  return digest({ kind: "arkah.turn-request", v: 1, principal: input.principal ?? null, turnId: input.turnId });
+}
+
+/**
  * Builds the turn service. Throws `ConfigurationError` for invalid options, among them a store
  * without the `turns` and `approvals` parts.
  */
@@ -388,12 +397,13 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       ...(turn.input.principal === undefined ? {} : { principal: turn.input.principal }),
       input: turn.input,
       inputDigest: inputDigest(turn.input),
+      requestKey: requestKey(turn.input),
       threadId: turnThreadId(turn.turnKey),
     };
     const begun = parseStoreValue(BeginTurnResultSchema, await store.beginTurn({ turn: start, leaseMs }), "beginTurn answer");
     switch (begun.status) {
       case "input_mismatch":
-        // The record under this key is another input's: its state is not this request's.
+        // The record under this key (or the turn holding this request) is another input's: its state is not this request's.
         return { answer: { status: "refused", code: "input_mismatch", turnKey: turn.turnKey, replayed: false }, state: undefined };
       case "running":
         return stepOf({ status: "running", turnKey: turn.turnKey });

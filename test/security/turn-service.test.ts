@@ -3,11 +3,36 @@
  * any user decide another user's approval and shared idempotency keys across users. Through the
  * turn service and the real loop: only the turn's principal decides, a reused turn id for another
  * principal (or other input) is refused and learns nothing of the first turn's outcome, and a
- * retried request never asks a person again.
+ * retried request never asks a person again. An idempotency key is the whole request: the same
+ * user's key for another scope (note) is refused and runs nothing (issue 36). A turn that no digest
+ * can take (a lone surrogate in any field) is the caller's invalid input, not a crash.
  */
 import { describe, expect, it } from "vitest";
-import { InMemoryGuardrailStore, turnKey } from "arkah-agent-guardrails";
+import { AdmissionError, admitTurn, InMemoryGuardrailStore, turnKey, TurnServiceError, type TurnInput } from "arkah-agent-guardrails";
+import { rejection } from "../support/fixtures.js";
 import { serviceHarness, turnOf } from "../turns/support.js";
+
+/** A lone UTF-16 surrogate: no digest takes it. */
+const LONE = "\uD800";
+
+/** The turn with a lone surrogate in one field that its keys or digests are computed from. */
+const SURROGATE_TURNS: readonly (readonly [string, TurnInput])[] = [
+  ["scopeId", turnOf({ scopeId: `note-7${LONE}` })],
+  ["turnId", turnOf({ turnId: `req-0001${LONE}` })],
+  ["policyVersion", turnOf({ policyVersion: `v1${LONE}` })],
+  ["principal", turnOf({ principal: `alice${LONE}` })],
+  ["a segment's label", turnOf({ segments: [{ label: "user", content: "Hi" }, { label: `ctx${LONE}`, content: "x" }] })],
+  ["a segment's content", turnOf({ segments: [{ label: "user", content: `Change my note${LONE}` }] })],
+];
+
+/** The turn key, when its two fields are well-formed text. */
+function keyOf(turn: TurnInput): string | undefined {
+  try {
+    return turnKey(turn);
+  } catch {
+    return undefined;
+  }
+}
 
 describe("turn service: who may decide, and whose key it is", () => {
   it("another user cannot decide a user's approval: forbidden, nothing recorded, nothing written", async () => {
@@ -45,6 +70,52 @@ describe("turn service: who may decide, and whose key it is", () => {
     expect(JSON.stringify(answer)).not.toContain("Done");
     expect(model.calls).toBe(calls);
     expect(notes.writes).toHaveLength(1);
+  });
+
+  it("the same user's idempotency key for another note is refused input_mismatch: nothing runs, no second write, nothing stored", async () => {
+    const store = new InMemoryGuardrailStore();
+    const { service, notes, model, moderations } = serviceHarness({ store });
+    expect((await service.submit({ turn: turnOf() })).status).toBe("completed");
+    const [calls, moderated] = [model.calls, moderations()];
+    for (const other of [turnOf({ scopeId: "note-8" }), turnOf({ scopeId: "note-8", segments: [{ label: "user", content: "Clear note-8." }] })]) {
+      expect(await service.submit({ turn: other })).toEqual({ status: "refused", code: "input_mismatch", turnKey: turnKey(other), replayed: false });
+      expect(await service.get(turnKey(other))).toEqual({ status: "not_found" });
+      expect(await store.getReceipt(turnKey(other))).toBeUndefined();
+    }
+    expect(model.calls).toBe(calls);
+    expect(moderations()).toBe(moderated);
+    expect(notes.writes).toHaveLength(1);
+    // The key still answers its own request, replayed.
+    expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "completed", replayed: true });
+  });
+
+  it.each(SURROGATE_TURNS)(
+    "a lone surrogate in the turn's %s is TurnServiceError invalid_input: nothing stored, nobody moderates, nothing runs",
+    async (_field, turn) => {
+      const store = new InMemoryGuardrailStore();
+      const { service, notes, model, moderations } = serviceHarness({ store });
+      const error = await rejection(service.submit({ turn }));
+      expect(TurnServiceError.isInstance(error) && error.code).toBe("invalid_input");
+      expect(moderations()).toBe(0);
+      expect(model.calls).toBe(0);
+      expect(notes.entries).toEqual([]);
+      expect(await store.readAudit()).toEqual([]);
+      const key = keyOf(turn);
+      if (key !== undefined) {
+        expect(await service.get(key)).toEqual({ status: "not_found" });
+        expect(await store.getReceipt(key)).toBeUndefined();
+      }
+    },
+  );
+
+  it.each(SURROGATE_TURNS)("admitTurn of a turn with a lone surrogate in its %s is AdmissionError invalid_input: nobody moderates, no receipt", async (_field, turn) => {
+    const store = new InMemoryGuardrailStore();
+    let moderated = 0;
+    const error = await rejection(admitTurn({ store, input: turn, moderate: () => (moderated += 1) > 0 }));
+    expect(AdmissionError.isInstance(error) && error.code).toBe("invalid_input");
+    expect(moderated).toBe(0);
+    const key = keyOf(turn);
+    if (key !== undefined) expect(await store.getReceipt(key)).toBeUndefined();
   });
 
   it("a retried request of a paused turn asks nobody again: one approval request, no model call", async () => {

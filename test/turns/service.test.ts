@@ -165,16 +165,20 @@ for (const kind of KINDS) {
         turnOf({ segments: [{ label: "user", content: "Delete my note." }] }),
         turnOf({ principal: "mallory" }),
         turnOf({ policyVersion: "v2" }),
+        // Another scope is another turn key, but the same request (principal and turn id).
+        turnOf({ scopeId: "note-8" }),
+        turnOf({ scopeId: "note-8", segments: [{ label: "user", content: "Delete my note." }] }),
       ]) {
         expect(await service.submit({ turn: changed })).toEqual({
           status: "refused",
           code: "input_mismatch",
-          turnKey: turnKey(turnOf()),
+          turnKey: turnKey(changed),
           replayed: false,
         });
       }
       expect(model.calls).toBe(calls);
       expect(notes.writes).toHaveLength(1);
+      expect(await store.getTurn(turnKey(turnOf({ scopeId: "note-8" }))), "nothing stored for another scope").toBeUndefined();
     });
 
     it("a turn moderation denies is refused denied and stored: a retry replays it without asking again", async () => {

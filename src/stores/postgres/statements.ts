@@ -182,9 +182,11 @@ export function statements(schema: string) {
     ),
     getTurn: statement("get_turn", `SELECT record FROM ${s}.turns WHERE turn_key = $1`),
     lockTurn: statement("lock_turn", `SELECT record FROM ${s}.turns WHERE turn_key = $1 FOR UPDATE`),
+    turnOfRequest: statement("turn_of_request", `SELECT turn_key FROM ${s}.turns WHERE request_key = $1`),
     insertTurn: statement(
       "insert_turn",
-      `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record) VALUES ($1, $2, $3::bigint, $4) ON CONFLICT (turn_key) DO NOTHING`,
+      // No conflict target: a turn key or a request key already held inserts nothing (request_key is never updated).
+      `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record, request_key) VALUES ($1, $2, $3::bigint, $4, $5) ON CONFLICT DO NOTHING`,
     ),
     updateTurn: statement("update_turn", `UPDATE ${s}.turns SET state = $2, updated_ms = $3::bigint, record = $4 WHERE turn_key = $1`),
     pruneTurns: statement(

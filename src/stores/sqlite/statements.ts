@@ -89,8 +89,10 @@ const SQL = {
   pruneVerdicts: pruneTurns("verdicts"),
   pruneApprovals: pruneTurns("approvals"),
   getTurn: "SELECT record FROM turns WHERE turn_key = ?",
+  turnOfRequest: "SELECT turn_key FROM turns WHERE request_key = ?",
+  // request_key is written once, with the new turn: a later write keeps it.
   putTurn:
-    "INSERT INTO turns (turn_key, state, updated_at_ms, record) VALUES (?, ?, ?, ?) " +
+    "INSERT INTO turns (turn_key, state, updated_at_ms, record, request_key) VALUES (?, ?, ?, ?, ?) " +
       "ON CONFLICT (turn_key) DO UPDATE SET state = excluded.state, updated_at_ms = excluded.updated_at_ms, record = excluded.record",
   pruneTurns: "DELETE FROM turns WHERE state IN ('completed', 'refused', 'failed') AND updated_at_ms < ?",
   pruneClaims:
