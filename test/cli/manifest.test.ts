@@ -117,7 +117,7 @@ describe("compare", () => {
     expect((await cli(["compare", "--actual", good])).stderr).toContain("--expected FILE is required");
     expect((await cli(["compare", "--expected", good])).stderr).toContain("give exactly one of --actual FILE or --module PATH");
     expect((await cli(["compare", "--expected", good, "--actual", good, "--module", MODULE])).code).toBe(EXIT.usage);
-    const bad = tempFile("bad.json", JSON.stringify({ format: "arkah.tool-manifest", version: 2, tools: [] }));
+    const bad = tempFile("bad.json", JSON.stringify({ format: "arkah.tool-manifest", version: 3, tools: [] }));
     expect(await cli(["compare", "--expected", bad, "--actual", good])).toMatchObject({
       code: EXIT.usage,
       stderr: expect.stringContaining("is not a tool manifest") as string,
