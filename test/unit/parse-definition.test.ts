@@ -158,8 +158,10 @@ describe("parseDefinition: bounded", () => {
 
   it("a z.lazy that builds a new schema each time it is read has no definition: DigestError, no hang", () => {
     const endless = (): z.ZodType => z.object({ next: z.lazy(endless) });
+    // Through parseDefinition alone: LangChain's JSON Schema export of such a schema ends in a stack
+    // overflow, which the fingerprint's JSON Schema part catches, or not, depending on the stack.
     expect(() => parseDefinition(endless())).toThrow(DigestError);
-    expect(() => toolFingerprint({ name: "edit_note", schema: endless() })).toThrow(/more than 10000 schemas and checks/);
+    expect(() => parseDefinition(endless())).toThrow(/more than 10000 schemas and checks/);
   });
 
   it("a schema whose shape getter throws has no fingerprint (the error is the getter's)", () => {
