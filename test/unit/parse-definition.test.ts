@@ -146,7 +146,10 @@ describe("parseDefinition: what it leaves out, by design", () => {
     expect(calls).toBe(0);
     // zod keeps the function a superRefine was given inside its own wrapper: only adding or
     // dropping one is seen (docs/architecture.md, "What a tool's fingerprint proves").
-    expect(fingerprint(z.string().superRefine(() => undefined))).toBe(fingerprint(z.string().superRefine((text) => text.length > 0)));
+    const empty = z.string().superRefine((text, context) => {
+      if (text === "") context.addIssue({ code: "custom", message: "empty" });
+    });
+    expect(fingerprint(z.string().superRefine(() => undefined))).toBe(fingerprint(empty));
   });
 });
 
