@@ -198,6 +198,7 @@ export {
 export {
   beginTransition,
   finishTransition,
+  liveTurnKeys,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,

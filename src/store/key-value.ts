@@ -93,6 +93,7 @@ import {
 import {
   beginTransition,
   finishTransition,
+  liveTurnKeys,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
@@ -706,9 +707,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   *#prune(tx: StepTransaction, cutoff: number): Step<PruneResult> {
+    const turns = yield* this.#all(tx, K.turn);
+    const approvals = yield* this.#all(tx, K.approval);
+    const live = liveTurnKeys(
+      turns.map(([, record]) => record),
+      approvals.map(([, { record }]) => record),
+    );
     const pruned = new Set<string>();
     for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
-      if (claim.state !== "complete" || claim.settledAtMs === undefined || !(claim.settledAtMs < cutoff)) continue;
+      if (claim.state !== "complete" || claim.settledAtMs === undefined || !(claim.settledAtMs < cutoff) || live.has(turnKey)) continue;
       const { result: _dropped, ...rest } = claim;
       this.#put(tx, K.claim, turnKey, { ...rest, state: "pruned" });
       tx.delete(C.reads, turnKey);
@@ -716,9 +723,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     }
     if (pruned.size > 0) {
       for (const [key, record] of yield* this.#all(tx, K.verdict)) if (pruned.has(record.turnKey)) tx.delete(C.verdicts, key);
-      for (const [key, { record }] of yield* this.#all(tx, K.approval)) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
+      for (const [key, { record }] of approvals) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
     }
-    for (const [key, record] of yield* this.#all(tx, K.turn)) {
+    for (const [key, record] of turns) {
       if (!PRUNABLE_TURN_STATES.includes(record.state) || !(instantMs(record.updatedAt) < cutoff)) continue;
       tx.delete(C.turns, key);
       // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
@@ -729,7 +736,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     // A pruned effect stays in its group: it happened, so it still counts toward `maxPerTurn`.
     let effects = 0;
     for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
-      if (effect.state !== "complete" || effect.settledAtMs === undefined || !(effect.settledAtMs < cutoff)) continue;
+      if (effect.state !== "complete" || effect.settledAtMs === undefined || !(effect.settledAtMs < cutoff) || live.has(effect.identity.turnKey)) {
+        continue;
+      }
       const { result: _dropped, ...rest } = effect;
       this.#put(tx, K.effect, effectKey, { ...rest, state: "pruned" });
       effects++;

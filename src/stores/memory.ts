@@ -90,6 +90,7 @@ import {
 import {
   beginTransition,
   finishTransition,
+  liveTurnKeys,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
@@ -458,9 +459,10 @@ export class InMemoryGuardrailStore implements GuardrailStore {
 
   async prune(options: PruneOptions): Promise<PruneResult> {
     const cutoff = Date.parse(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
+    const live = liveTurnKeys(this.#turns.values(), this.#approvals.values());
     const pruned = new Set<string>();
     for (const [turnKey, claim] of this.#claims) {
-      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff && !live.has(turnKey)) {
         claim.state = "pruned";
         claim.result = undefined;
         pruned.add(turnKey);
@@ -478,7 +480,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     }
     let effects = 0;
     for (const claim of this.#effects.values()) {
-      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff && !live.has(claim.identity.turnKey)) {
         claim.state = "pruned";
         claim.result = undefined;
         effects++;

@@ -8,6 +8,7 @@ import {
   FinishTurnInputSchema,
   ResumeTurnInputSchema,
   TurnRecordSchema,
+  type ApprovalRecord,
   type BeginTurnInput,
   type BeginTurnResult,
   type FinishTurnInput,
@@ -89,3 +90,19 @@ export function resumeTransition(
 
 /** Finished states `prune` may remove: a paused or running turn is kept. */
 export const PRUNABLE_TURN_STATES: readonly TurnRecord["state"][] = ["completed", "refused", "failed"];
+
+/**
+ * The turns `prune` leaves whole, whatever their age (their claims, effects, read evidence,
+ * verdicts and approval requests): a turn whose record is running or paused on approval, and a
+ * turn with a `pending` approval request, which a person can still decide (with or without the
+ * turn service, which a store may be used without). Pure.
+ */
+export function liveTurnKeys(
+  turns: Iterable<Pick<TurnRecord, "turnKey" | "state">>,
+  approvals: Iterable<Pick<ApprovalRecord, "turnKey" | "status">>,
+): Set<string> {
+  const live = new Set<string>();
+  for (const { turnKey, state } of turns) if (!PRUNABLE_TURN_STATES.includes(state)) live.add(turnKey);
+  for (const { turnKey, status } of approvals) if (status === "pending") live.add(turnKey);
+  return live;
+}

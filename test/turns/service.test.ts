@@ -3,28 +3,38 @@
  * stores: a turn runs once, a retry answers the stored outcome and calls nothing (model calls,
  * tool-body entries, moderations and writes are counted), a concurrent submit answers `running`,
  * a reused key with other input is refused, approvals pause and only the principal (or whom
- * `mayDecide` allows) resumes, and a turn whose worker gave up is taken over from its checkpoint.
+ * `mayDecide` allows) resumes, a turn whose worker gave up is taken over from its checkpoint, and
+ * `prune` leaves a paused turn whole (its request still decidable, its effect run once).
  */
 import { getEventListeners } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ToolMessage } from "@langchain/core/messages";
+import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { MemorySaver } from "@langchain/langgraph";
+import { createAgent, tool } from "langchain";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
+  createDocumentGuardrails,
+  createTurnService,
   InMemoryGuardrailStore,
+  requireApproval,
   turnKey,
   TurnServiceError,
   type GuardrailStore,
+  type ToolPolicy,
   type TurnAnswer,
 } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
 import { deferred, rejection } from "../support/fixtures.js";
-import { NotesService } from "../security/support.js";
-import { NEW_BODY, serviceHarness, TestClock, turnOf } from "./support.js";
+import { ScriptedModel } from "arkah-agent-guardrails/testing";
+import { NOTE_POLICIES, NotesService } from "../security/support.js";
+import { NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf, turnTools } from "./support.js";
 
 interface StoreKind {
   readonly name: string;
@@ -72,6 +82,43 @@ afterAll(async () => {
 function completed(answer: TurnAnswer | { status: string }) {
   if (answer.status !== "completed") throw new Error(`expected completed, got ${JSON.stringify(answer)}`);
   return answer as Extract<TurnAnswer, { status: "completed" }>;
+}
+
+const DAY = 86_400_000;
+const MAIL_POLICIES: Record<string, ToolPolicy> = { ...NOTE_POLICIES, send_email: { kind: "side-effect" } };
+
+/**
+ * One worker whose turn reads the note, edits it, then emails its owner: `send_email` is a side
+ * effect that needs approval. `outbox` holds every message the tool body sent.
+ */
+function mailHarness(store: GuardrailStore) {
+  const notes = new NotesService();
+  const outbox: { to: string; body: string }[] = [];
+  const sendEmail = tool(
+    ({ to, body }) => {
+      outbox.push({ to, body });
+      return `sent to ${to}`;
+    },
+    { name: "send_email", description: "Send an email.", schema: z.object({ to: z.string(), body: z.string() }) },
+  );
+  const plan = noteResponder();
+  const model = new ScriptedModel((messages) => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.name));
+    if (done.has("edit_note") && !done.has("send_email")) {
+      return { toolCalls: [{ id: "m1", name: "send_email", args: { to: "alice@example.com", body: "Your note says oat milk now." } }] };
+    }
+    return plan(messages);
+  });
+  const guardrails = createDocumentGuardrails({
+    store,
+    userMessageLabel: "user",
+    authorize: () => true,
+    tools: MAIL_POLICIES,
+    guardrails: [requireApproval({ tools: ["send_email"] })],
+  });
+  const tools: (ClientTool | ServerTool)[] = [...turnTools(notes), sendEmail];
+  const agent = createAgent({ model, tools, middleware: [guardrails], checkpointer: new MemorySaver() });
+  return { service: createTurnService({ agent, store, moderate: () => true }), notes, outbox };
 }
 
 function awaiting(answer: TurnAnswer | { status: string }) {
@@ -356,6 +403,39 @@ for (const kind of KINDS) {
       expect(dying.model.calls + taker.model.calls).toBe(3);
       expect(dying.moderations() + taker.moderations()).toBe(1);
       never.resolve();
+    });
+
+    it("prune while a turn whose write completed is paused on a side-effect approval: the request survives, decide resumes the turn to completion, one email", async () => {
+      const store = await open();
+      const { service, notes, outbox } = mailHarness(store);
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      expect(paused.approvals.map((approval) => approval.tool)).toEqual(["send_email"]);
+      expect(notes.writes).toHaveLength(1);
+      expect(outbox).toHaveLength(0);
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+
+      // An operator's retention job, with a cutoff after everything the turn did.
+      const cutoff = () => new Date(clock.ms + 365 * DAY).toISOString();
+      expect(await store.prune({ olderThan: cutoff() })).toMatchObject({ turns: 0 });
+      expect((await store.getApproval(approvalId))?.status).toBe("pending");
+      expect(await service.get(turnKey(turnOf()))).toMatchObject({ state: "awaiting_approval", mutation: { state: "complete" } });
+
+      const resumed = completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+      expect(resumed.calls.map((call) => [call.tool, call.status])).toEqual([
+        ["read_note", "success"],
+        ["edit_note", "success"],
+        ["send_email", "success"],
+      ]);
+      expect(outbox).toEqual([{ to: "alice@example.com", body: "Your note says oat milk now." }]);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect((await store.getApproval(approvalId))?.status).toBe("applied");
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...resumed, replayed: true });
+
+      // Finished, the turn is pruned by the usual rule: its claim and its effect become tombstones.
+      expect(await store.prune({ olderThan: cutoff() })).toEqual({ turns: 1, effects: 1 });
+      expect(await store.getApproval(approvalId)).toBeUndefined();
+      expect(outbox).toHaveLength(1);
+      expect(notes.writes).toHaveLength(1);
     });
 
     it("get reads the turn's state, outcome and mutation claim without running anything", async () => {

@@ -25,7 +25,8 @@ import type { StoreTest } from "./harness.js";
 const LEASE_MS = 30_000;
 const DAY = 86_400_000;
 
-function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInput {
+/** A turn's input: `turnId` in the suites' scope, with a principal and a segment of awkward text. */
+export function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInput {
   return {
     scopeId: SCOPE,
     turnId,
@@ -36,7 +37,8 @@ function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInpu
   };
 }
 
-function start(input: TurnInput): TurnStart {
+/** What the turn service hands `beginTurn` for `input`. */
+export function start(input: TurnInput): TurnStart {
   const key = turnKey(input);
   return {
     turnKey: key,
