@@ -143,6 +143,7 @@ export {
   type TurnAnswer,
   type TurnCallOutcome,
   type TurnFailure,
+  type TurnMutation,
   type TurnOutcome,
   type TurnService,
   type TurnServiceErrorCode,

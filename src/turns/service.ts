@@ -21,7 +21,6 @@ import {
   TurnRecordSchema,
   type ApprovalDecision,
   type ApprovalRecord,
-  type MutationStatus,
   type TurnInput,
   type TurnRecord,
   type TurnStart,
@@ -29,6 +28,7 @@ import {
 } from "../contracts.js";
 import { digest } from "../digest.js";
 import { AdmissionError, ApprovalError, ConfigurationError } from "../errors.js";
+import { hitlResponse } from "../guardrails/langchain-format.js";
 import { resolveLogger, type GuardrailLogger } from "../logger.js";
 import { LoggerSchema, StoreShape } from "../options.js";
 import { withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
@@ -40,10 +40,12 @@ import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
   completedOutcome,
+  turnMutation,
   TurnOutcomeSchema,
   type DecideAnswer,
   type PendingInterrupt,
   type TurnAnswer,
+  type TurnMutation,
   type TurnOutcome,
   type TurnView,
 } from "./outcome.js";
@@ -218,17 +220,15 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const threadOf = (record: TurnRecord): ThreadConfig => ({ configurable: { thread_id: record.threadId } });
   const answerOf = (outcome: TurnOutcome, turnKey: string, replayed: boolean): TurnAnswer => ({ ...outcome, turnKey, replayed });
   const storedOutcome = (record: TurnRecord): TurnOutcome => parseStoreValue(TurnOutcomeSchema, record.outcome, "stored turn outcome");
-  const withoutResult = (status: MutationStatus): MutationStatus =>
-    includeToolResults ? status : { state: status.state, toolName: status.toolName, toolCallId: status.toolCallId };
 
   async function getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const record = await store.getTurn(turnKey);
     return record === undefined ? undefined : parseStoreValue(TurnRecordSchema, record, "getTurn answer");
   }
 
-  async function getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+  async function getMutation(turnKey: string): Promise<TurnMutation | undefined> {
     const status = await store.getMutation(turnKey);
-    return status === undefined ? undefined : withoutResult(parseStoreValue(MutationStatusSchema, status, "getMutation answer"));
+    return status === undefined ? undefined : turnMutation(parseStoreValue(MutationStatusSchema, status, "getMutation answer"), includeToolResults);
   }
 
   /** The turn as it stands, as an answer: running, or its stored outcome. */
@@ -240,8 +240,14 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
 
   /** Stores the outcome under our lease. Lost the lease to a takeover: the turn is the other worker's. */
   async function finish(record: TurnRecord, token: string, outcome: TurnOutcome): Promise<TurnAnswer> {
+    // Checked as every read of it will check it: an outcome the service cannot read back would
+    // fail every retry and `get` of the turn. A bug here fails this call; the turn stays running.
+    const checked = TurnOutcomeSchema.safeParse(outcome);
+    if (!checked.success) {
+      throw new Error(`the turn service built a ${outcome.status} outcome it could not read back (a bug; nothing stored): ${z.prettifyError(checked.error)}`);
+    }
     // Stored as plain JSON (the outcome's interfaces are not index-signature records to the compiler).
-    const json = parseStoreValue(JsonValueSchema, outcome, "turn outcome");
+    const json = parseStoreValue(JsonValueSchema, checked.data, "turn outcome");
     const applied = await store.finishTurn({ turnKey: record.turnKey, token, state: outcome.status, outcome: json });
     if (parseStoreValue(z.boolean(), applied, "finishTurn answer")) return answerOf(outcome, record.turnKey, false);
     return current(record.turnKey);
@@ -264,7 +270,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
-      const pending = approvalInterrupts(interrupts);
+      const pending = await pendingOf(record, interrupts);
       if (pending === undefined) return { status: "failed", code: "unsupported_interrupt" };
       return { status: "awaiting_approval", approvals: pending.map((each) => each.approval) };
     }
@@ -312,19 +318,48 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /**
+   * The approval requests a paused run waits on, from its interrupts, in either approval format;
+   * `undefined` when one is not this library's approval request. A LangChain-format interrupt
+   * carries the request's id, tool and arguments: the rest is the store's record, which must be
+   * this turn's request for that tool and those arguments (else the pause is not ours to answer).
+   */
+  async function pendingOf(record: TurnRecord, interrupts: readonly Interrupt[]): Promise<PendingInterrupt[] | undefined> {
+    const found = approvalInterrupts(interrupts);
+    if (found === undefined) return undefined;
+    const pending: PendingInterrupt[] = [];
+    for (const each of found) {
+      if (each.format === "arkah") {
+        pending.push(each);
+        continue;
+      }
+      const answer = await store.getApproval(each.approvalId);
+      const asked = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
+      if (asked?.turnKey !== record.turnKey || asked.toolName !== each.tool || digest(asked.args) !== digest(each.args)) return undefined;
+      const { approvalId, toolName, toolCallId, args, guardrails, reason } = asked;
+      pending.push({
+        id: each.id,
+        format: "langchain",
+        approval: { approvalId, tool: toolName, toolCallId, args, guardrails, ...(reason === undefined ? {} : { reason }) },
+      });
+    }
+    return pending;
+  }
+
+  /**
    * The resume value for a pause whose every request is decided (or expired), keyed by interrupt
-   * id; `undefined` while one is pending. The store's record is the decision: a resume value can
-   * only repeat it.
+   * id, each in the format its interrupt asked in; `undefined` while one is pending. The store's
+   * record is the decision: a resume value can only repeat it.
    */
   async function resumeValue(pending: readonly PendingInterrupt[]): Promise<Resume | undefined> {
     const resume: Record<string, unknown> = {};
     const waits: TelemetryApprovalWait[] = [];
-    for (const { id, approval } of pending) {
+    for (const { id, format, approval } of pending) {
       const answer = await store.getApproval(approval.approvalId);
       const record = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
       if (record === undefined || record.status === "pending") return undefined;
       // An expired request is refused by the guardrails whatever the value says.
-      resume[id] = { ...(record.decision ?? { decision: "reject" }), approvalId: approval.approvalId };
+      const decision = record.decision ?? { decision: "reject" };
+      resume[id] = format === "langchain" ? hitlResponse(decision, approval.tool, approval.approvalId) : { ...decision, approvalId: approval.approvalId };
       waits.push(approvalWait(record));
     }
     return { command: new Command({ resume }), waits };
@@ -339,7 +374,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   /** The pause's interrupts, if the run waits only on this library's approval requests. */
   async function pausedOn(record: TurnRecord): Promise<PendingInterrupt[] | undefined> {
     const snapshot = await agent.graph.getState(threadOf(record));
-    const pending = approvalInterrupts(snapshot.tasks.flatMap((task) => task.interrupts));
+    const pending = await pendingOf(record, snapshot.tasks.flatMap((task) => task.interrupts));
     return pending === undefined || pending.length === 0 ? undefined : pending;
   }
 
@@ -356,7 +391,10 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return resumeWith(taken.record, taken.token, resume, notes, signal);
   }
 
-  /** A paused turn's outcome with only the requests still pending. */
+  /**
+   * A paused turn's outcome with only the requests still pending: none once every one is decided
+   * and the resume is still to come (its decider failed before resuming; the next `submit` resumes).
+   */
   async function stillWaiting(record: TurnRecord): Promise<TurnOutcome> {
     const outcome = storedOutcome(record);
     if (outcome.status !== "awaiting_approval") return outcome;
@@ -365,7 +403,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       const answer = await store.getApproval(approval.approvalId);
       if (answer === undefined || parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer").status === "pending") approvals.push(approval);
     }
-    return approvals.length === 0 ? outcome : { status: "awaiting_approval", approvals };
+    return { status: "awaiting_approval", approvals };
   }
 
   /**
@@ -376,7 +414,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
-      const pending = approvalInterrupts(interrupts);
+      const pending = await pendingOf(record, interrupts);
       if (pending === undefined) return finish(record, token, { status: "failed", code: "unsupported_interrupt" });
       const resume = await resumeValue(pending);
       if (resume === undefined) return finish(record, token, { status: "awaiting_approval", approvals: pending.map((each) => each.approval) });
@@ -477,6 +515,12 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       return step.answer;
     },
   };
+}
+
+/** An interrupt of a paused run, as `graph.getState` lists it. */
+interface Interrupt {
+  readonly id?: string;
+  readonly value?: unknown;
 }
 
 /** Decisions a resume answers the pause with, and how long each waited. */

@@ -32,9 +32,9 @@ import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
 import { deferred, rejection } from "../support/fixtures.js";
-import { ScriptedModel } from "arkah-agent-guardrails/testing";
+import { ScriptedModel, type ScriptResponder } from "arkah-agent-guardrails/testing";
 import { NOTE_POLICIES, NotesService } from "../security/support.js";
-import { NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf, turnTools } from "./support.js";
+import { failsAfterWrite, NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf, turnTools } from "./support.js";
 
 interface StoreKind {
   readonly name: string;
@@ -124,6 +124,42 @@ function mailHarness(store: GuardrailStore) {
 function awaiting(answer: TurnAnswer | { status: string }) {
   if (answer.status !== "awaiting_approval") throw new Error(`expected awaiting_approval, got ${JSON.stringify(answer)}`);
   return answer as Extract<TurnAnswer, { status: "awaiting_approval" }>;
+}
+
+function failed(answer: TurnAnswer | { status: string }) {
+  if (answer.status !== "failed") throw new Error(`expected failed, got ${JSON.stringify(answer)}`);
+  return answer as Extract<TurnAnswer, { status: "failed" }>;
+}
+
+const APPROVAL_FORMATS = ["arkah", "langchain"] as const;
+
+/** Reads note-7 and note-8 in one step (two requests when reads need approval), then edits note-7, then answers. */
+function twoReadsResponder(): ScriptResponder {
+  return (messages) => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.tool_call_id));
+    if (!done.has("r1")) {
+      return {
+        toolCalls: [
+          { id: "r1", name: "read_note", args: { noteId: "note-7" } },
+          { id: "r2", name: "read_note", args: { noteId: "note-8" } },
+        ],
+      };
+    }
+    if (!done.has("w1")) return { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body: NEW_BODY } }] };
+    return { content: "Done." };
+  };
+}
+
+/** A checkpointer whose reads fail while `failing` is set: the agent's checkpoint cannot be read. */
+class FlakyCheckpointer extends MemorySaver {
+  failing = false;
+  override async getTuple(config: Parameters<MemorySaver["getTuple"]>[0]) {
+    if (this.failing) {
+      this.failing = false;
+      throw new Error("the checkpointer is unavailable");
+    }
+    return super.getTuple(config);
+  }
 }
 
 for (const kind of KINDS) {
@@ -456,6 +492,142 @@ for (const kind of KINDS) {
       expect(view.status === "found" ? view.mutation?.result : "absent").toBeUndefined();
       expect(model.calls).toBe(calls);
     });
+
+    for (const approvalFormat of APPROVAL_FORMATS) {
+      it(`${approvalFormat} approval format: approve resumes the turn to exactly one write`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        expect(paused.approvals).toEqual([
+          {
+            approvalId: expect.stringMatching(/^[0-9a-f]{64}$/) as unknown,
+            tool: "edit_note",
+            toolCallId: "w1",
+            args: { noteId: "note-7", body: NEW_BODY },
+            guardrails: ["approval"],
+            reason: expect.any(String) as unknown,
+          },
+        ]);
+        expect(await store.listApprovals({ turnKey: turnKey(turnOf()), status: "pending" })).toHaveLength(1);
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        const resumed = completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+        expect(resumed.calls.map((call) => [call.callId, call.status])).toEqual([
+          ["r1", "success"],
+          ["w1", "success"],
+        ]);
+        expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+        expect((await store.getApproval(approvalId))?.status).toBe("applied");
+        expect(await service.submit({ turn: turnOf() })).toEqual({ ...resumed, replayed: true });
+        expect(notes.writes).toHaveLength(1);
+      });
+
+      it(`${approvalFormat} approval format: reject resumes the turn and writes nothing`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        const resumed = completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "reject", message: "Not today." } }));
+        expect(resumed.calls.find((call) => call.callId === "w1")).toMatchObject({ status: "error", refusal: "approval_rejected" });
+        expect(notes.writes).toEqual([]);
+        expect(notes.entries).not.toContain("edit_note");
+      });
+
+      it(`${approvalFormat} approval format: edit resumes the turn and writes the edited arguments`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        const edit = { decision: "edit", args: { noteId: "note-7", body: "Buy soy milk" } } as const;
+        completed(await service.decide({ approvalId, principal: "alice", decision: edit }));
+        expect(notes.writes).toEqual([{ noteId: "note-7", body: "Buy soy milk" }]);
+        expect((await store.getApproval(approvalId))?.status).toBe("applied");
+      });
+
+      it(`${approvalFormat} approval format: a pause on two requests waits for both, then runs only the approved one`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({
+          store,
+          approvals: true,
+          approvalTools: ["read_note", "edit_note"],
+          approvalFormat,
+          responder: twoReadsResponder(),
+        });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        expect(paused.approvals.map((approval) => [approval.toolCallId, approval.args])).toEqual([
+          ["r1", { noteId: "note-7" }],
+          ["r2", { noteId: "note-8" }],
+        ]);
+        const [first, second] = paused.approvals.map((approval) => approval.approvalId);
+        // One decision of two: nothing resumes, and the pause lists only the other request.
+        const half = awaiting(await service.decide({ approvalId: second ?? "", principal: "alice", decision: { decision: "reject" } }));
+        expect(half.approvals.map((approval) => approval.toolCallId)).toEqual(["r1"]);
+        expect(notes.entries).toEqual([]);
+        // Both decided: the run resumes, reads note-7 only, and pauses on the write.
+        const write = awaiting(await service.decide({ approvalId: first ?? "", principal: "alice", decision: { decision: "approve" } }));
+        expect(notes.reads).toEqual(["note-7"]);
+        expect(write.approvals.map((approval) => approval.toolCallId)).toEqual(["w1"]);
+        const done = completed(await service.decide({ approvalId: write.approvals[0]?.approvalId ?? "", principal: "alice", decision: { decision: "approve" } }));
+        expect(done.calls.map((call) => [call.callId, call.status, call.refusal])).toEqual([
+          ["r1", "success", undefined],
+          ["r2", "error", "approval_rejected"],
+          ["w1", "success", undefined],
+        ]);
+        expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      });
+    }
+
+    it("a pause in LangChain's approval format lists the same approvals as one in the package's format", async () => {
+      const ours = serviceHarness({ store: await open(), approvals: true });
+      const langchain = serviceHarness({ store: await open(), approvals: true, approvalFormat: "langchain" });
+      const expected = awaiting(await ours.service.submit({ turn: turnOf() }));
+      const answer = awaiting(await langchain.service.submit({ turn: turnOf() }));
+      // The same turn, tool and call on two stores: the same request ids too.
+      expect(answer).toEqual(expected);
+      expect(await langchain.service.get(turnKey(turnOf()))).toMatchObject({ status: "found", state: "awaiting_approval", outcome: { approvals: expected.approvals } });
+    });
+
+    it("a decision whose resume failed: get lists no request as pending, and the next submit resumes to one write", async () => {
+      const store = await open();
+      const checkpointer = new FlakyCheckpointer();
+      const { service, notes } = serviceHarness({ store, approvals: true, checkpointer });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      // The decision is recorded; reading the pause to resume it fails.
+      checkpointer.failing = true;
+      expect(await rejection(service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }))).toMatchObject({
+        message: "the checkpointer is unavailable",
+      });
+      expect((await store.getApproval(approvalId))?.status).toBe("approved");
+      const view = await service.get(turnKey(turnOf()));
+      expect(view).toMatchObject({ status: "found", state: "awaiting_approval" });
+      expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: "awaiting_approval", approvals: [] });
+      expect(notes.writes).toEqual([]);
+      completed(await service.submit({ turn: turnOf() }));
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+    });
+
+    for (const includeToolResults of [false, true]) {
+      it(`a run that fails after its write completed is stored failed with the claim complete, and replays (includeToolResults: ${String(includeToolResults)})`, async () => {
+        const store = await open();
+        const { service, notes, model } = serviceHarness({ store, responder: failsAfterWrite(), service: { includeToolResults } });
+        const mutation = {
+          state: "complete",
+          toolName: "edit_note",
+          toolCallId: "w1",
+          ...(includeToolResults ? { result: { content: "Saved", status: "success" } } : {}),
+        };
+        const answer = failed(await service.submit({ turn: turnOf() }));
+        expect(answer).toEqual({ status: "failed", code: "run_failed", error: "RangeError", mutation, turnKey: turnKey(turnOf()), replayed: false });
+        expect(notes.writes).toHaveLength(1);
+        const calls = model.calls;
+        expect(await service.submit({ turn: turnOf() })).toEqual({ ...answer, replayed: true });
+        expect(model.calls).toBe(calls);
+        const view = await service.get(turnKey(turnOf()));
+        expect(view).toMatchObject({ status: "found", state: "failed", mutation });
+        expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: "failed", code: "run_failed", error: "RangeError", mutation });
+        expect(notes.writes).toHaveLength(1);
+      });
+    }
   });
 }
 
