@@ -10,6 +10,7 @@ import {
   JsonValueSchema,
   MutationStatusSchema,
   type ApprovalStatus,
+  type TurnRecord,
   type JsonValue,
   type MutationStatus,
   type TurnState,
@@ -114,6 +115,17 @@ export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("s
     mutation: MutationStatusSchema.optional(),
   }),
 ]);
+
+/**
+ * Whether a turn record's stored pause waits on this approval request: the run returned, its
+ * checkpoint holds the interrupt, and the service stored the pause. Only then is a pending request
+ * decidable (a stored outcome that does not parse is no pause).
+ */
+export function pauseWaitsOn(record: TurnRecord, approvalId: string): boolean {
+  if (record.state !== "awaiting_approval") return false;
+  const outcome = TurnOutcomeSchema.safeParse(record.outcome);
+  return outcome.success && outcome.data.status === "awaiting_approval" && outcome.data.approvals.some((each) => each.approvalId === approvalId);
+}
 
 /** Another worker runs the turn now: ask again later. */
 export interface RunningAnswer {

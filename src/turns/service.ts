@@ -7,7 +7,7 @@
  * checkpoint. Framework-neutral: an HTTP route maps its answers to status codes (docs/turns.md).
  */
 import { BaseMessage, HumanMessage } from "@langchain/core/messages";
-import { Command } from "@langchain/langgraph";
+import { Command, MemorySaver } from "@langchain/langgraph";
 import { z } from "zod";
 import { admitTurn, resolveTurn, type Moderate } from "../admission.js";
 import {
@@ -40,6 +40,7 @@ import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
   completedOutcome,
+  pauseWaitsOn,
   TurnOutcomeSchema,
   type DecideAnswer,
   type PendingInterrupt,
@@ -107,6 +108,12 @@ export interface TurnServiceOptions {
   readonly telemetry?: GuardrailTelemetry;
   /** Receives a warning when the telemetry backend throws (nothing else). Default `console.warn`. */
   readonly logger?: GuardrailLogger;
+  /**
+   * Accept an agent whose checkpointer is LangGraph's in-memory `MemorySaver`. Default false: a
+   * paused run lives in its checkpoint, and an in-memory one is gone with the process while its
+   * approval requests stay decidable in the store. For tests and demos only.
+   */
+  readonly allowInMemoryCheckpointer?: boolean;
 }
 
 /** `submit`'s input. */
@@ -159,6 +166,7 @@ const OptionsSchema = z.object({
   now: z.custom<() => Date>((value) => typeof value === "function", "now must be a function returning a Date").optional(),
   telemetry: TelemetrySchema.optional(),
   logger: LoggerSchema.optional(),
+  allowInMemoryCheckpointer: z.boolean().optional(),
 });
 
 const DecideInputSchema = z.strictObject({
@@ -205,6 +213,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const now = parsed.data.now ?? (() => new Date());
   const { telemetry } = parsed.data;
   const logger = resolveLogger(parsed.data.logger);
+  checkDurablePauses(agent, parsed.data.allowInMemoryCheckpointer ?? false);
 
   const threadOf = (record: TurnRecord): ThreadConfig => ({ configurable: { thread_id: record.threadId } });
   const answerOf = (outcome: TurnOutcome, turnKey: string, replayed: boolean): TurnAnswer => ({ ...outcome, turnKey, replayed });
@@ -421,6 +430,15 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     // Fail closed: only a literal true lets the principal decide.
     const allowed: unknown = await mayDecide(principal, record.input, approval);
     if (allowed !== true) return { answer: { status: "forbidden" }, state: record.state };
+    // A request is decidable only once the pause that waits on it is durable: the run returned,
+    // its checkpoint holds the interrupt, and the turn record lists the request. Before that (the
+    // run is still writing its checkpoint, or died before it) a decision could approve a run that
+    // no longer exists; nothing is recorded. A decided request goes on to the store, which answers
+    // a re-delivered decision as the first time.
+    if (approval.status === "pending" && !pauseWaitsOn(record, approvalId)) {
+      if (record.state === "running") return stepOf({ status: "running", turnKey: record.turnKey });
+      return { answer: { status: "not_found" }, state: record.state };
+    }
     // Asked whatever the request's status: the store answers a re-delivered decision (a retried
     // request) as the first time, `repeated`, and refuses and audits any other on a decided request.
     const decided = await store.decideApproval({ approvalId, decision, operatorRef: principal, decidedAt: now().toISOString() });
@@ -467,6 +485,24 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       return step.answer;
     },
   };
+}
+
+/**
+ * The service keeps a paused run in the agent's checkpointer: it needs one, and one that outlives
+ * the process unless the host says this is a test.
+ */
+function checkDurablePauses(agent: TurnAgent, allowInMemory: boolean): void {
+  const own = (agent as { readonly checkpointer?: unknown }).checkpointer;
+  const graph = (agent.graph as { readonly checkpointer?: unknown }).checkpointer;
+  const checkpointer = own ?? graph;
+  if (checkpointer === undefined || checkpointer === false || checkpointer === null) {
+    throw new ConfigurationError("createTurnService needs an agent compiled with a checkpointer (createAgent({ checkpointer })): a turn's run, its pause and its takeover live in the checkpoint");
+  }
+  if (checkpointer instanceof MemorySaver && !allowInMemory) {
+    throw new ConfigurationError(
+      "createTurnService was given an agent whose checkpointer is the in-memory MemorySaver: a paused run would be lost with the process while its approval requests stay decidable. Use a durable checkpointer (SqliteSaver, PostgresSaver), or pass allowInMemoryCheckpointer: true in tests",
+    );
+  }
 }
 
 /** Decisions a resume answers the pause with, and how long each waited. */

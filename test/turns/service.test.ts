@@ -10,9 +10,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MemorySaver } from "@langchain/langgraph";
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import { createAgent } from "langchain";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  ConfigurationError,
+  createTurnService,
   InMemoryGuardrailStore,
   turnKey,
   TurnServiceError,
@@ -21,6 +25,7 @@ import {
 } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
 import { deferred, rejection } from "../support/fixtures.js";
 import { NotesService } from "../security/support.js";
@@ -372,8 +377,78 @@ for (const kind of KINDS) {
       expect(view.status === "found" ? view.mutation?.result : "absent").toBeUndefined();
       expect(model.calls).toBe(calls);
     });
+
+    it("an approval request is not decidable before its pause is durable: decide answers running and records nothing", async () => {
+      const store = await open();
+      const early: unknown[] = [];
+      let decideEarly: ((approvalId: string) => Promise<unknown>) | undefined;
+      // The guardrails' store: right after the request is stored, before the run interrupts and
+      // LangGraph writes the checkpoint, the turn's own principal tries to decide it.
+      const agentStore = new Proxy(store, {
+        get(target, property, receiver) {
+          const value: unknown = Reflect.get(target, property, receiver);
+          if (typeof value !== "function") return value;
+          const method = value as (...args: unknown[]) => unknown;
+          if (property !== "requestApproval") return method.bind(target);
+          return async (...args: unknown[]) => {
+            const record = (await method.apply(target, args)) as { approvalId: string };
+            early.push(await decideEarly?.(record.approvalId));
+            return record;
+          };
+        },
+      });
+      const { service, notes } = serviceHarness({ store, agentStore, approvals: true });
+      decideEarly = (approvalId) => service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      expect(early).toEqual([{ status: "running", turnKey: turnKey(turnOf()) }]);
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      expect((await store.getApproval(approvalId))?.status, "the early decision recorded nothing").toBe("pending");
+      expect((await store.readAudit({ approvalId })).map((event) => event.action)).toEqual(["requested"]);
+      expect(notes.writes).toEqual([]);
+      // Once the pause is stored, the same decision is taken and the turn resumes: one write.
+      decideEarly = undefined;
+      completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+    });
   });
 }
+
+describe("turn service and its checkpointer", () => {
+  const agentWith = (checkpointer: MemorySaver | undefined) =>
+    createAgent({ model: new ScriptedModel([{ content: "hi" }]), tools: [], ...(checkpointer === undefined ? {} : { checkpointer }) });
+
+  it("an agent without a checkpointer is a ConfigurationError naming it", () => {
+    const build = () => createTurnService({ agent: agentWith(undefined), store: new InMemoryGuardrailStore(), moderate: () => true });
+    expect(build).toThrow(ConfigurationError);
+    expect(build).toThrow(/needs an agent compiled with a checkpointer/);
+  });
+
+  it("an in-memory checkpointer is a ConfigurationError unless allowed for tests", () => {
+    const build = (allowInMemoryCheckpointer?: boolean) =>
+      createTurnService({
+        agent: agentWith(new MemorySaver()),
+        store: new InMemoryGuardrailStore(),
+        moderate: () => true,
+        ...(allowInMemoryCheckpointer === undefined ? {} : { allowInMemoryCheckpointer }),
+      });
+    expect(() => build()).toThrow(ConfigurationError);
+    expect(() => build()).toThrow(/MemorySaver.*allowInMemoryCheckpointer: true/);
+    expect(() => build(false)).toThrow(ConfigurationError);
+    expect(build(true)).toHaveProperty("submit");
+  });
+
+  it("a durable checkpointer needs no flag", () => {
+    const folder = mkdtempSync(join(tmpdir(), "arkah-turns-saver-"));
+    const saver = SqliteSaver.fromConnString(join(folder, "checkpoints.sqlite"));
+    try {
+      const agent = createAgent({ model: new ScriptedModel([{ content: "hi" }]), tools: [], checkpointer: saver });
+      expect(createTurnService({ agent, store: new InMemoryGuardrailStore(), moderate: () => true })).toHaveProperty("decide");
+    } finally {
+      saver.db.close();
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("turn service and the caller's signal", () => {
   it("a long-lived signal given to many submits holds no listener once they finish (LangGraph's would stay, one per run)", async () => {
