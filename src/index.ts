@@ -119,6 +119,8 @@ export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";
 export {
   createTurnService,
   TURN_FAILURES,
+  turnHttpErrorReply,
+  turnHttpReply,
   turnThreadId,
   TurnServiceError,
   type DecideAnswer,
@@ -132,6 +134,7 @@ export {
   type TurnAnswer,
   type TurnCallOutcome,
   type TurnFailure,
+  type TurnHttpReply,
   type TurnOutcome,
   type TurnService,
   type TurnServiceErrorCode,

@@ -170,7 +170,9 @@ const OptionsSchema = z.object({
 });
 
 const DecideInputSchema = z.strictObject({
-  approvalId: DigestSchema,
+  // Any string: one that is no approval id names no request, and is answered `not_found` as an
+  // unknown one is (an HTTP route passes its path segment as it is).
+  approvalId: z.string(),
   principal: z.string().min(1),
   decision: ApprovalDecisionSchema,
 });
@@ -422,6 +424,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const parsedInput = DecideInputSchema.safeParse(input);
     if (!parsedInput.success) throw new TurnServiceError("invalid_input", `invalid decision: ${z.prettifyError(parsedInput.error)}`);
     const { approvalId, principal, decision } = parsedInput.data;
+    if (!DigestSchema.safeParse(approvalId).success) return { answer: { status: "not_found" }, state: undefined };
     const answer = await store.getApproval(approvalId);
     const approval = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
     const record = approval === undefined ? undefined : await getTurn(approval.turnKey);

@@ -200,7 +200,17 @@ for (const kind of KINDS) {
       const missing = await rejection(service.submit({ turn: turnOf({ segments: [{ label: "other", content: "x" }] }) }));
       expect(TurnServiceError.isInstance(missing) && missing.code).toBe("invalid_input");
       expect(await store.getTurn(turnKey(turnOf()))).toBeUndefined();
-      expect(TurnServiceError.isInstance(await rejection(service.decide({ approvalId: "x", principal: "alice", decision: { decision: "approve" } })))).toBe(true);
+      const invalidDecision = await rejection(service.decide({ approvalId: "a".repeat(64), principal: "", decision: { decision: "approve" } }));
+      expect(TurnServiceError.isInstance(invalidDecision) && invalidDecision.code).toBe("invalid_input");
+    });
+
+    it("an approval id that is no approval id answers not_found, as an unknown one does: nothing is read or decided", async () => {
+      const store = await open();
+      const { service } = serviceHarness({ store });
+      for (const approvalId of ["x", "A".repeat(64), "../../turns", "a".repeat(65), ""]) {
+        expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({ status: "not_found" });
+      }
+      expect(await service.decide({ approvalId: "a".repeat(64), principal: "alice", decision: { decision: "approve" } })).toEqual({ status: "not_found" });
     });
 
     it("approvals: the turn pauses awaiting approval; the principal's decision resumes it to one write", async () => {
