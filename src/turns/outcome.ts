@@ -88,7 +88,10 @@ export const TURN_FAILURES = [
  * - `awaiting_approval`: the requests the run waits on;
  * - `refused`: `denied` by moderation, or `input_mismatch` (the turn key was used with other input);
  * - `failed`: a {@link TurnFailure}, with the turn's mutation claim as the failure left it (its
- *   result only with `includeToolResults`).
+ *   result only with `includeToolResults`). A failure before any effect was claimed (`run_failed`,
+ *   `moderation_failed`) says `retryable` (a `submit` of the same key runs the turn again, from its
+ *   checkpoint) and how many `attempts` ran; `retryable: false` once `maxAttempts` ran. Without
+ *   them the failure is final.
  */
 export type TurnOutcome =
   | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[] }
@@ -100,6 +103,8 @@ export type TurnOutcome =
       readonly detail?: string;
       readonly error?: string;
       readonly mutation?: MutationStatus;
+      readonly retryable?: boolean;
+      readonly attempts?: number;
     };
 
 /** Parses a stored {@link TurnOutcome}. */
@@ -113,6 +118,8 @@ export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("s
     detail: z.string().optional(),
     error: z.string().optional(),
     mutation: MutationStatusSchema.optional(),
+    retryable: z.boolean().optional(),
+    attempts: z.int().min(1).max(10).optional(),
   }),
 ]);
 

@@ -28,10 +28,10 @@ import {
   type TurnState,
 } from "../contracts.js";
 import { digest } from "../digest.js";
-import { AdmissionError, ApprovalError, ConfigurationError } from "../errors.js";
-import { resolveLogger, type GuardrailLogger } from "../logger.js";
+import { AdmissionError, ApprovalError, ConfigurationError, SettlementError } from "../errors.js";
+import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import { LoggerSchema, StoreShape } from "../options.js";
-import { withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
+import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 import { parseStoreValue } from "../stores/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
@@ -97,6 +97,12 @@ export interface TurnServiceOptions {
   readonly leaseMs?: number;
   /** Who may decide an approval request. Default: only the turn's principal (a turn without one: nobody). */
   readonly mayDecide?: MayDecide;
+  /**
+   * How many runs a turn gets when its runs fail before any effect (default 3, at most 10): such a
+   * failure (a provider outage, say) is stored `retryable`, and a `submit` of the same key runs the
+   * turn again from its checkpoint. A failure after a mutation or side effect was claimed is final.
+   */
+  readonly maxAttempts?: number;
   /** Put each tool call's result text, and a completed mutation's result, in outcomes. Default false. */
   readonly includeToolResults?: boolean;
   /** Clock for admission receipts and decisions. Default: the system clock. */
@@ -106,7 +112,11 @@ export interface TurnServiceOptions {
    * waited: pass the same `openTelemetry()` the guardrails get (docs/telemetry.md#turns).
    */
   readonly telemetry?: GuardrailTelemetry;
-  /** Receives a warning when the telemetry backend throws (nothing else). Default `console.warn`. */
+  /**
+   * Receives a warning for every failed run (the error's class and code, the package's failure
+   * code, never argument values or tool results) and when the telemetry backend throws. Default
+   * `console.warn`.
+   */
   readonly logger?: GuardrailLogger;
   /**
    * Accept an agent whose checkpointer is LangGraph's in-memory `MemorySaver`. Default false: a
@@ -147,6 +157,7 @@ export interface TurnService {
 }
 
 const DEFAULT_LEASE_MS = 300_000;
+const DEFAULT_MAX_ATTEMPTS = 3;
 
 const OptionsSchema = z.object({
   agent: z.custom<TurnAgent>(
@@ -162,6 +173,7 @@ const OptionsSchema = z.object({
   userMessageLabel: z.string().min(1).optional(),
   leaseMs: z.int().min(1).max(86_400_000).optional(),
   mayDecide: z.custom<MayDecide>((value) => typeof value === "function", "mayDecide must be a function").optional(),
+  maxAttempts: z.int().min(1).max(10).optional(),
   includeToolResults: z.boolean().optional(),
   now: z.custom<() => Date>((value) => typeof value === "function", "now must be a function returning a Date").optional(),
   telemetry: TelemetrySchema.optional(),
@@ -211,6 +223,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const label = parsed.data.userMessageLabel ?? "user";
   const leaseMs = parsed.data.leaseMs ?? DEFAULT_LEASE_MS;
   const mayDecide = parsed.data.mayDecide ?? ownPrincipal;
+  const maxAttempts = parsed.data.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const includeToolResults = parsed.data.includeToolResults ?? false;
   const now = parsed.data.now ?? (() => new Date());
   const { telemetry } = parsed.data;
@@ -249,16 +262,66 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return current(record.turnKey);
   }
 
-  /** A run's failure, as a code and what it left: never the error's text. */
-  async function failure(record: TurnRecord, error: unknown): Promise<TurnOutcome> {
-    const mutation = await getMutation(record.turnKey).catch(() => undefined);
-    const left = mutation === undefined ? {} : { mutation };
+  /**
+   * A run's failure, as a code and what it left: never the error's text. A run that failed before
+   * any effect was claimed (`run_failed`, nothing claimed) is retryable while attempts are left.
+   */
+  async function failure(record: TurnRecord, error: unknown, scope: RunScope): Promise<TurnOutcome> {
+    const mutation = await getMutation(record.turnKey).then(
+      (status) => ({ status }),
+      () => undefined,
+    );
+    const left = mutation?.status === undefined ? {} : { mutation: mutation.status };
     const admission = AdmissionError.find(error);
-    if (admission !== undefined) return { status: "failed", code: "admission_failed", detail: admission.code, ...left };
     const approval = ApprovalError.find(error);
-    if (approval !== undefined) return { status: "failed", code: "approval_failed", detail: approval.code, ...left };
-    const name = error instanceof Error && /^[A-Za-z][\w.]{0,63}$/.test(error.name) ? error.name : "Error";
-    return { status: "failed", code: "run_failed", error: name, ...left };
+    let outcome: TurnOutcome;
+    if (admission !== undefined) outcome = { status: "failed", code: "admission_failed", detail: admission.code, ...left };
+    else if (approval !== undefined) outcome = { status: "failed", code: "approval_failed", detail: approval.code, ...left };
+    else {
+      const name = failureClass(sanitizeError(error));
+      // A lookup that failed is no proof that nothing was claimed: final, as after a claim.
+      const noEffect = mutation !== undefined && mutation.status === undefined && SettlementError.find(error) === undefined && !(await effectClaimed(record.turnKey));
+      outcome = { status: "failed", code: "run_failed", error: name, ...left, ...attempts(noEffect, scope.attempt) };
+    }
+    failed(record, outcome, error, scope);
+    return outcome;
+  }
+
+  /** The retry fields of a failure that left no effect: whether a retry of the key runs the turn again. */
+  function attempts(noEffect: boolean, attempt: number): { retryable?: boolean; attempts?: number } {
+    return noEffect ? { retryable: attempt < maxAttempts, attempts: attempt } : {};
+  }
+
+  /** A failed run, told to the host's logger and to telemetry: the error's class and code, never its values. */
+  function failed(record: TurnRecord, outcome: TurnOutcome, error: unknown, scope: RunScope): void {
+    if (outcome.status !== "failed") return;
+    const logged = sanitizeError(error);
+    scope.notes.failure(logged);
+    logger.warn("turn run failed", {
+      turnKey: record.turnKey,
+      code: outcome.code,
+      ...(outcome.detail === undefined ? {} : { detail: outcome.detail }),
+      ...(outcome.retryable === undefined ? {} : { retryable: outcome.retryable, attempts: outcome.attempts }),
+      error: logged,
+    });
+  }
+
+  /**
+   * Whether the turn claimed a side effect that is still claimed (pending, unknown, complete or
+   * pruned). The audit trail names every effect a turn settled or released; a released one has no
+   * claim left. A store that cannot say is taken as yes.
+   */
+  async function effectClaimed(turnKey: string): Promise<boolean> {
+    try {
+      const events = await store.readAudit({ turnKey });
+      const keys = new Set(events.flatMap((event) => (event.effectKey === undefined ? [] : [event.effectKey])));
+      if (keys.size === 0) return false;
+      if (!hasStorePart(store, "effects")) return true;
+      for (const key of keys) if ((await store.getEffect(key)) !== undefined) return true;
+      return false;
+    } catch {
+      return true;
+    }
   }
 
   /** Where a run stopped: paused on approvals, on something the service cannot answer, or done. */
@@ -274,7 +337,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /** Runs (or resumes) the turn's graph under our lease and stores where it stopped. */
-  async function run(record: TurnRecord, token: string, input: { messages: BaseMessage[] } | Command | null, signal?: AbortSignal) {
+  async function run(record: TurnRecord, token: string, input: { messages: BaseMessage[] } | Command | null, scope: RunScope) {
+    const { signal } = scope;
     let outcome: TurnOutcome;
     const runSignal = perRunSignal(signal);
     try {
@@ -288,7 +352,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     } catch (error) {
       // The caller gave up, the turn did not fail: it stays running, and is taken over once the lease expires.
       if (signal?.aborted === true) throw error;
-      outcome = await failure(record, error);
+      outcome = await failure(record, error, scope);
     } finally {
       runSignal?.dispose();
     }
@@ -296,7 +360,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /** Admits the turn (a stored receipt is reused: moderation runs once per turn) and runs it from the start. */
-  async function first(record: TurnRecord, token: string, messages: BaseMessage[], signal?: AbortSignal): Promise<TurnAnswer> {
+  async function first(record: TurnRecord, token: string, messages: BaseMessage[], scope: RunScope): Promise<TurnAnswer> {
+    const { signal } = scope;
     let allowed: boolean;
     try {
       const receipt = await admitTurn({ store, input: record.input, moderate, now, ...(signal === undefined ? {} : { signal }) });
@@ -304,13 +369,18 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     } catch (error) {
       if (signal?.aborted === true) throw error;
       const admission = AdmissionError.find(error);
-      if (admission?.code === "moderation_failed") return finish(record, token, { status: "failed", code: "moderation_failed" });
+      if (admission?.code === "moderation_failed") {
+        // Nothing ran: the provider's outage does not use up the key.
+        const outcome: TurnOutcome = { status: "failed", code: "moderation_failed", ...attempts(true, scope.attempt) };
+        failed(record, outcome, error, scope);
+        return finish(record, token, outcome);
+      }
       // A receipt for this turn key binds other input (admitted before the service knew the turn).
       if (admission?.code === "input_mismatch") return finish(record, token, { status: "refused", code: "input_mismatch" });
       throw error;
     }
     if (!allowed) return finish(record, token, { status: "refused", code: "denied" });
-    return run(record, token, { messages }, signal);
+    return run(record, token, { messages }, scope);
   }
 
   /**
@@ -333,9 +403,9 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /** Resumes the turn's run with the stored decisions; the taker of the resume tells telemetry how long each waited. */
-  function resumeWith(record: TurnRecord, token: string, resume: Resume, notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer> {
-    for (const wait of resume.waits) notes.approvalWait(wait);
-    return run(record, token, resume.command, signal);
+  function resumeWith(record: TurnRecord, token: string, resume: Resume, scope: RunScope): Promise<TurnAnswer> {
+    for (const wait of resume.waits) scope.notes.approvalWait(wait);
+    return run(record, token, resume.command, scope);
   }
 
   /** The pause's interrupts, if the run waits only on this library's approval requests. */
@@ -349,13 +419,13 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    * Resumes a paused turn whose every request is answered: one caller takes it (`resumeTurn`).
    * `undefined` when something is still pending.
    */
-  async function continueAfterDecisions(record: TurnRecord, notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer | undefined> {
+  async function continueAfterDecisions(record: TurnRecord, scope: RunScope): Promise<TurnAnswer | undefined> {
     const pending = await pausedOn(record);
     const resume = pending === undefined ? undefined : await resumeValue(pending);
     if (resume === undefined) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return resumeWith(taken.record, taken.token, resume, notes, signal);
+    return resumeWith(taken.record, taken.token, resume, scope);
   }
 
   /** A paused turn's outcome with only the requests still pending. */
@@ -374,7 +444,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    * A turn whose worker's lease expired: resume from the checkpoint, never from the start. Paused
    * (decided or not), mid-run, finished but not stored, or not yet checkpointed at all.
    */
-  async function recover(record: TurnRecord, token: string, messages: BaseMessage[], notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer> {
+  async function recover(record: TurnRecord, token: string, messages: BaseMessage[], scope: RunScope): Promise<TurnAnswer> {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
@@ -382,17 +452,32 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return finish(record, token, { status: "failed", code: "unsupported_interrupt" });
       const resume = await resumeValue(pending);
       if (resume === undefined) return finish(record, token, { status: "awaiting_approval", approvals: pending.map((each) => each.approval) });
-      return resumeWith(record, token, resume, notes, signal);
+      return resumeWith(record, token, resume, scope);
     }
-    if (snapshot.next.length > 0) return run(record, token, null, signal);
+    if (snapshot.next.length > 0) return run(record, token, null, scope);
     const checkpointed = messagesOf(snapshot.values);
-    if (checkpointed.length === 0) return first(record, token, messages, signal);
+    if (checkpointed.length === 0) return first(record, token, messages, scope);
     return finish(record, token, completedOutcome(checkpointed, includeToolResults));
+  }
+
+  /**
+   * A failed turn whose failure left no effect and has attempts left runs again from its
+   * checkpoint, under a new lease (one caller takes it: `resumeTurn` from `failed`); `undefined`
+   * for any other finished turn.
+   */
+  async function retryFailed(record: TurnRecord, messages: BaseMessage[], scope: Omit<RunScope, "attempt">): Promise<TurnAnswer | undefined> {
+    if (record.state !== "failed") return undefined;
+    const outcome = storedOutcome(record);
+    if (outcome.status !== "failed" || outcome.retryable !== true) return undefined;
+    const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs, from: "failed" }), "resumeTurn answer");
+    if (!taken.resumed) return current(record.turnKey);
+    return recover(taken.record, taken.token, messages, { ...scope, attempt: (outcome.attempts ?? 1) + 1 });
   }
 
   async function submit(input: SubmitTurnInput, notes: TurnNotes): Promise<Step<TurnAnswer>> {
     const { turn, messages } = parseSubmit(input, label);
     notes.turn(turn.turnKey);
+    const scope = { notes, ...(input.signal === undefined ? {} : { signal: input.signal }) };
     const start: TurnStart = {
       turnKey: turn.turnKey,
       scopeId: turn.input.scopeId,
@@ -409,12 +494,16 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       case "running":
         return stepOf({ status: "running", turnKey: turn.turnKey });
       case "started":
-        return stepOf(await first(begun.record, begun.token, messages, input.signal));
+        return stepOf(await first(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
       case "taken_over":
-        return stepOf(await recover(begun.record, begun.token, messages, notes, input.signal));
+        return stepOf(await recover(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
       case "finished": {
-        // Decided, but the decider died before resuming: resume now. Otherwise replay.
-        const continued = begun.record.state === "awaiting_approval" ? await continueAfterDecisions(begun.record, notes, input.signal) : undefined;
+        // Decided, but the decider died before resuming: resume now. Failed before any effect:
+        // run again. Otherwise replay.
+        const continued =
+          begun.record.state === "awaiting_approval"
+            ? await continueAfterDecisions(begun.record, { ...scope, attempt: 1 })
+            : await retryFailed(begun.record, messages, scope);
         return stepOf(continued ?? answerOf(await stillWaiting(begun.record), turn.turnKey, true));
       }
     }
@@ -456,7 +545,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const latest = await getTurn(record.turnKey);
     if (latest === undefined) return { answer: { status: "not_found" }, state: undefined };
     if (latest.state !== "awaiting_approval") return stepOf(await current(latest.turnKey));
-    return stepOf((await continueAfterDecisions(latest, notes)) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
+    return stepOf((await continueAfterDecisions(latest, { notes, attempt: 1 })) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
   }
 
   return {
@@ -506,6 +595,24 @@ function checkDurablePauses(agent: TurnAgent, allowInMemory: boolean): void {
       "createTurnService was given an agent whose checkpointer is the in-memory MemorySaver: a paused run would be lost with the process while its approval requests stay decidable. Use a durable checkpointer (SqliteSaver, PostgresSaver), or pass allowInMemoryCheckpointer: true in tests",
     );
   }
+}
+
+/**
+ * The class a failed run's answer names: the error's, or, for LangChain's `MiddlewareError` (which
+ * wraps whatever a middleware's hook threw, a provider's error among them), its cause's.
+ */
+function failureClass(error: LoggedError): string {
+  let current = error;
+  while (current.name === "MiddlewareError" && current.cause !== undefined) current = current.cause;
+  return /^[A-Za-z][\w.]{0,63}$/.test(current.name) ? current.name : "Error";
+}
+
+/** What one operation's runs share: the caller's signal, telemetry's notes, and which attempt of the turn this is. */
+interface RunScope {
+  readonly signal?: AbortSignal;
+  readonly notes: TurnNotes;
+  /** 1 for the turn's first run (and a takeover or resume of it); n for the n-th run after failures that left no effect. */
+  readonly attempt: number;
 }
 
 /** Decisions a resume answers the pause with, and how long each waited. */

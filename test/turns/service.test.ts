@@ -9,6 +9,7 @@ import { getEventListeners } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ToolMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { createAgent } from "langchain";
@@ -29,7 +30,7 @@ import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
 import { deferred, rejection } from "../support/fixtures.js";
 import { NotesService } from "../security/support.js";
-import { NEW_BODY, serviceHarness, TestClock, turnOf } from "./support.js";
+import { NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf } from "./support.js";
 
 interface StoreKind {
   readonly name: string;
@@ -386,6 +387,105 @@ for (const kind of KINDS) {
       expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: answer.status, answer: answer.answer, calls: answer.calls });
       expect(view.status === "found" ? view.mutation?.result : "absent").toBeUndefined();
       expect(model.calls).toBe(calls);
+    });
+
+    it("a provider outage before any effect does not use up the key: failed retryable, then the same key's retry completes with one write", async () => {
+      const store = await open();
+      const outage = { calls: 2 };
+      const warnings: [string, Readonly<Record<string, unknown>>][] = [];
+      const responder = noteResponder();
+      const { service, notes, model } = serviceHarness({
+        store,
+        // The provider is down for its first two calls: each throws before any tool runs.
+        responder: (messages) => {
+          if (outage.calls > 0) {
+            outage.calls -= 1;
+            throw new Error("503 from the provider: upstream unavailable (the note says Buy milk)");
+          }
+          return responder(messages);
+        },
+        service: { logger: { warn: (message, fields) => void warnings.push([message, fields]) } },
+      });
+      const first = await service.submit({ turn: turnOf() });
+      expect(first).toEqual({ status: "failed", code: "run_failed", error: "Error", retryable: true, attempts: 1, turnKey: turnKey(turnOf()), replayed: false });
+      expect(notes.entries, "no tool ran").toEqual([]);
+      // The cause reached the host's logger: class and code, never the provider's text.
+      // LangChain wraps what the model hook threw in its MiddlewareError: the chain is logged whole.
+      expect(warnings).toEqual([
+        ["turn run failed", { turnKey: turnKey(turnOf()), code: "run_failed", retryable: true, attempts: 1, error: { name: "MiddlewareError", cause: { name: "Error" } } }],
+      ]);
+      expect(JSON.stringify(warnings)).not.toContain("Buy milk");
+      const view = await service.get(turnKey(turnOf()));
+      expect(view.status === "found" ? [view.state, view.outcome] : view).toEqual(["failed", { status: "failed", code: "run_failed", error: "Error", retryable: true, attempts: 1 }]);
+
+      const second = await service.submit({ turn: turnOf() });
+      expect(second, "the second attempt fails too, still retryable").toMatchObject({ status: "failed", retryable: true, attempts: 2, replayed: false });
+      const third = completed(await service.submit({ turn: turnOf() }));
+      expect(third.replayed).toBe(false);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(model.calls, "two failed calls, then read, write and answer").toBe(5);
+      // Finished for good: a further retry replays the completed turn.
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...third, replayed: true });
+      expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a turn that keeps failing before any effect stops after maxAttempts: retryable false, and the key replays the failure", async () => {
+      const store = await open();
+      const { service, notes, model } = serviceHarness({
+        store,
+        responder: () => {
+          throw new TypeError("provider down");
+        },
+        service: { maxAttempts: 2, logger: { warn: () => undefined } },
+      });
+      expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "failed", retryable: true, attempts: 1 });
+      const last = await service.submit({ turn: turnOf() });
+      expect(last).toEqual({ status: "failed", code: "run_failed", error: "TypeError", retryable: false, attempts: 2, turnKey: turnKey(turnOf()), replayed: false });
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...last, replayed: true });
+      expect(model.calls).toBe(2);
+      expect(notes.entries).toEqual([]);
+    });
+
+    it("a failure after the mutation was claimed is final: no retryable, the retry replays it and writes nothing more", async () => {
+      const store = await open();
+      let failAfterWrite = true;
+      const responder = noteResponder();
+      const { service, notes } = serviceHarness({
+        store,
+        responder: (messages) => {
+          const done = messages.some((message) => ToolMessage.isInstance(message) && message.name === "edit_note");
+          if (done && failAfterWrite) {
+            failAfterWrite = false;
+            throw new Error("the provider failed after the write");
+          }
+          return responder(messages);
+        },
+        service: { logger: { warn: () => undefined } },
+      });
+      const failed = await service.submit({ turn: turnOf() });
+      expect(failed).toMatchObject({ status: "failed", code: "run_failed", mutation: { state: "complete" } });
+      expect(failed).not.toHaveProperty("retryable");
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...failed, replayed: true });
+      expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a moderation provider outage is failed retryable: the retry moderates again and runs the turn", async () => {
+      const store = await open();
+      let down = true;
+      const { service, notes } = serviceHarness({
+        store,
+        service: {
+          logger: { warn: () => undefined },
+          moderate: () => {
+            if (down) throw new Error("moderation unavailable");
+            return true;
+          },
+        },
+      });
+      expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "failed", code: "moderation_failed", retryable: true, attempts: 1 });
+      down = false;
+      completed(await service.submit({ turn: turnOf() }));
+      expect(notes.writes).toHaveLength(1);
     });
 
     it("an approval request is not decidable before its pause is durable: decide answers running and records nothing", async () => {

@@ -90,12 +90,14 @@ export interface ServiceHarnessOptions {
   /** Given to the guardrails and the service alike. */
   readonly telemetry?: GuardrailTelemetry;
   readonly service?: Partial<Omit<TurnServiceOptions, "agent" | "store">>;
+  /** Plans each model reply; default `noteResponder()`. A throw is a failed model call (a provider outage). */
+  readonly responder?: (messages: readonly BaseMessage[]) => ScriptReply;
 }
 
 /** One worker: its model, agent and service; notes and checkpointer may be shared between workers. */
 export function serviceHarness(options: ServiceHarnessOptions) {
   const notes = options.notes ?? new NotesService();
-  const model = new ScriptedModel(noteResponder());
+  const model = new ScriptedModel(options.responder ?? noteResponder());
   let moderations = 0;
   const guardrails = createDocumentGuardrails({
     store: options.agentStore ?? options.store,
