@@ -72,7 +72,8 @@ export const ToolKindSchema = z.enum(TOOL_KINDS);
  * - `mutation`: changes the document; at most one per turn, claimed in the store.
  * - `side-effect`: acts outside the document (sends mail, opens a ticket, posts to chat); each
  *   distinct call (turn, tool, arguments) claimed in the store, run once, replayed after; no read
- *   needed and the turn's mutation slot untouched. `maxPerTurn` caps how many a turn may make.
+ *   needed and the turn's mutation slot untouched. `maxPerTurn` caps how many a turn may make;
+ *   `discriminator` tells identical calls apart.
  * - `auxiliary`: anything else without an effect to fence (memory, calculators); runs freely.
  */
 export type ToolKind = z.infer<typeof ToolKindSchema>;
@@ -93,6 +94,25 @@ export type RetryPolicy = z.infer<typeof RetryPolicySchema>;
 
 /** Which document a call touches, from its parsed arguments: `undefined` when it cannot tell. */
 export type ScopeOf = (args: Readonly<Record<string, JsonValue>>) => string | undefined;
+
+/** What a side effect's {@link EffectDiscriminator} is told of the call besides its arguments. */
+export interface EffectCall {
+  /** The call id the model gave: a retried step with fresh provider ids has new ones. */
+  readonly id: string;
+  /** The tool's name. */
+  readonly name: string;
+}
+
+/**
+ * What tells two calls of a `side-effect` tool with the same arguments apart, from the parsed
+ * arguments and the call: its answer (plain JSON, at most {@link MAX_DISCRIMINATOR_CHARS}
+ * characters as canonical JSON) joins the call's `effectKey`; `null` keeps the key it has without
+ * one. It must answer the same for the same call on a retry or a resume, or that call runs again.
+ */
+export type EffectDiscriminator = (args: Readonly<Record<string, JsonValue>>, call: EffectCall) => JsonValue;
+
+/** The longest answer an {@link EffectDiscriminator} may give, in characters of canonical JSON. */
+export const MAX_DISCRIMINATOR_CHARS = 1024;
 
 /** How the middleware governs one tool: its kind, retries and, for reads and mutations, the document a call touches. */
 export const ToolPolicySchema = z
@@ -123,6 +143,18 @@ export const ToolPolicySchema = z
      * `effect_limit` before anything runs. Default: no limit.
      */
     maxPerTurn: z.int().min(1).max(1000).optional(),
+    /**
+     * For `side-effect` tools: what tells two calls with the same arguments apart, so a turn that
+     * means to send two identical messages sends both. Its answer joins the `effectKey`; without
+     * it (or when it answers `null`) identical calls in a turn are one effect, replayed. Answering
+     * `call.id` makes each model call its own effect, at a price: a retried step with fresh
+     * provider call ids then acts again. A discriminator that throws, or answers anything but
+     * plain JSON of at most {@link MAX_DISCRIMINATOR_CHARS} characters, refuses the call
+     * `effect_unidentified` before anything is claimed.
+     */
+    discriminator: z
+      .custom<EffectDiscriminator>((value) => typeof value === "function", "discriminator must be a function (args, call) => JSON")
+      .optional(),
   })
   .refine((policy) => policy.scope === undefined || policy.kind === "document-read" || policy.kind === "mutation", {
     error: "scope binds document-read and mutation tools only",
@@ -131,6 +163,10 @@ export const ToolPolicySchema = z
   .refine((policy) => policy.maxPerTurn === undefined || policy.kind === "side-effect", {
     error: "maxPerTurn limits side-effect tools only",
     path: ["maxPerTurn"],
+  })
+  .refine((policy) => policy.discriminator === undefined || policy.kind === "side-effect", {
+    error: "discriminator tells side-effect calls apart only",
+    path: ["discriminator"],
   });
 /** A {@link ToolPolicySchema} value: one entry of the `tools` option. */
 export type ToolPolicy = z.infer<typeof ToolPolicySchema>;
@@ -373,8 +409,9 @@ export type MutationRelease = z.infer<typeof MutationReleaseSchema>;
 
 /**
  * Which side effect a claim is for: one `side-effect` call, keyed by `effectKey` (turn, tool and
- * arguments). The call id is recorded, not keyed: a model that asks for the same effect again in
- * the same turn, under a new call id, gets the first call's answer, never a second effect.
+ * arguments, and its tool's `discriminator`'s answer if any). The call id is recorded, not keyed:
+ * a model that asks for the same effect again in the same turn, under a new call id, gets the
+ * first call's answer, never a second effect (unless the discriminator tells the calls apart).
  */
 export const EffectIdentitySchema = z.strictObject({
   turnKey: DigestSchema,
@@ -382,7 +419,7 @@ export const EffectIdentitySchema = z.strictObject({
   toolCallId: IdSchema,
   toolName: IdSchema,
   argsDigest: DigestSchema,
-  /** `effectKey(turn, call)`: hashes turn key, tool name and argument digest. */
+  /** `effectKey(turn, call)`: hashes turn key, tool name, argument digest and the discriminator's answer, if any. */
   effectKey: DigestSchema,
   /** `toolFingerprint(tool)` of the tool the call was made to; recorded, not part of `effectKey`. */
   toolFingerprint: DigestSchema,
@@ -1224,6 +1261,7 @@ export const REFUSAL_CODES = {
   effect_unknown: "effect_unknown",
   effect_pruned: "effect_pruned",
   effect_limit: "effect_limit",
+  effect_unidentified: "effect_unidentified",
 } as const;
 /** One of {@link REFUSAL_CODES}: the `guardrail` field of a refused call's `ToolMessage`. */
 export type RefusalCode = (typeof REFUSAL_CODES)[keyof typeof REFUSAL_CODES];

@@ -17,6 +17,7 @@ export {
 export {
   ApprovalDecisionSchema,
   DigestSchema,
+  MAX_DISCRIMINATOR_CHARS,
   REFUSAL_CODES,
   RetryPolicySchema,
   TOOL_KINDS,
@@ -30,6 +31,8 @@ export {
   type ApprovalSubmission,
   type AuditEvent,
   type Detection,
+  type EffectCall,
+  type EffectDiscriminator,
   type GuardrailAction,
   type GuardrailVerdict,
   type JsonValue,

@@ -4,7 +4,7 @@
  * the public contract and documented in docs/architecture.md.
  */
 import type { ServerTool } from "@langchain/core/tools";
-import type { EffectIdentity, MutationIdentity, Segment, TurnRef } from "./contracts.js";
+import { MAX_DISCRIMINATOR_CHARS, type EffectIdentity, type JsonValue, type MutationIdentity, type Segment, type TurnRef } from "./contracts.js";
 import { canonicalJson, digest, sha256Hex } from "./digest.js";
 import { GuardrailsError } from "./errors.js";
 import { implementationOf } from "./execution/tool.js";
@@ -199,21 +199,44 @@ export function mutationIdentity(
 
 /**
  * The key of one side effect: turn, tool and arguments (not the call id, so the same effect asked
- * for again in the turn under a new id is the same effect). Pass it to the service the effect acts
- * on (a mail API's idempotency key) so it can be recognised when an operator reconciles it.
+ * for again in the turn under a new id is the same effect), and the answer of the tool's
+ * `discriminator`, when its policy has one and it is not `null`. Pass it to the service the effect
+ * acts on (a mail API's idempotency key) so it can be recognised when an operator reconciles it.
  */
-export function effectKey(turn: TurnRef, call: Omit<ToolCallRef, "id">): string {
-  return effectKeyOf(turnKey(turn), call.name, digest(call.args));
+export function effectKey(turn: TurnRef, call: Omit<ToolCallRef, "id"> & { readonly discriminator?: JsonValue }): string {
+  const { discriminator } = call;
+  return effectKeyOf(turnKey(turn), call.name, digest(call.args), discriminator === undefined || discriminator === null ? undefined : digest(discriminator));
 }
 
-function effectKeyOf(turnKeyValue: string, toolName: string, argsDigest: string): string {
-  return digest({ kind: "arkah.effect", v: 1, turnKey: turnKeyValue, toolName, argsDigest });
+function effectKeyOf(turnKeyValue: string, toolName: string, argsDigest: string, discriminatorDigest: string | undefined): string {
+  // Without a discriminator the formula is the one keys had before there were any: stored claims keep their keys.
+  const base = { kind: "arkah.effect", v: 1, turnKey: turnKeyValue, toolName, argsDigest };
+  return digest(discriminatorDigest === undefined ? base : { ...base, discriminatorDigest });
+}
+
+/**
+ * @internal The digest of a discriminator's answer, as its effect key takes it: undefined for
+ * `null` (the key without one). Throws `DigestError` for a value that is not plain JSON, and
+ * `RangeError` for one longer than {@link MAX_DISCRIMINATOR_CHARS} characters of canonical JSON.
+ */
+export function discriminatorDigest(answer: unknown): string | undefined {
+  if (answer === null) return undefined;
+  const json = canonicalJson(answer);
+  if (json.length > MAX_DISCRIMINATOR_CHARS) throw new RangeError(`the answer is longer than ${String(MAX_DISCRIMINATOR_CHARS)} characters of canonical JSON`);
+  return sha256Hex(json);
 }
 
 /** @internal The identity a side effect is claimed under. */
 export function effectIdentity(
   turn: { readonly scopeId: string; readonly turnKey: string },
-  call: { readonly id: string; readonly name: string; readonly argsDigest: string; readonly toolFingerprint: string },
+  call: {
+    readonly id: string;
+    readonly name: string;
+    readonly argsDigest: string;
+    readonly toolFingerprint: string;
+    /** `discriminatorDigest` of the tool's discriminator's answer; undefined without one. */
+    readonly discriminatorDigest?: string | undefined;
+  },
 ): EffectIdentity {
   return {
     turnKey: turn.turnKey,
@@ -221,7 +244,7 @@ export function effectIdentity(
     toolCallId: call.id,
     toolName: call.name,
     argsDigest: call.argsDigest,
-    effectKey: effectKeyOf(turn.turnKey, call.name, call.argsDigest),
+    effectKey: effectKeyOf(turn.turnKey, call.name, call.argsDigest, call.discriminatorDigest),
     toolFingerprint: call.toolFingerprint,
   };
 }

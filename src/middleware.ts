@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type Tool
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
@@ -148,6 +148,8 @@ export interface ResolvedPolicy {
   readonly idempotent: boolean;
   /** A `side-effect` tool's limit of distinct effects per turn; undefined: none. */
   readonly maxPerTurn: number | undefined;
+  /** What tells a `side-effect` tool's identical calls apart; undefined: nothing (they are one effect). */
+  readonly discriminator: EffectDiscriminator | undefined;
 }
 
 function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
@@ -167,7 +169,16 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
       `tools.${name}.retry: a side effect gets one attempt unless the service it acts on dedupes by effectKey; set idempotent: true or remove maxAttempts`,
     );
   }
-  return { kind: policy.kind, scope: policy.scope, owner, maxAttempts, delayMs, idempotent, maxPerTurn: policy.maxPerTurn };
+  return {
+    kind: policy.kind,
+    scope: policy.scope,
+    owner,
+    maxAttempts,
+    delayMs,
+    idempotent,
+    maxPerTurn: policy.maxPerTurn,
+    discriminator: policy.discriminator,
+  };
 }
 
 /**
@@ -355,7 +366,7 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
     const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
     const preflight =
-      mutation !== undefined ? mutationPreflight(call, mutation) : kind === "side-effect" ? effectPreflight(call) : undefined;
+      mutation !== undefined ? mutationPreflight(call, mutation) : kind === "side-effect" ? effectPreflight(call, policy?.discriminator) : undefined;
     const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
     return observeCall(call, policy !== undefined, async () => {
       // Stages answer synchronously when they need not wait: no promise on the common path.

@@ -53,6 +53,30 @@ export function replayMessage(call: { readonly id: string; readonly name: string
 }
 
 /**
+ * What a model is told when its side effect was not carried out because an identical call already
+ * ran in the turn: a note first, then that call's result. Plain text, so every provider takes it as
+ * it takes any tool result, with the stored result's own status (a success stays one).
+ */
+export function duplicateEffectContent(content: string, earlierCallId: string | undefined): string {
+  const earlier = earlierCallId === undefined ? "" : ` (call ${earlierCallId})`;
+  return (
+    `[Not carried out again: an identical call${earlier} with the same tool and arguments already ran in this turn, ` +
+    "so this call did nothing; that call's result follows. Calling it again with the same arguments will not repeat it; " +
+    "if it was meant to happen twice, tell the user it happened once.]\n\n" +
+    content
+  );
+}
+
+/** A side effect's replay for an identical call: {@link duplicateEffectContent}, with the stored status. */
+export function duplicateEffectMessage(
+  call: { readonly id: string; readonly name: string },
+  result: MutationResult,
+  earlierCallId: string | undefined,
+): ToolMessage {
+  return replayMessage(call, { content: duplicateEffectContent(result.content, earlierCallId), status: result.status });
+}
+
+/**
  * Whether a tool result carries an artifact beside its content, which a text replay would drop. An
  * empty one (`null`, `[]`: what an MCP tool returns with a text result) carries nothing to lose.
  */

@@ -136,6 +136,16 @@ export function effectRefusal(effect: EffectStatus | undefined): Refusal | undef
   return undefined;
 }
 
+/**
+ * Whether a side effect's replay answers a call other than the one that made it: an identical
+ * call (same tool, arguments and discriminator) earlier in the turn, which the model is told about.
+ * The same call id replays its own effect (a resume re-running the step, a transport retry). An
+ * effect the store no longer names (gone since the claim answered) counts as another call's.
+ */
+export function replaysAnotherCall(effect: EffectStatus | undefined, call: { readonly id: string; readonly name: string }): boolean {
+  return effect?.toolCallId !== call.id || effect.toolName !== call.name;
+}
+
 /** The turn's slot is held by another call: what the turn's one change did, so a model that minted a new call id can tell the user. */
 function conflict(completed: CompletedMutation | undefined): Refusal {
   if (completed === undefined) return { refuse: "mutation_conflict" };
@@ -210,4 +220,6 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "This exact action was carried out earlier in this turn; its result is no longer kept. Do not call it again.",
   effect_limit:
     "This turn has made as many of these actions as it may, so this one did not run. Do not make another; tell the user.",
+  effect_unidentified:
+    "This action could not be told apart from others of its kind, so it did not run. Do not retry it; tell the user an operator has to check the tool.",
 };

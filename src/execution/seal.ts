@@ -15,6 +15,10 @@
  *   fresh copy of the checked arguments. `call`, `_call`, `func`, `stream`, `batch`, the registered
  *   tool under any config: each reaches a guard without the permit and is refused, unrun. Outside
  *   every governed call (other host code, a test) the guards just call through.
+ * - The admitted body runs with `this` the registered tool, never the frozen sealed copy, so a tool
+ *   that keeps state on itself (`this.calls += 1`, `this.client ??= ...`) keeps it. Its own entry
+ *   points on `this` are the guards above, and each inner entry (`func`, a class's `_call`) passes
+ *   once per admitted call: code the body calls cannot enter the body again.
  *
  * What the seal saw afterwards says whether the body provably never started, which releases a claim.
  */
@@ -55,9 +59,11 @@ export interface SealReport {
 
 type Method = (this: unknown, ...args: unknown[]) => unknown;
 
-/** A governed tool's own methods, as they were before the guards replaced them. */
+/** What a governed tool's guards call through to. */
 export interface Originals {
+  /** Its `invoke`, as it was before the guard replaced it. */
   readonly invoke: SealableTool["invoke"];
+  /** What the guarded `_call` enters once admitted: its own `_call`, or its class's guarded one. */
   readonly call: Method;
 }
 
@@ -84,8 +90,11 @@ export class Seal {
   /** The sealed invocation happened (there is one). */
   #invoked = false;
   #permit: Permit | undefined = undefined;
-  /** The tool whose admitted `_call` is running its body's first, synchronous part. */
-  #passing: object | undefined = undefined;
+  /**
+   * The tool whose admitted `_call` is running its body's first, synchronous part, and the inner
+   * entries (`func`, a class's `_call`) already passed in it: each passes once.
+   */
+  #passing: { readonly tool: object; readonly passed: Set<object> } | undefined = undefined;
   #started = false;
   #outcome: SealReport["outcome"] = undefined;
   readonly #violations: SealViolation[] = [];
@@ -132,7 +141,7 @@ export class Seal {
     }
     this.#permit = undefined;
     this.#started = true;
-    this.#passing = tool;
+    this.#passing = { tool, passed: new Set() };
     return permit;
   }
 
@@ -142,11 +151,16 @@ export class Seal {
   }
 
   /**
-   * A guarded `func` (or class `_call`) of `tool`: passes only synchronously inside its admitted
-   * `_call`, where nothing but the body's own code runs. Otherwise answers the refusal.
+   * A guarded inner entry `door` (its `func`, or a class's `_call`) of `tool`: passes only
+   * synchronously inside its admitted `_call`, and once. What the body calls there (a client a
+   * middleware planted on the tool) could otherwise enter the body again with other arguments.
+   * Otherwise answers the refusal.
    */
-  pass(tool: object): SealError | undefined {
-    return this.#passing === tool ? undefined : this.violate(this.#open ? "body_called" : "late_invocation");
+  pass(tool: object, door: object): SealError | undefined {
+    const passing = this.#passing;
+    if (passing?.tool !== tool || passing.passed.has(door)) return this.violate(this.#open ? "body_called" : "late_invocation");
+    passing.passed.add(door);
+    return undefined;
   }
 
   async #run(sealed: SealableTool, input: unknown, config: unknown): Promise<unknown> {
@@ -238,12 +252,14 @@ export function guardTool(tool: SealableTool): Originals {
   const known = guarded.get(tool);
   if (known !== undefined) return known;
   const invoke = Reflect.get<SealableTool, "invoke">(tool, "invoke");
-  const call: Method = Reflect.get<SealableTool, "_call">(tool, "_call");
   const func = Object.getOwnPropertyDescriptor(tool, "func")?.value as unknown;
   const classBody = classBodyOf(tool);
-  const originals: Originals = { invoke, call };
   // The implementation a fingerprint covers, before a guard stands in its place.
   originalBodies.set(tool, currentBody(tool) ?? null);
+  // The admitted `_call` enters a subclass's body through its class guard, which passes once, so
+  // code the body calls cannot enter the body again (on the class's first guarded tool too).
+  const call: Method = classBody === undefined ? Reflect.get<SealableTool, "_call">(tool, "_call") : guardClass(classBody);
+  const originals: Originals = { invoke, call };
   const define = (key: string, value: Method) =>
     Object.defineProperty(tool, key, { value, writable: false, configurable: false, enumerable: false });
 
@@ -262,7 +278,8 @@ export function guardTool(tool: SealableTool): Originals {
     // A body answers with a promise: so does its refusal.
     if (entry instanceof SealError) return Promise.reject(entry);
     try {
-      return call.call(this, entry.input, ...rest);
+      // On the registered tool, not the frozen sealed copy `this` is: its writes to `this` persist.
+      return call.call(tool, entry.input, ...rest);
     } finally {
       seal.leave();
     }
@@ -271,36 +288,43 @@ export function guardTool(tool: SealableTool): Originals {
     const body = func as Method;
     // `tool()` and `DynamicTool` run their function through `this.func`, synchronously from `_call`.
     define("func", function guardedFunc(this: unknown, ...args: unknown[]) {
-      const refused = current.getStore()?.pass(tool);
-      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
+      const seal = current.getStore();
+      if (seal === undefined) return body.apply(this, args);
+      const refused = seal.pass(tool, guardedFunc);
+      return refused === undefined ? body.apply(tool, args) : Promise.reject(refused);
     });
   }
-  if (classBody !== undefined) guardClass(classBody);
   guarded.set(tool, originals);
   guardedTools.add(tool);
   return originals;
 }
 
+/** Per guarded class prototype, the guard that stands in its `_call`. */
+const classGuards = new WeakMap<object, Method>();
+
 /**
- * Guards a `StructuredTool` subclass's `_call` on its class prototype, once: inside a governed call,
- * a governed instance (or the sealed copy of one) reaches it only from its admitted `_call`. Other
- * instances, and every call outside governed calls, call straight through.
+ * Guards a `StructuredTool` subclass's `_call` on its class prototype, once, and answers the guard:
+ * inside a governed call, a governed instance (or the sealed copy of one) reaches the body only from
+ * its admitted `_call`, once, and the body runs on the registered tool. Other instances, and every
+ * call outside governed calls, call straight through.
  */
-function guardClass(proto: object): void {
-  if (guardedClasses.has(proto)) return;
+function guardClass(proto: object): Method {
+  const known = classGuards.get(proto);
+  if (known !== undefined) return known;
   const descriptor = Object.getOwnPropertyDescriptor(proto, "_call");
   const body = descriptor?.value as Method;
   originalClassBodies.set(proto, body);
-  Object.defineProperty(proto, "_call", {
-    ...descriptor,
-    value: function guardedClassCall(this: unknown, ...args: unknown[]) {
-      const seal = current.getStore();
-      const tool = seal === undefined ? undefined : governedTool(this, proto);
-      const refused = tool === undefined ? undefined : seal?.pass(tool);
-      return refused === undefined ? body.apply(this, args) : Promise.reject(refused);
-    },
-  });
+  const guard = function guardedClassCall(this: unknown, ...args: unknown[]): unknown {
+    const seal = current.getStore();
+    const tool = seal === undefined ? undefined : governedTool(this, proto);
+    if (seal === undefined || tool === undefined) return body.apply(this, args);
+    const refused = seal.pass(tool, proto);
+    return refused === undefined ? body.apply(tool, args) : Promise.reject(refused);
+  };
+  Object.defineProperty(proto, "_call", { ...descriptor, value: guard });
+  classGuards.set(proto, guard);
   guardedClasses.add(proto);
+  return guard;
 }
 
 /** The governed tool `self` is (or is a copy of), looking up its prototypes as far as `proto`. */

@@ -8,14 +8,16 @@ import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallHandler } from "langchain";
 import {
   EffectClaimResultSchema,
+  EffectStatusSchema,
   MAX_READ_EVIDENCE,
   type AuditEvent,
+  type EffectDiscriminator,
   type GuardrailStore,
   type MutationResult,
   type RefusalCode,
   type ToolKind,
 } from "../contracts.js";
-import { checkMutationStep, claimAction, effectClaimAction, type ClaimAction } from "../decision/plan.js";
+import { checkMutationStep, claimAction, effectClaimAction, replaysAnotherCall, type ClaimAction, type Refusal } from "../decision/plan.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError, StoreContractError } from "../errors.js";
@@ -25,10 +27,10 @@ import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint }
 import { retryDelayMs, sleep } from "../retry.js";
 import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
 import type { TelemetryClaimKey, TelemetryStep } from "../telemetry.js";
-import { hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import { duplicateEffectMessage, hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
-import { recheckTool } from "./stages.js";
+import { discriminate, recheckTool } from "./stages.js";
 
 /** How often the middleware itself may run a call's tool (the tool policy's `retry`). */
 export interface Attempts {
@@ -176,13 +178,14 @@ export async function runMutation(
 
 /**
  * A `side-effect` call: no step rule and no read needed; the effect's own claim (turn, tool,
- * arguments; optionally limited per turn), the sealed run, the settlement: the mutation's shell.
+ * arguments, the discriminator's answer; optionally limited per turn), the sealed run, the
+ * settlement: the mutation's shell. A replay for an identical call earlier in the turn says so.
  */
 export async function runSideEffect(
   call: GovernedCall,
   handler: ToolCallHandler,
   attempts: Attempts,
-  options: { readonly maxPerTurn: number | undefined },
+  options: { readonly maxPerTurn: number | undefined; readonly discriminator: EffectDiscriminator | undefined },
 ): Promise<ToolResult> {
   const changed = recheckTool(call);
   if (changed !== undefined) return changed;
@@ -193,10 +196,25 @@ export async function runSideEffect(
     noun: "side effect",
     unknownCode: "effect_unknown",
     claim: async (fingerprint) => {
-      const identity = effectIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest, toolFingerprint: fingerprint });
+      // Asked at each claim: an approver's edit (the loop below) changes the arguments it is told.
+      const discriminated = discriminate(call, options.discriminator);
+      if (!discriminated.ok) return { refuse: "effect_unidentified" };
+      const identity = effectIdentity(call.turn, {
+        id: call.id,
+        name: call.name,
+        argsDigest: call.checked.argsDigest,
+        toolFingerprint: fingerprint,
+        discriminatorDigest: discriminated.digest,
+      });
       const answer = await store.claimEffect(identity, claimOptions);
       const claimed = trusted ? answer : parseStoreValue(EffectClaimResultSchema, answer, "claimEffect answer");
       return { key: { effectKey: identity.effectKey }, status: claimed.status, action: effectClaimAction(claimed) };
+    },
+    replay: async (result, key) => {
+      // Which call made the effect: the claim's answer does not say, so one read, on replays only.
+      const answer = await store.getEffect(key.effectKey ?? "");
+      const effect = answer === undefined || trusted ? answer : parseStoreValue(EffectStatusSchema, answer, "getEffect answer");
+      return replaysAnotherCall(effect, call) ? duplicateEffectMessage(call, result, effect?.toolCallId) : replayMessage(call, result);
     },
     settle: async (token, outcome, audit, key) => {
       const answer = await store.settleEffect({ effectKey: key.effectKey ?? "", token, ...outcome, audit });
@@ -224,7 +242,9 @@ interface ClaimKind {
   /** What an ambiguous outcome is refused with (and recorded as). */
   readonly unknownCode: "mutation_unknown" | "effect_unknown";
   /** Claims the call's identity (its arguments as checked now: an approver may have edited them). */
-  claim(fingerprint: string): Promise<{ readonly key: TelemetryClaimKey; readonly status: TelemetryClaimStatus; readonly action: ClaimAction }>;
+  claim(
+    fingerprint: string,
+  ): Promise<{ readonly key: TelemetryClaimKey; readonly status: TelemetryClaimStatus; readonly action: ClaimAction } | Refusal>;
   /** Settles the claim held by `token`, with its audit event in the same store call. */
   settle(
     token: string,
@@ -234,6 +254,8 @@ interface ClaimKind {
   ): Promise<boolean>;
   /** Gives the claim held by `token` back. */
   release(token: string, key: TelemetryClaimKey): Promise<boolean>;
+  /** The model's answer for a replay of the stored `result`; default: the result as it was. */
+  replay?(result: MutationResult, key: TelemetryClaimKey): Promise<ToolMessage>;
 }
 
 type TelemetryClaimStatus = Extract<TelemetryStep, { readonly type: "claim" }>["status"];
@@ -249,10 +271,13 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
   const claim = async () => {
     call.signal?.throwIfAborted();
     const claimed = await kind.claim(call.fingerprint ?? toolFingerprint(sealedTool));
+    if ("refuse" in claimed) return claimed;
     call.note({ type: "claim", status: claimed.status, ...claimed.key });
     return claimed;
   };
-  let { key, action } = await claim();
+  const first = await claim();
+  if ("refuse" in first) return call.refuse(first.refuse);
+  let { key, action } = first;
   const releaseHeld = (token: string) => releaseClaim(call, kind, key, token);
   // An approval covers one execution. One an earlier execution used covers this call's replay
   // only: a claim that opened again (a no-effect reconciliation) needs a new one, so the claim
@@ -267,7 +292,9 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
       return renewed.refusal;
     }
     call.adopt(renewed.pass, renewed.approval, renewed.replayOnly === true);
-    ({ key, action } = await claim());
+    const again = await claim();
+    if ("refuse" in again) return call.refuse(again.refuse);
+    ({ key, action } = again);
   }
   // Nobody was asked because the preflight read a completed effect, which only replays: a claim
   // that would run it contradicts the store's own answer (complete is final), so nothing runs.
@@ -281,8 +308,9 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
   if ("refuse" in action) return call.refuse(action.refuse, action.details);
   if ("replay" in action) {
     call.note({ type: "replay", ...key });
+    const answer = kind.replay === undefined ? replayMessage(call, action.replay) : await kind.replay(action.replay, key);
     await call.record({ decision: "replayed", ...key, result: action.replay.content });
-    return replayMessage(call, action.replay);
+    return answer;
   }
   const token = action.execute;
   const logKey = { toolName: call.name, toolCallId: call.id, ...key };

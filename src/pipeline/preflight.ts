@@ -4,7 +4,7 @@
  * stored, no interrupt raised). Asked only when a call is about to be put to a person: calls
  * without approvals pay nothing. The claim after the approval still decides.
  */
-import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema } from "../contracts.js";
+import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema, type EffectDiscriminator } from "../contracts.js";
 import { checkMutationStep, effectRefusal, slotRefusal, type Refusal } from "../decision/plan.js";
 import { effectIdentity, toolFingerprint } from "../keys.js";
 import { readCandidates } from "../decision/transcript.js";
@@ -14,6 +14,7 @@ import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
 import { z } from "zod";
 import type { GovernedCall } from "./call.js";
 import type { MutationContext } from "./execute.js";
+import { discriminate } from "./stages.js";
 
 const UnresolvedListSchema = z.array(UnresolvedMutationSchema);
 
@@ -48,17 +49,24 @@ export function mutationPreflight(call: GovernedCall, context: MutationContext):
  * Before a person is asked about a side effect: its claim as `getEffect` reads it, refused when
  * it is certain never to run (`unknown`, `pruned`), and `replay` when it completed (under this or
  * another call id): the claim can only replay it, so nobody is asked about what already happened.
- * One store read, and only for calls put to a person.
+ * A discriminator that fails refuses it `effect_unidentified`. One store read, and only for calls
+ * put to a person.
  */
-export function effectPreflight(call: GovernedCall): () => Promise<Refusal | typeof REPLAY_ONLY | undefined> {
+export function effectPreflight(
+  call: GovernedCall,
+  discriminator: EffectDiscriminator | undefined,
+): () => Promise<Refusal | typeof REPLAY_ONLY | undefined> {
   return async () => {
     const { store } = call.governance;
     if (store === undefined || call.tool === undefined) return undefined;
+    const discriminated = discriminate(call, discriminator);
+    if (!discriminated.ok) return { refuse: "effect_unidentified" };
     const { effectKey } = effectIdentity(call.turn, {
       id: call.id,
       name: call.name,
       argsDigest: call.checked.argsDigest,
       toolFingerprint: call.fingerprint ?? toolFingerprint(call.tool),
+      discriminatorDigest: discriminated.digest,
     });
     const answer = await store.getEffect(effectKey);
     const effect = answer === undefined || isTrustedStore(store) ? answer : parseStoreValue(EffectStatusSchema, answer, "getEffect answer");

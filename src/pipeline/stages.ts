@@ -3,14 +3,14 @@
  * Each answers `undefined` to go on, or the refusal the model gets (already recorded).
  */
 import type { ToolMessage } from "@langchain/core/messages";
-import type { JsonValue, ScopeOf, ToolKind } from "../contracts.js";
+import type { EffectDiscriminator, JsonValue, ScopeOf, ToolKind } from "../contracts.js";
 import { checkCall, type Refusal } from "../decision/plan.js";
 import { copyJson } from "../digest.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";
 import { checkedCall, checks, evaluateGuardrails, type GuardrailEnvironment, type REPLAY_ONLY } from "../guardrails/evaluate.js";
 import { hasCheckpointer } from "../guardrails/resume.js";
 import { argumentIssueDetails, zodSchemaOf } from "../guardrails/schema.js";
-import { identifyTool } from "../keys.js";
+import { discriminatorDigest, identifyTool } from "../keys.js";
 import { isAuthorized } from "../options.js";
 import type { GovernedCall } from "./call.js";
 
@@ -139,6 +139,30 @@ function inScope(call: GovernedCall, scopeOf: ScopeOf | undefined, args: Readonl
     });
   }
   return declared === call.turn.scopeId;
+}
+
+/** What a side effect's discriminator answered for the call: its digest for the key (none for `null`), or that it failed. */
+export type Discrimination = { readonly ok: true; readonly digest: string | undefined } | { readonly ok: false };
+
+const UNDISCRIMINATED: Discrimination = { ok: true, digest: undefined };
+
+/**
+ * Asks a `side-effect` tool's discriminator about the call as checked now (an approver may have
+ * edited its arguments), with a copy of them. One that throws, or answers anything but plain JSON
+ * within `MAX_DISCRIMINATOR_CHARS`, fails: the call is refused before anything is claimed, since
+ * the effect it would be claimed as is unknown. Logged without the value.
+ */
+export function discriminate(call: GovernedCall, discriminator: EffectDiscriminator | undefined): Discrimination {
+  if (discriminator === undefined) return UNDISCRIMINATED;
+  try {
+    return { ok: true, digest: discriminatorDigest(discriminator(copyJson(call.checked.args), { id: call.id, name: call.name })) };
+  } catch (error) {
+    call.governance.logger.warn(
+      "a side-effect tool's discriminator threw, or answered a value that is not plain JSON within its bound; the call is refused effect_unidentified",
+      { toolName: call.name, toolCallId: call.id, error },
+    );
+    return { ok: false };
+  }
 }
 
 /** The host's authorization, asked about the parsed arguments; only literally `true` allows. */

@@ -33,6 +33,7 @@ import {
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 import { CORE_STORE_METHODS } from "../../src/store-capabilities.js";
+import { duplicateEffectContent } from "../../src/tool-messages.js";
 import {
   admit,
   DocumentService,
@@ -227,7 +228,7 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
       { toolCalls: [send("e3", "bo@example.com")] },
       { content: "Sent." },
     ]);
-    expect(outcomeOf(messages, "e2")).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    expect(outcomeOf(messages, "e2")).toMatchObject({ status: "success", content: duplicateEffectContent("sent to ana@example.com", "e1") });
     expect(outcomeOf(messages, "e3")).toMatchObject({ status: "success", content: "sent to bo@example.com" });
     expect(w.services.outbox).toEqual([
       { to: "ana@example.com", subject: "Renamed" },
@@ -241,7 +242,68 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
     expect(w.services.outbox).toHaveLength(1);
     const answers = [outcomeOf(messages, "e1"), outcomeOf(messages, "e2")];
     const other = answers.find((answer) => answer.code !== undefined) ?? answers[1];
-    expect(other?.code === "effect_pending" || other?.content === "sent to ana@example.com").toBe(true);
+    const replayed = [duplicateEffectContent("sent to ana@example.com", "e1"), duplicateEffectContent("sent to ana@example.com", "e2")];
+    expect(other?.code === "effect_pending" || replayed.includes(other?.content ?? "")).toBe(true);
+  });
+
+  it("two identical sends in one turn: one real send; the second call's result tells the model it was not sent again, with the first's result", async () => {
+    const w = world();
+    const messages = await runTurn(w, [{ toolCalls: [send("e1")] }, { toolCalls: [send("e2")] }, { content: "Sent twice?" }]);
+    expect(w.services.outbox).toHaveLength(1);
+    expect(outcomeOf(messages, "e1")).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    const second = outcomeOf(messages, "e2");
+    // Still a successful result carrying the first call's, behind a note naming that call.
+    expect(second.status).toBe("success");
+    expect(second.content).toMatch(/^\[Not carried out again: an identical call \(call e1\) with the same tool and arguments already ran in this turn/);
+    expect(second.content.endsWith("\n\nsent to ana@example.com")).toBe(true);
+    expect(await trail(w)).toEqual(["send_email executed", "send_email replayed"]);
+  });
+
+  it("a discriminator that tells identical calls apart (the call id): two identical sends in one turn are two sends; each replays its own", async () => {
+    const w = world();
+    const policies = { ...POLICIES, send_email: { kind: "side-effect", discriminator: (_args, call) => call.id } } satisfies Record<string, ToolPolicy>;
+    const script = [{ toolCalls: [send("e1")] }, { toolCalls: [send("e2")] }, { content: "Sent twice." }];
+    const messages = await runTurn(w, script, { policies });
+    expect(w.services.outbox).toHaveLength(2);
+    for (const id of ["e1", "e2"]) expect(outcomeOf(messages, id)).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    // The turn retried with the same call ids: each replays its own effect, no note, nothing sent.
+    const retried = await runTurn(w, script, { policies });
+    for (const id of ["e1", "e2"]) expect(outcomeOf(retried, id)).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    expect(w.services.outbox).toHaveLength(2);
+    // The key the service can be given: effectKey with the discriminator's answer.
+    const args = { to: "ana@example.com", subject: "Renamed" };
+    const events = await w.store.readAudit({ turnKey: turnKey(w.input) });
+    expect(events.filter((event) => event.decision === "executed").map((event) => event.effectKey)).toEqual([
+      effectKey(w.input, { name: "send_email", args, discriminator: "e1" }),
+      effectKey(w.input, { name: "send_email", args, discriminator: "e2" }),
+    ]);
+  });
+
+  it("a step retried with fresh provider call ids sends once by default (told so); a call-id discriminator sends again, its documented price", async () => {
+    const w = world();
+    await runTurn(w, [{ toolCalls: [send("e1")] }, { content: "Sent." }]);
+    // The transport retries the turn; the provider answers the same step with a new call id.
+    const retried = await runTurn(w, [{ toolCalls: [send("e1-retry")] }, { content: "Sent." }]);
+    expect(outcomeOf(retried, "e1-retry")).toMatchObject({ status: "success", content: duplicateEffectContent("sent to ana@example.com", "e1") });
+    expect(w.services.outbox).toHaveLength(1);
+
+    const v = world();
+    const policies = { ...POLICIES, send_email: { kind: "side-effect", discriminator: (_args, call) => call.id } } satisfies Record<string, ToolPolicy>;
+    await runTurn(v, [{ toolCalls: [send("e1")] }, { content: "Sent." }], { policies });
+    await runTurn(v, [{ toolCalls: [send("e1-retry")] }, { content: "Sent." }], { policies });
+    expect(v.services.outbox).toHaveLength(2);
+  });
+
+  it("a discriminator answering null keeps the key identical calls share: one send, and the effect key is the one without a discriminator", async () => {
+    const w = world();
+    const policies = { ...POLICIES, send_email: { kind: "side-effect", discriminator: () => null } } satisfies Record<string, ToolPolicy>;
+    const messages = await runTurn(w, [{ toolCalls: [send("e1")] }, { toolCalls: [send("e2")] }, { content: "Sent." }], { policies });
+    expect(w.services.outbox).toHaveLength(1);
+    expect(outcomeOf(messages, "e2").content).toBe(duplicateEffectContent("sent to ana@example.com", "e1"));
+    const [executed] = await w.store.readAudit({ turnKey: turnKey(w.input) });
+    const args = { to: "ana@example.com", subject: "Renamed" };
+    expect(executed?.effectKey).toBe(effectKey(w.input, { name: "send_email", args }));
+    expect(effectKey(w.input, { name: "send_email", args, discriminator: null })).toBe(executed?.effectKey);
   });
 
   it("maxPerTurn refuses the effect beyond the limit (effect_limit), per tool; a replay is not limited", async () => {
@@ -257,7 +319,7 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
       { policies },
     );
     expect(outcomeOf(messages, "e3").code).toBe("effect_limit");
-    expect(outcomeOf(messages, "e4")).toMatchObject({ status: "success", content: "sent to a@example.com" });
+    expect(outcomeOf(messages, "e4")).toMatchObject({ status: "success", content: duplicateEffectContent("sent to a@example.com", "e1") });
     expect(outcomeOf(messages, "p1")).toMatchObject({ status: "success", content: "posted" });
     expect(w.services.outbox.map((sent) => sent.to)).toEqual(["a@example.com", "b@example.com"]);
     expect(w.services.chat).toEqual(["renamed"]);
@@ -281,7 +343,7 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
       reconciled: true,
     });
     const replayed = await runTurn(w, [{ toolCalls: [send("e3")] }, { content: "Sent." }]);
-    expect(outcomeOf(replayed, "e3")).toMatchObject({ status: "success", content: "sent (confirmed)" });
+    expect(outcomeOf(replayed, "e3")).toMatchObject({ status: "success", content: duplicateEffectContent("sent (confirmed)", "e1") });
     expect(w.services.outbox).toHaveLength(1);
   });
 
@@ -294,7 +356,7 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
     await w.store.reconcileEffect({ effectKey: unresolved?.effectKey ?? "", resolution: "no-effect", operatorRef: "ops-1" });
     const messages = await runTurn(w, [{ toolCalls: [send("e2")] }, { toolCalls: [send("e3")] }, { content: "Sent." }]);
     expect(outcomeOf(messages, "e2")).toMatchObject({ status: "success" });
-    expect(outcomeOf(messages, "e3")).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    expect(outcomeOf(messages, "e3")).toMatchObject({ status: "success", content: duplicateEffectContent("sent to ana@example.com", "e2") });
     expect(w.services.outbox).toHaveLength(1);
     expect(await w.store.listUnresolvedEffects()).toEqual([]);
   });
@@ -365,7 +427,7 @@ describe.each(Object.keys(STORES))("side effects (%s store)", (storeName) => {
     const again = agentFor(w, [{ toolCalls: [send("e9")] }, { content: "Sent." }], { checkpointer, guardrails, thread: "again" });
     const replayed = await again.start();
     expect(replayed.__interrupt__, "nobody is asked about an effect that already happened").toBeUndefined();
-    expect(outcomeOf(replayed.messages, "e9")).toMatchObject({ status: "success", content: "sent to ana@example.com" });
+    expect(outcomeOf(replayed.messages, "e9")).toMatchObject({ status: "success", content: duplicateEffectContent("sent to ana@example.com", "e1") });
     expect(await w.store.listApprovals({ turnKey: turnKey(w.input) }), "no new approval request").toHaveLength(requested);
     expect(w.services.outbox).toHaveLength(1);
     // Another email (other arguments) still needs a person.
@@ -426,5 +488,13 @@ describe("side effects: configuration", () => {
     expect(() =>
       createDocumentGuardrails({ ...base, store: new InMemoryGuardrailStore(), tools: { remember: { kind: "auxiliary", maxPerTurn: 1 } } }),
     ).toThrow(ConfigurationError);
+  });
+
+  it("a discriminator is for side-effect tools only, and must be a function", () => {
+    const store = new InMemoryGuardrailStore();
+    expect(() => createDocumentGuardrails({ ...base, store, tools: { rename: { kind: "mutation", discriminator: () => 1 } } })).toThrow(/discriminator/);
+    expect(() => createDocumentGuardrails({ ...base, store, tools: { send_email: { kind: "side-effect", discriminator: "id" as never } } })).toThrow(
+      /discriminator must be a function/,
+    );
   });
 });

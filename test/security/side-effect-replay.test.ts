@@ -13,9 +13,17 @@ import { Command, MemorySaver } from "@langchain/langgraph";
 import { tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { InMemoryGuardrailStore, requireApproval, StoreContractError, type ToolPolicy } from "arkah-agent-guardrails";
+import {
+  InMemoryGuardrailStore,
+  MAX_DISCRIMINATOR_CHARS,
+  requireApproval,
+  StoreContractError,
+  type EffectDiscriminator,
+  type ToolPolicy,
+} from "arkah-agent-guardrails";
 import type { EffectStatus } from "arkah-agent-guardrails/store";
 import type { ScriptStep } from "arkah-agent-guardrails/testing";
+import { duplicateEffectContent } from "../../src/tool-messages.js";
 import { ForwardingStore, outcomeOf } from "../support/fixtures.js";
 import { NOTE_POLICIES, noteTools, NotesService, secureAgent, USER } from "./support.js";
 
@@ -50,11 +58,12 @@ describe("a side effect happens once, whatever the model says", () => {
     expect(outbox).toEqual([{ to: "boss@example.com", body: "I quit" }]);
     for (const id of ["m2", "m3", "m4", "m5"]) {
       const outcome = outcomeOf(messages, id);
-      expect(outcome.content === "sent to boss@example.com" || outcome.code === "effect_pending", id).toBe(true);
+      // m1 completed in the first step: each is told an identical call already ran, with m1's result.
+      expect(outcome, id).toMatchObject({ status: "success", content: duplicateEffectContent("sent to boss@example.com", "m1") });
     }
     // A later run of the same turn (a retry with the model's new ids) sends nothing either.
     const retry = secureAgent({ service, store: agent.store, tools: mailTools(service, outbox), policies: POLICIES, script: [{ toolCalls: [mail("m9")] }, { content: "done" }] });
-    expect(outcomeOf(await retry.run(), "m9").content).toBe("sent to boss@example.com");
+    expect(outcomeOf(await retry.run(), "m9").content).toBe(duplicateEffectContent("sent to boss@example.com", "m1"));
     expect(outbox).toHaveLength(1);
   });
 
@@ -87,7 +96,7 @@ describe("a side effect happens once, whatever the model says", () => {
         new HumanMessage(USER),
       ],
     });
-    expect(outcomeOf(result.messages, "m7").content).toBe("sent to boss@example.com");
+    expect(outcomeOf(result.messages, "m7").content).toBe(duplicateEffectContent("sent to boss@example.com", "m1"));
     expect(outbox).toHaveLength(1);
   });
 
@@ -130,6 +139,56 @@ describe("a side effect happens once, whatever the model says", () => {
     expect(outbox).toEqual([{ to: "boss@example.com", body: "I quit" }]);
     const events = await agent.store.readAudit();
     expect(events.filter((event) => event.toolName === "send_email" && event.decision === "executed")).toHaveLength(1);
+  });
+
+  it("a discriminator the model's arguments make throw, or that answers no bounded JSON, refuses the call effect_unidentified before anything is claimed or asked", async () => {
+    // Each answer the key cannot take; the model picks `body`, so it picks which one is hit.
+    const answers: Readonly<Record<string, (args: Readonly<Record<string, unknown>>) => unknown>> = {
+      throws: (args) => {
+        throw new Error(`no ticket in ${JSON.stringify(args.body)}`);
+      },
+      undefined: () => undefined,
+      function: () => () => 1,
+      promise: async () => Promise.resolve("late"),
+      nan: () => Number.NaN,
+      getter: () => Object.defineProperty({}, "id", { enumerable: true, get: () => "changes" }),
+      oversized: () => "x".repeat(MAX_DISCRIMINATOR_CHARS),
+    };
+    const discriminator = ((args) => (answers[typeof args.body === "string" ? args.body : ""] ?? (() => null))(args)) as EffectDiscriminator;
+    const policies: Record<string, ToolPolicy> = { ...NOTE_POLICIES, send_email: { kind: "side-effect", discriminator } };
+    const calls = Object.keys(answers).map((body, index) => mail(`d${String(index)}`, { to: "boss@example.com", body }));
+    for (const guardrails of [{}, { guardrails: [requireApproval({ tools: ["send_email"] })] }]) {
+      const service = new NotesService();
+      const outbox: { to: string; body: string }[] = [];
+      const agent = secureAgent({
+        service,
+        tools: mailTools(service, outbox),
+        policies,
+        guardrails,
+        checkpointer: new MemorySaver(),
+        script: [{ toolCalls: calls }, { content: "done" }],
+      });
+      const messages = await agent.run({ configurable: { thread_id: "unidentified" } });
+      for (const call of calls) expect(outcomeOf(messages, call.id), call.args.body).toMatchObject({ status: "error", code: "effect_unidentified" });
+      expect(outbox, "nothing sent").toEqual([]);
+      expect(await agent.store.listUnresolvedEffects(), "nothing claimed").toEqual([]);
+      expect(await agent.store.listApprovals({}), "nobody asked").toEqual([]);
+      const refused = (await agent.store.readAudit()).filter((event) => event.code === "effect_unidentified");
+      expect(refused.map((event) => event.toolCallId).sort()).toEqual(calls.map((call) => call.id).sort());
+      // Logged without the value: only the error's class name reaches the logger.
+      expect(JSON.stringify(agent.warnings)).not.toContain("no ticket in");
+    }
+    // A bounded answer, one character shorter, is taken.
+    const outbox: { to: string; body: string }[] = [];
+    const service = new NotesService();
+    const fits = secureAgent({
+      service,
+      tools: mailTools(service, outbox),
+      policies: { ...NOTE_POLICIES, send_email: { kind: "side-effect", discriminator: () => "x".repeat(MAX_DISCRIMINATOR_CHARS - 2) } },
+      script: [{ toolCalls: [mail("f1")] }, { content: "done" }],
+    });
+    expect(outcomeOf(await fits.run(), "f1")).toMatchObject({ status: "success", content: "sent to boss@example.com" });
+    expect(outbox).toHaveLength(1);
   });
 
   it("nobody is asked about a completed effect, and a store that then lets it run again is caught: released, nothing sent", async () => {

@@ -6,6 +6,8 @@ import { z } from "zod";
 import {
   digest,
   DigestError,
+  effectKey,
+  MAX_DISCRIMINATOR_CHARS,
   IdentityFieldError,
   moderationDigest,
   mutationKey,
@@ -20,7 +22,7 @@ import {
 } from "arkah-agent-guardrails/store";
 import { sha256Hex } from "../../src/digest.js";
 import { declaredSchema } from "../../src/guardrails/schema.js";
-import { identifyTool, mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
+import { discriminatorDigest, effectIdentity, identifyTool, mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
@@ -138,6 +140,34 @@ describe("moderationDigest", () => {
 
   it("matches the fixed vector", () => {
     expect(base).toBe(VECTORS.moderationDigest);
+  });
+});
+
+describe("effectKey", () => {
+  const mail = { name: "send_email", args: { to: "ana@example.com", subject: "Fixed" } };
+  const base = { kind: "arkah.effect", v: 1, turnKey: turnKey(turn), toolName: mail.name, argsDigest: digest(mail.args) };
+
+  it("follows the documented formula: without a discriminator (or with null) no discriminatorDigest", () => {
+    expect(effectKey(turn, mail)).toBe(digest(base));
+    expect(effectKey(turn, { ...mail, discriminator: null })).toBe(digest(base));
+  });
+
+  it("with a discriminator's answer, its digest joins the object, and the middleware's identity agrees", () => {
+    const key = effectKey(turn, { ...mail, discriminator: { call: "e1" } });
+    expect(key).toBe(digest({ ...base, discriminatorDigest: digest({ call: "e1" }) }));
+    expect(key).not.toBe(effectKey(turn, { ...mail, discriminator: { call: "e2" } }));
+    const identity = effectIdentity(
+      { scopeId: turn.scopeId, turnKey: turnKey(turn) },
+      { id: "e1", name: mail.name, argsDigest: digest(mail.args), toolFingerprint: "0".repeat(64), discriminatorDigest: discriminatorDigest({ call: "e1" }) },
+    );
+    expect(identity.effectKey).toBe(key);
+  });
+
+  it("discriminatorDigest takes plain JSON within MAX_DISCRIMINATOR_CHARS of canonical JSON, and nothing else", () => {
+    expect(discriminatorDigest(null)).toBeUndefined();
+    expect(discriminatorDigest("x".repeat(MAX_DISCRIMINATOR_CHARS - 2))).toBe(digest("x".repeat(MAX_DISCRIMINATOR_CHARS - 2)));
+    expect(() => discriminatorDigest("x".repeat(MAX_DISCRIMINATOR_CHARS - 1))).toThrow(RangeError);
+    for (const value of [undefined, Number.NaN, () => 1, Promise.resolve(1), new Date(0)]) expect(() => discriminatorDigest(value)).toThrow(DigestError);
   });
 });
 

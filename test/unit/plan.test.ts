@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { REFUSAL_CODES, TOOL_KINDS, type RefusalCode, type ToolKind } from "arkah-agent-guardrails";
 import { type ClaimResult, type EffectClaimResult } from "arkah-agent-guardrails/store";
-import { checkCall, checkMutationStep, claimAction, effectClaimAction, effectRefusal, REFUSAL_MESSAGES } from "../../src/decision/plan.js";
+import { checkCall, checkMutationStep, claimAction, effectClaimAction, effectRefusal, REFUSAL_MESSAGES, replaysAnotherCall } from "../../src/decision/plan.js";
 import type { StepCall } from "../../src/decision/transcript.js";
 
 const KIND_OF_NAME: Record<string, ToolKind> = {
@@ -277,6 +277,16 @@ describe("effectRefusal (before a person is asked)", () => {
     expect(effectRefusal({ ...claim, state: "complete", result: { content: "sent", status: "success" } })).toBeUndefined();
     expect(effectRefusal({ ...claim, state: "unknown" })).toEqual({ refuse: "effect_unknown" });
     expect(effectRefusal({ ...claim, state: "pruned" })).toEqual({ refuse: "effect_pruned" });
+  });
+});
+
+describe("replaysAnotherCall (the model is told an identical call already ran)", () => {
+  const done = { state: "complete", toolName: "send_email", result: { content: "sent", status: "success" } } as const;
+  it("only a replay of the call's own effect (same id and tool) is not another call's; an effect the store no longer names is", () => {
+    expect(replaysAnotherCall({ ...done, toolCallId: "c-1" }, { id: "c-1", name: "send_email" })).toBe(false);
+    expect(replaysAnotherCall({ ...done, toolCallId: "c-1" }, { id: "c-2", name: "send_email" })).toBe(true);
+    expect(replaysAnotherCall({ ...done, toolCallId: "c-1" }, { id: "c-1", name: "post_chat" })).toBe(true);
+    expect(replaysAnotherCall(undefined, { id: "c-1", name: "send_email" })).toBe(true);
   });
 });
 

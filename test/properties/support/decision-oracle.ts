@@ -6,6 +6,7 @@
  */
 import fc from "fast-check";
 import type { ScriptedToolCall } from "arkah-agent-guardrails/testing";
+import { duplicateEffectContent } from "../../../src/tool-messages.js";
 
 // ---------------------------------------------------------------------------------------------
 // Programs: invocations of turns, each a list of model steps, each a batch of calls.
@@ -160,8 +161,11 @@ export class DecisionOracle {
   /** The notifications sent, in order: the side effects the table allows. */
   readonly outbox: string[] = [];
   readonly #slots = new Map<string, Slot>();
-  /** Completed side effects by turn and recipient (the effect key: no call id), and each turn's count. */
-  readonly #effects = new Map<string, string>();
+  /**
+   * Completed side effects by turn and recipient (the effect key: no call id), with the call that
+   * made each (a replay to another call says so), and each turn's count.
+   */
+  readonly #effects = new Map<string, { readonly result: string; readonly callId: string }>();
   readonly #effectsPerTurn = new Map<string, number>();
 
   #snapshot(): string {
@@ -202,7 +206,7 @@ export class DecisionOracle {
       if (kind === "source-read") return { result: SEARCH_RESULT };
       if (kind === "auxiliary") return { result: REMEMBER_RESULT };
       // A side effect: none of the mutation's step rules, no read; replayed by turn and arguments.
-      if (kind === "side-effect") return this.#effect(turn, call.args.to as string);
+      if (kind === "side-effect") return this.#effect(turn, call.args.to as string, call.id);
       if (sharesRead) return { refused: "read_batch_deferred" };
       if (firstMutation !== call.id) return { refused: "single_mutation" };
       if (!readBefore) return { refused: "read_required" };
@@ -211,16 +215,16 @@ export class DecisionOracle {
     return { expected, read };
   }
 
-  #effect(turn: string, to: string): Expected {
+  #effect(turn: string, to: string, callId: string): Expected {
     const key = JSON.stringify([turn, to]);
     const done = this.#effects.get(key);
-    if (done !== undefined) return { result: done };
+    if (done !== undefined) return { result: done.callId === callId ? done.result : duplicateEffectContent(done.result, done.callId) };
     const count = this.#effectsPerTurn.get(turn) ?? 0;
     if (count >= NOTIFY_LIMIT) return { refused: "effect_limit" };
     this.#effectsPerTurn.set(turn, count + 1);
     this.outbox.push(to);
     const result = notified(to);
-    this.#effects.set(key, result);
+    this.#effects.set(key, { result, callId });
     return { result };
   }
 
