@@ -113,6 +113,80 @@ export type EffectDiscriminator = (args: Readonly<Record<string, JsonValue>>, ca
 
 /** The longest answer an {@link EffectDiscriminator} may give, in characters of canonical JSON. */
 export const MAX_DISCRIMINATOR_CHARS = 1024;
+/** The largest `timeoutMs` a tool policy takes: one hour. */
+export const MAX_TOOL_TIMEOUT_MS = 3_600_000;
+
+/** The longest a `confirm` result may be, in UTF-16 code units; a longer one is not a valid answer. */
+export const MAX_CONFIRM_RESULT_LENGTH = 1_048_576;
+
+/** How long `confirm` is given before its answer counts as `unknown`. */
+export const CONFIRM_TIMEOUT_MS = 10_000;
+
+/**
+ * What `confirm` is asked about: one unresolved claim, `pending` or `unknown`, of a mutation
+ * (`mutationKey`) or a side effect (`effectKey`): the key the tool's write service dedupes on.
+ */
+export type ConfirmRequest = ConfirmRequestFields &
+  (
+    | {
+        /** A mutation's claim. */
+        readonly kind: "mutation";
+        /** `mutationKey(turn, call)`: the key the write service recorded the write under. */
+        readonly mutationKey: string;
+      }
+    | {
+        /** A side effect's claim. */
+        readonly kind: "side-effect";
+        /** `effectKey(turn, call)`: the key the service recorded the effect under. */
+        readonly effectKey: string;
+      }
+  );
+
+/** The fields every {@link ConfirmRequest} has. */
+export interface ConfirmRequestFields {
+  /** The tool the claim is for. */
+  readonly toolName: string;
+  /** The call that holds the claim. */
+  readonly toolCallId: string;
+  /**
+   * The call's arguments as its schema parsed them, when the call is at hand (the pipeline); absent
+   * for `reconcile --auto`, which has only the claim's record. Answer from the key, not these.
+   */
+  readonly args?: Readonly<Record<string, JsonValue>>;
+  /** The turn's document scope. */
+  readonly scopeId: string;
+  /** The turn's key. */
+  readonly turnKey: string;
+  /** `pending`: claimed and never settled (a crash, or a holder still running); `unknown`: it ran, outcome unknown. */
+  readonly state: "pending" | "unknown";
+  /** Aborted when the run is cancelled or `confirm` took longer than {@link CONFIRM_TIMEOUT_MS}. */
+  readonly signal: AbortSignal;
+}
+
+/** `confirm`'s answer, validated: anything else counts as `unknown`. */
+export const ConfirmAnswerSchema = z.discriminatedUnion("outcome", [
+  /** The write happened: `result` is what the call returns, now and on every replay. */
+  z.strictObject({
+    outcome: z.literal("completed"),
+    result: z.string().max(MAX_CONFIRM_RESULT_LENGTH),
+    /** The result's status; default `success`. */
+    status: z.enum(["success", "error"]).optional(),
+  }),
+  /** The service has no record of the key: nothing was written, the claim reopens. */
+  z.strictObject({ outcome: z.literal("no-effect") }),
+  /** The service cannot tell (yet): the claim stays as it is. */
+  z.strictObject({ outcome: z.literal("unknown") }),
+]);
+/** A {@link ConfirmAnswerSchema} value. */
+export type ConfirmAnswer = z.infer<typeof ConfirmAnswerSchema>;
+
+/**
+ * Asks the tool's write service what became of an unresolved claim, by its key. Its answer
+ * settles the claim as an operator's reconciliation would (operator reference `confirm:<tool>`).
+ * A `pending` claim may belong to a holder still running: answer `completed` or `no-effect` only
+ * from the service's record of the key, which a live holder's later write must dedupe against.
+ */
+export type ConfirmClaim = (claim: ConfirmRequest) => ConfirmAnswer | Promise<ConfirmAnswer>;
 
 /** How the middleware governs one tool: its kind, retries and, for reads and mutations, the document a call touches. */
 export const ToolPolicySchema = z
@@ -155,6 +229,20 @@ export const ToolPolicySchema = z
     discriminator: z
       .custom<EffectDiscriminator>((value) => typeof value === "function", "discriminator must be a function (args, call) => JSON")
       .optional(),
+    /**
+     * The longest a call's tool body may take, per attempt. The body's `config.signal` aborts then
+     * (with the run's own signal combined), and the call is refused `tool_timeout` without waiting
+     * further; a mutation's or side effect's claim is settled `unknown`, since the body may still
+     * be writing (`confirm`, or an operator, settles it). Default: no limit.
+     */
+    timeoutMs: z.int().min(1).max(MAX_TOOL_TIMEOUT_MS).optional(),
+    /**
+     * For `mutation` and `side-effect` tools: asks the write service what became of a call whose
+     * claim is `pending` or `unknown` when the same call (same `mutationKey`, or `effectKey`) comes
+     * again, and by `arkah-guardrails reconcile --auto`. It must answer from the service's own
+     * record of that key (its dedupe table), never from a guess; see {@link ConfirmClaim}.
+     */
+    confirm: z.custom<ConfirmClaim>((value) => typeof value === "function", "confirm must be a function (claim) => answer").optional(),
   })
   .refine((policy) => policy.scope === undefined || policy.kind === "document-read" || policy.kind === "mutation", {
     error: "scope binds document-read and mutation tools only",
@@ -167,6 +255,10 @@ export const ToolPolicySchema = z
   .refine((policy) => policy.discriminator === undefined || policy.kind === "side-effect", {
     error: "discriminator tells side-effect calls apart only",
     path: ["discriminator"],
+  })
+  .refine((policy) => policy.confirm === undefined || policy.kind === "mutation" || policy.kind === "side-effect", {
+    error: "confirm settles the claims of mutation and side-effect tools only",
+    path: ["confirm"],
   });
 /** A {@link ToolPolicySchema} value: one entry of the `tools` option. */
 export type ToolPolicy = z.infer<typeof ToolPolicySchema>;
@@ -1262,6 +1354,7 @@ export const REFUSAL_CODES = {
   effect_pruned: "effect_pruned",
   effect_limit: "effect_limit",
   effect_unidentified: "effect_unidentified",
+  tool_timeout: "tool_timeout",
 } as const;
 /** One of {@link REFUSAL_CODES}: the `guardrail` field of a refused call's `ToolMessage`. */
 export type RefusalCode = (typeof REFUSAL_CODES)[keyof typeof REFUSAL_CODES];

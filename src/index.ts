@@ -16,8 +16,12 @@ export {
 } from "./admission.js";
 export {
   ApprovalDecisionSchema,
+  CONFIRM_TIMEOUT_MS,
+  ConfirmAnswerSchema,
   DigestSchema,
   MAX_DISCRIMINATOR_CHARS,
+  MAX_CONFIRM_RESULT_LENGTH,
+  MAX_TOOL_TIMEOUT_MS,
   REFUSAL_CODES,
   RetryPolicySchema,
   TOOL_KINDS,
@@ -30,6 +34,10 @@ export {
   type ApprovalStatus,
   type ApprovalSubmission,
   type AuditEvent,
+  type ConfirmAnswer,
+  type ConfirmClaim,
+  type ConfirmRequest,
+  type ConfirmRequestFields,
   type Detection,
   type EffectCall,
   type EffectDiscriminator,

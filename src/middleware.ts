@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type Tool
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type ConfirmClaim, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
@@ -150,6 +150,10 @@ export interface ResolvedPolicy {
   readonly maxPerTurn: number | undefined;
   /** What tells a `side-effect` tool's identical calls apart; undefined: nothing (they are one effect). */
   readonly discriminator: EffectDiscriminator | undefined;
+  /** Each attempt's time limit; undefined: none. */
+  readonly timeoutMs: number | undefined;
+  /** A `mutation` or `side-effect` tool's `confirm`, if it has one. */
+  readonly confirm: ConfirmClaim | undefined;
 }
 
 function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
@@ -178,6 +182,8 @@ function resolvePolicy(name: string, policy: ToolPolicy): ResolvedPolicy {
     idempotent,
     maxPerTurn: policy.maxPerTurn,
     discriminator: policy.discriminator,
+    timeoutMs: policy.timeoutMs,
+    confirm: policy.confirm,
   };
 }
 
@@ -211,6 +217,8 @@ export type DocumentGuardrails<TContext extends TurnContextSchema | undefined> =
   report(): GuardrailsReport;
   /** The manifest of these tools (the agent's, as passed to `createAgent`) without running the agent. */
   manifest(tools: readonly unknown[]): ToolManifest;
+  /** The `confirm` of the tool registered as `toolName`, if its policy has one (`reconcile --auto` asks it). */
+  confirmOf(toolName: string): ConfirmClaim | undefined;
 };
 
 /**
@@ -271,6 +279,7 @@ export function createDocumentGuardrails(
   return Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
     report,
     manifest: (agentTools: readonly unknown[]) => coverage.manifestOf(agentTools),
+    confirmOf: (toolName: string) => policies.get(toolName)?.confirm,
   });
 }
 
@@ -309,7 +318,9 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     parsed.data.inventory,
   );
   const sideEffects = [...policies.values()].some((policy) => policy.kind === "side-effect");
-  const governance: Governance = { ...createGovernance({ ...parsed.data, sideEffects }, factory), identities };
+  // A mutation's confirm settles its claim through the operator's path (`reconcileMutation`).
+  const confirmsMutations = [...policies.values()].some((policy) => policy.kind === "mutation" && policy.confirm !== undefined);
+  const governance: Governance = { ...createGovernance({ ...parsed.data, sideEffects, confirmsMutations }, factory), identities };
   const { logger, store } = governance; // the logger sanitizes every warning's fields
   const gate = new TurnGate(store ?? unreachable(), userMessageLabel, fixedTurn(parsed.data.input, userMessageLabel, factory));
 
@@ -365,8 +376,13 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
     const policy = policies.get(name);
     const runtime = { context: contextOf(request.runtime.context), signal: request.runtime.signal };
     const mutation = kind === "mutation" ? { messages, humanIndex, kindOf, requireResolvedScope } : undefined;
+    const confirmable = policy?.confirm !== undefined;
     const preflight =
-      mutation !== undefined ? mutationPreflight(call, mutation) : kind === "side-effect" ? effectPreflight(call, policy?.discriminator) : undefined;
+      mutation !== undefined
+        ? mutationPreflight(call, mutation, confirmable)
+        : kind === "side-effect"
+          ? effectPreflight(call, policy?.discriminator, confirmable)
+          : undefined;
     const asked = (subject: AskedCall) => authorize({ ...subject, kind: subject.kind ?? unreachable() }, turn.input, runtime);
     return observeCall(call, policy !== undefined, async () => {
       // Stages answer synchronously when they need not wait: no promise on the common path.
@@ -390,7 +406,7 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
       const attempts = policy ?? unreachable();
       if (kind === "side-effect") return runSideEffect(call, handler, attempts, attempts); // 10
       if (mutation === undefined) return runRead(call, handler, attempts, { requireText: true }); // 8
-      return runMutation(call, handler, attempts, mutation); // 9
+      return runMutation(call, handler, attempts, mutation, attempts.confirm); // 9
     });
   };
 

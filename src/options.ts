@@ -30,13 +30,14 @@ export const StoreShape = z.custom<AnyGuardrailStore>(
  * guardrail runs (its verdicts are recorded and it may ask for an approval; the deterministic
  * schema guardrail records nothing), `auditDelivery` when an audit sink is given (it is delivered
  * from a cursor in the store), `effects` when a `side-effect` tool is configured (its calls are
- * claimed there).
+ * claimed there), `operator` when a `mutation` tool has `confirm` (it reconciles the claim).
  */
 function partsNeeded(configuration: StoreConfiguration): StorePart[] {
   const parts: StorePart[] = [];
   if (configuration.guardrails.some((guardrail) => !(SCHEMA_GUARDRAIL in guardrail))) parts.push("approvals");
   if (configuration.audit?.sink !== undefined) parts.push("auditDelivery");
   if (configuration.sideEffects === true) parts.push("effects");
+  if (configuration.confirmsMutations === true) parts.push("operator");
   return parts;
 }
 
@@ -45,6 +46,7 @@ interface StoreConfiguration {
   readonly guardrails: readonly Guardrail[];
   readonly audit: { readonly sink?: unknown } | undefined;
   readonly sideEffects?: boolean;
+  readonly confirmsMutations?: boolean;
 }
 
 /**
@@ -62,7 +64,7 @@ export function governedStore(
     store,
     partsNeeded(configuration),
     who,
-    "the configuration needs (guardrails beyond the schema guardrail store verdicts and approval requests; an audit sink is delivered from a cursor; side-effect tools are claimed in the store)",
+    "the configuration needs (guardrails beyond the schema guardrail store verdicts and approval requests; an audit sink is delivered from a cursor; side-effect tools are claimed in the store; a mutation's confirm reconciles its claim)",
   );
   return store as GuardrailStore;
 }

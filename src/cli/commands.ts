@@ -20,6 +20,10 @@ import {
 import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 import { parseStoreValue } from "../stores/validate.js";
 import { pauseWaitsOn } from "../turns/outcome.js";
+import type { ConfirmClaim } from "../contracts.js";
+import { confirmResolution } from "../decision/plan.js";
+import { resolveLogger } from "../logger.js";
+import { askConfirm } from "../pipeline/confirm.js";
 
 /** The CLI's exit codes. */
 export const EXIT = {
@@ -37,6 +41,8 @@ export const EXIT = {
   wrongState: 4,
   /** compare: the tools do not match the reviewed manifest. */
   drift: 5,
+  /** reconcile --auto: some unresolved claims are left for an operator (the others were settled). */
+  leftForOperator: 6,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
@@ -859,4 +865,76 @@ export async function orphan(given: AnyGuardrailStore, options: OrphanOptions, s
         ];
   await sink.out(`${lines.join("\n")}\n`);
   return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reconcile --auto
+
+/**
+ * `reconcile --auto`: every unresolved claim (`listUnresolved`, and `listUnresolvedEffects` when
+ * the store has side effects) is put to its tool's `confirm`, and settled with its answer as an
+ * operator's reconciliation would be (operator reference `confirm:<tool>`). A claim whose tool has
+ * no `confirm`, or whose `confirm` cannot tell (`unknown`, a throw, a timeout, an answer that is
+ * not valid), is listed as left for an operator: `EXIT.leftForOperator` when there is any, else ok.
+ */
+export async function reconcileAuto(
+  given: AnyGuardrailStore,
+  confirmOf: (toolName: string) => ConfirmClaim | undefined,
+  sink: OutputSink,
+): Promise<ExitCode> {
+  const store = withStoreParts(given, ["operator"], "reconcile --auto", OPERATOR_WHY);
+  // confirm's failures are warned with the error's class only, never its text.
+  const logger = resolveLogger({
+    warn: (message, fields) => {
+      void sink.err(`warning: ${message} (${printable(JSON.stringify(fields))})\n`);
+    },
+  });
+  let settled = 0;
+  const left: string[] = [];
+  const settle = async (
+    claim: UnresolvedMutation | UnresolvedEffect,
+    reconcileWith: (resolution: NonNullable<ReturnType<typeof confirmResolution>>, operatorRef: string) => Promise<boolean>,
+  ): Promise<void> => {
+    const named = "effectKey" in claim ? `side effect ${claim.effectKey}` : `mutation of turn ${claim.turnKey}`;
+    const call = `${printable(claim.toolName)} ${printable(claim.toolCallId)}`;
+    const confirm = confirmOf(claim.toolName);
+    if (confirm === undefined) {
+      left.push(`left for an operator: ${named} (${call}, ${claim.state}): its tool has no confirm`);
+      return;
+    }
+    const key = "effectKey" in claim ? { kind: "side-effect" as const, effectKey: claim.effectKey } : { kind: "mutation" as const, mutationKey: claim.mutationKey };
+    const answer = await askConfirm(
+      confirm,
+      { ...key, toolName: claim.toolName, toolCallId: claim.toolCallId, scopeId: claim.scopeId, turnKey: claim.turnKey, state: claim.state },
+      { signal: undefined, logger, log: { toolName: claim.toolName, toolCallId: claim.toolCallId } },
+    );
+    const resolution = confirmResolution(answer);
+    if (resolution === undefined) {
+      left.push(`left for an operator: ${named} (${call}, ${claim.state}): confirm does not know`);
+      return;
+    }
+    if (!(await reconcileWith(resolution, `confirm:${claim.toolName}`))) {
+      left.push(`left for an operator: ${named} (${call}): it changed meanwhile; check it with 'inspect'`);
+      return;
+    }
+    settled += 1;
+    await sink.out(`settled ${named} (${call}, was ${claim.state}): ${resolution.resolution}, by confirm:${printable(claim.toolName)}\n`);
+  };
+  for (const claim of await store.listUnresolved()) {
+    await settle(claim, async (resolution, operatorRef) => {
+      // Reconciled by the turn's slot: only while it is still this claim's.
+      const slot = await store.getMutation(claim.turnKey);
+      if (slot?.toolCallId !== claim.toolCallId || slot.toolName !== claim.toolName) return false;
+      return (await store.reconcileMutation({ turnKey: claim.turnKey, ...resolution, operatorRef })).reconciled;
+    });
+  }
+  if (hasStorePart(given, "effects")) {
+    const effects = withStoreParts(given, ["effects"], "reconcile --auto", EFFECTS_WHY);
+    for (const claim of await effects.listUnresolvedEffects()) {
+      await settle(claim, async (resolution, operatorRef) => (await effects.reconcileEffect({ effectKey: claim.effectKey, ...resolution, operatorRef })).reconciled);
+    }
+  }
+  for (const line of left) await sink.out(`${line}\n`);
+  await sink.out(`${String(settled)} settled by confirm, ${String(left.length)} left for an operator\n`);
+  return left.length === 0 ? EXIT.ok : EXIT.leftForOperator;
 }

@@ -5,11 +5,13 @@
  *
  * A module is loaded with a dynamic `import()`, like the store adapters: the one named export
  * (default `default`) is `{ guardrails, tools }` (the `createDocumentGuardrails` middleware and the
- * tools passed to `createAgent`), or a function, possibly async, returning it.
+ * tools passed to `createAgent`), or a function, possibly async, returning it. `reconcile --auto`
+ * loads the same export for the tools' `confirm` functions.
  */
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
+import type { ConfirmClaim } from "../contracts.js";
 import { compareManifests, describeDrift, ToolManifestSchema, type ToolManifest } from "../inventory.js";
 import { CliError, EXIT, printable, type ExitCode, type OutputSink } from "./commands.js";
 
@@ -23,6 +25,29 @@ const InventoryExportSchema = z.object({
 
 /** The manifest of the guardrails a module exports, computed from its tools without running an agent. */
 export async function moduleManifest(path: string, exportName: string): Promise<ToolManifest> {
+  const exported = await loadExport(path, exportName);
+  const manifest = ToolManifestSchema.safeParse(exported.guardrails.manifest(exported.tools));
+  if (!manifest.success) throw new CliError(EXIT.failure, `--module: the guardrails returned no valid manifest: ${z.prettifyError(manifest.error)}`);
+  return manifest.data;
+}
+
+/**
+ * The tools' `confirm` functions of the guardrails a module exports (`reconcile --auto`): the
+ * same export as `manifest`'s, whose guardrails answer `confirmOf(toolName)`.
+ */
+export async function moduleConfirms(path: string, exportName: string): Promise<(toolName: string) => ConfirmClaim | undefined> {
+  const { guardrails } = await loadExport(path, exportName);
+  const { confirmOf } = guardrails as { confirmOf?: unknown };
+  if (typeof confirmOf !== "function") {
+    throw new CliError(EXIT.usage, `--module: the guardrails of ${path} have no confirmOf (build them with createDocumentGuardrails)`);
+  }
+  return (toolName) => {
+    const found: unknown = (confirmOf as (name: string) => unknown).call(guardrails, toolName);
+    return typeof found === "function" ? (found as ConfirmClaim) : undefined;
+  };
+}
+
+async function loadExport(path: string, exportName: string): Promise<z.infer<typeof InventoryExportSchema>> {
   let module: Record<string, unknown>;
   try {
     module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
@@ -41,9 +66,7 @@ export async function moduleManifest(path: string, exportName: string): Promise<
       `--module: the export "${exportName}" of ${path} must be { guardrails, tools } (or a function returning it): ${z.prettifyError(parsed.error)}`,
     );
   }
-  const manifest = ToolManifestSchema.safeParse(parsed.data.guardrails.manifest(parsed.data.tools));
-  if (!manifest.success) throw new CliError(EXIT.failure, `--module: the guardrails returned no valid manifest: ${z.prettifyError(manifest.error)}`);
-  return manifest.data;
+  return parsed.data;
 }
 
 /** A manifest read from a file's text: JSON, validated. */

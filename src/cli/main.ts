@@ -23,12 +23,13 @@ import {
   parseTurnKey,
   printable,
   reconcile,
+  reconcileAuto,
   reconcileEffect,
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
 import { DEFAULT_SCHEMA } from "../stores/postgres/schema-name.js";
-import { compare, moduleManifest, parseManifestText, printManifest } from "./inventory.js";
+import { compare, moduleConfirms, moduleManifest, parseManifestText, printManifest } from "./inventory.js";
 import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 
 export interface CliIo extends OutputSink {
@@ -60,6 +61,9 @@ const COMMAND_OPTIONS = {
     "result-file": { type: "string" },
     "result-status": { type: "string" },
     "operator-ref": { type: "string" },
+    auto: { type: "boolean" },
+    module: { type: "string" },
+    export: { type: "string" },
   },
   audit: {
     since: { type: "string" },
@@ -122,6 +126,7 @@ const EXIT_HELP = `Exit codes:
      decide: the request is not pending: decided by another decision, applied, expired or
      orphaned); nothing changed
   5  drift (compare: the tools do not match the reviewed manifest)
+  6  left for an operator (reconcile --auto: some unresolved claims stay; the others were settled)
 
 Set ARKAH_DEBUG=1 to print stack traces.`;
 
@@ -171,6 +176,7 @@ ${EXIT_HELP}
   ${BIN} STORE reconcile --turn-key KEY --no-effect --operator-ref REF
   ${BIN} STORE reconcile --effect KEY --completed --result-file FILE [--result-status success|error] --operator-ref REF
   ${BIN} STORE reconcile --effect KEY --no-effect --operator-ref REF
+  ${BIN} STORE reconcile --auto --module PATH [--export NAME]
 
 Resolves one pending or unknown mutation, after you checked the write service by its mutationKey.
   --completed        the write happened: FILE holds the tool's result text, stored verbatim (UTF-8);
@@ -184,6 +190,13 @@ Resolves one pending or unknown mutation, after you checked the write service by
   --result-file FILE with --completed: the verified result text
   --result-status S  with --completed: success (default) or error
   --operator-ref REF your ticket or incident reference, recorded in the audit trail
+  --auto             instead: put every unresolved mutation and side effect to its tool's confirm
+                     (the tool policy's confirm, which asks the write service by the key) and settle
+                     it with the answer (operator reference confirm:TOOL); a claim whose tool has no
+                     confirm, or whose confirm does not know, is listed as left for an operator
+  --module PATH      with --auto: a JavaScript module whose export is { guardrails, tools }, as for
+                     'manifest' (the guardrails createDocumentGuardrails built, with the confirms)
+  --export NAME      with --auto: the export to use (default: default)
 
 ${STORE_HELP}
 
@@ -585,6 +598,16 @@ async function prepareDecide(values: Parsed["values"], io: CliIo): Promise<Job> 
 }
 
 async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
+  const modulePath = str(values, "module");
+  if (values.auto === true) {
+    const others = ["turn-key", "effect", "completed", "no-effect", "result-file", "result-status", "operator-ref"].filter((flag) => values[flag] !== undefined);
+    if (others.length > 0) throw usage(`--auto takes no --${others.join(", --")}: confirm answers for each claim`, "reconcile");
+    if (modulePath === undefined || modulePath === "") throw usage("--auto needs --module PATH (the module exporting { guardrails, tools })", "reconcile");
+    // Loaded before the store is opened: a module that does not load changes nothing.
+    const confirmOf = await moduleConfirms(modulePath, str(values, "export") ?? "default");
+    return (store, sink) => reconcileAuto(store, confirmOf, sink);
+  }
+  if (modulePath !== undefined || values.export !== undefined) throw usage("--module and --export apply to --auto only", "reconcile");
   const rawKey = str(values, "turn-key");
   const rawEffect = str(values, "effect");
   if ((rawKey === undefined) === (rawEffect === undefined)) {

@@ -5,6 +5,7 @@
 import type {
   ClaimResult,
   CompletedMutation,
+  ConfirmAnswer,
   EffectClaimResult,
   EffectStatus,
   JsonValue,
@@ -127,11 +128,12 @@ export function effectClaimAction(claim: EffectClaimResult): ClaimAction {
 
 /**
  * Before a person is asked about a side effect: the refusal its claim would certainly answer, from
- * its claim as `getEffect` reads it. `unknown` and `pruned` never change by themselves; a
- * `pending` claim may still be released and a `complete` one replays, so both go on.
+ * its claim as `getEffect` reads it. `unknown` and `pruned` never change by themselves (an
+ * `unknown` one may, when the tool has `confirm`: its claim asks it); a `pending` claim may still
+ * be released and a `complete` one replays, so both go on.
  */
-export function effectRefusal(effect: EffectStatus | undefined): Refusal | undefined {
-  if (effect?.state === "unknown") return { refuse: "effect_unknown" };
+export function effectRefusal(effect: EffectStatus | undefined, confirmable = false): Refusal | undefined {
+  if (effect?.state === "unknown" && !confirmable) return { refuse: "effect_unknown" };
   if (effect?.state === "pruned") return { refuse: "effect_pruned" };
   return undefined;
 }
@@ -144,6 +146,23 @@ export function effectRefusal(effect: EffectStatus | undefined): Refusal | undef
  */
 export function replaysAnotherCall(effect: EffectStatus | undefined, call: { readonly id: string; readonly name: string }): boolean {
   return effect?.toolCallId !== call.id || effect.toolName !== call.name;
+}
+
+/**
+ * What a `confirm` answer makes of an unresolved claim: the reconciliation an operator would make
+ * (`completed` with the result every replay returns, or `no-effect`), or none when it cannot tell.
+ */
+export function confirmResolution(
+  answer: ConfirmAnswer,
+): { readonly resolution: "completed"; readonly result: MutationResult } | { readonly resolution: "no-effect" } | undefined {
+  switch (answer.outcome) {
+    case "completed":
+      return { resolution: "completed", result: { content: answer.result, status: answer.status ?? "success" } };
+    case "no-effect":
+      return { resolution: "no-effect" };
+    case "unknown":
+      return undefined;
+  }
 }
 
 /** The turn's slot is held by another call: what the turn's one change did, so a model that minted a new call id can tell the user. */
@@ -160,7 +179,11 @@ function conflict(completed: CompletedMutation | undefined): Refusal {
  * while the slot is `pending` (it may still be released). An `unknown` slot refuses every call:
  * the same one `mutation_unknown`, another `mutation_conflict`; a pruned one, every call.
  */
-export function slotRefusal(slot: MutationStatus, call: { readonly id: string; readonly name: string }): Refusal | undefined {
+export function slotRefusal(
+  slot: MutationStatus,
+  call: { readonly id: string; readonly name: string },
+  confirmable = false,
+): Refusal | undefined {
   const same = slot.toolCallId === call.id && slot.toolName === call.name;
   switch (slot.state) {
     case "pending":
@@ -170,6 +193,8 @@ export function slotRefusal(slot: MutationStatus, call: { readonly id: string; r
         ? undefined
         : conflict({ toolName: slot.toolName, toolCallId: slot.toolCallId, result: slot.result });
     case "unknown":
+      // The same call's tool has `confirm`: its claim asks the write service, which may settle it.
+      if (same && confirmable) return undefined;
       return { refuse: same ? "mutation_unknown" : "mutation_conflict" };
     case "pruned":
       return conflict(undefined);
@@ -222,4 +247,6 @@ export const REFUSAL_MESSAGES: Readonly<Record<RefusalCode, string>> = {
     "This turn has made as many of these actions as it may, so this one did not run. Do not make another; tell the user.",
   effect_unidentified:
     "This action could not be told apart from others of its kind, so it did not run. Do not retry it; tell the user an operator has to check the tool.",
+  tool_timeout:
+    "The tool took longer than it may and was stopped; whether a change it was making happened is not known yet. Do not call it again now; tell the user.",
 };

@@ -86,6 +86,8 @@ export class Seal {
   readonly #call: SealedCall;
   readonly #tool: SealableTool;
   readonly #invoke: SealableTool["invoke"];
+  /** Aborts the body's run besides the run's own signal (the tool policy's `timeoutMs`). */
+  readonly #bodySignal: AbortSignal | undefined;
   #open = true;
   /** The sealed invocation happened (there is one). */
   #invoked = false;
@@ -101,9 +103,10 @@ export class Seal {
   /** The sealed tool for the handler's request. */
   readonly tool: SealableTool;
 
-  constructor(tool: SealableTool, call: SealedCall) {
+  constructor(tool: SealableTool, call: SealedCall, bodySignal?: AbortSignal) {
     this.#call = call;
     this.#tool = tool;
+    this.#bodySignal = bodySignal;
     this.#invoke = guardTool(tool).invoke;
     const SealedCopy = sealedCopyOf(tool);
     this.tool = new SealedCopy((sealed, input, config) => this.#run(sealed, input, config));
@@ -117,6 +120,15 @@ export class Seal {
       this.#open = false;
       this.#permit = undefined;
     }
+  }
+
+  /**
+   * Closes the seal before the handler ended (the call timed out): no body starts from now on, and
+   * what happens later is not reported to anyone who took the report now.
+   */
+  close(): void {
+    this.#open = false;
+    this.#permit = undefined;
   }
 
   report(): SealReport {
@@ -173,8 +185,11 @@ export class Seal {
     if (id !== this.#call.id || digestOrUndefined(args) !== this.#call.rawDigest) {
       throw this.violate("arguments_rewritten");
     }
+    const given = (config as { signal?: AbortSignal } | undefined)?.signal;
+    const signal = this.#bodySignal === undefined ? given : given === undefined ? this.#bodySignal : AbortSignal.any([given, this.#bodySignal]);
     // A cancelled run starts nothing: the body provably did not run.
-    (config as { signal?: AbortSignal } | undefined)?.signal?.throwIfAborted();
+    signal?.throwIfAborted();
+    if (signal !== given) config = { ...(config as object | undefined), signal };
     this.#invoked = true;
     // The token travels through LangChain's `call` (and its callbacks); the body gets its own copy.
     const token = copyJson(this.#call.args);

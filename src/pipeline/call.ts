@@ -64,6 +64,8 @@ export interface GovernanceOptions {
   readonly approvalFormat?: ApprovalFormat | undefined;
   /** A `side-effect` tool is configured: the store needs its `effects` part. */
   readonly sideEffects?: boolean | undefined;
+  /** A `mutation` tool has `confirm`: the store needs its `operator` part (`reconcileMutation`). */
+  readonly confirmsMutations?: boolean | undefined;
 }
 
 /**
@@ -75,7 +77,11 @@ export interface GovernanceOptions {
 export function createGovernance(options: GovernanceOptions, who: string): Governance {
   const logger = resolveLogger(options.logger);
   const guardrails = resolveGuardrails(options.guardrails);
-  const store = options.store === undefined ? undefined : governedStore(options.store, { guardrails, audit: options.audit, sideEffects: options.sideEffects === true }, who);
+  const store = options.store === undefined ? undefined : governedStore(
+          options.store,
+          { guardrails, audit: options.audit, sideEffects: options.sideEffects === true, confirmsMutations: options.confirmsMutations === true },
+          who,
+        );
   return {
     store,
     audit: new AuditTrail(store, options.audit ?? {}, logger),

@@ -10,14 +10,18 @@ import {
   EffectClaimResultSchema,
   EffectStatusSchema,
   MAX_READ_EVIDENCE,
+  MutationStatusSchema,
+  ReconcileResultSchema,
   type AuditEvent,
+  type ConfirmClaim,
   type EffectDiscriminator,
   type GuardrailStore,
   type MutationResult,
   type RefusalCode,
   type ToolKind,
 } from "../contracts.js";
-import { checkMutationStep, claimAction, effectClaimAction, replaysAnotherCall, type ClaimAction, type Refusal } from "../decision/plan.js";
+import { checkMutationStep, claimAction, confirmResolution, effectClaimAction, replaysAnotherCall, type ClaimAction, type Refusal } from "../decision/plan.js";
+import { copyJson } from "../digest.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
 import { RetryableToolError, SealError, SettlementError, StoreContractError } from "../errors.js";
@@ -30,15 +34,63 @@ import type { TelemetryClaimKey, TelemetryStep } from "../telemetry.js";
 import { duplicateEffectMessage, hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
+import { askConfirm } from "./confirm.js";
 import { discriminate, recheckTool } from "./stages.js";
 
-/** How often the middleware itself may run a call's tool (the tool policy's `retry`). */
+/** How often the middleware itself may run a call's tool (the tool policy's `retry`), and for how long each time. */
 export interface Attempts {
   readonly maxAttempts: number;
   readonly delayMs: number;
+  /** The tool policy's `timeoutMs`: each attempt's body is aborted, and the call refused, after it. */
+  readonly timeoutMs?: number | undefined;
 }
 
 type Outcome = { readonly result: ToolResult } | { readonly error: unknown };
+
+/** What the seal saw when an attempt timed out, taken at that moment: nothing later changes it. */
+interface TimedOut {
+  readonly finding: SealFinding;
+}
+
+/**
+ * One attempt's timer: at `timeoutMs` it aborts the body's signal, closes the seal (no body starts
+ * afterwards) and takes the seal's report, then stops the wait for the handler.
+ */
+class AttemptTimer {
+  readonly #controller = new AbortController();
+  readonly #timer: ReturnType<typeof setTimeout>;
+  readonly #expired: Promise<TimedOut>;
+  #seal: Seal | undefined;
+
+  constructor(timeoutMs: number) {
+    let expire: (timedOut: TimedOut) => void = () => undefined;
+    this.#expired = new Promise((resolve) => {
+      expire = resolve;
+    });
+    this.#timer = setTimeout(() => {
+      const seal = this.#seal;
+      seal?.close();
+      const report = seal?.report() ?? { started: false, outcome: undefined, violations: [] };
+      this.#controller.abort(new DOMException("the tool call timed out", "TimeoutError"));
+      expire({ finding: sealFinding({ ...report, outcome: undefined }, { error: this.#controller.signal.reason }) });
+    }, timeoutMs);
+  }
+
+  /** Aborted at the timeout: what the body gets besides the run's own signal. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** The handler's outcome, or the finding at the timeout, whichever comes first. */
+  async race(seal: Seal, running: Promise<ToolResult>): Promise<Outcome | TimedOut> {
+    this.#seal = seal;
+    try {
+      return await Promise.race([running.then((result) => ({ result }), (error: unknown) => ({ error })), this.#expired]);
+    } finally {
+      clearTimeout(this.#timer);
+    }
+  }
+}
 
 /**
  * Runs the call's tool under a seal. Only a body that threw `RetryableToolError` is tried again,
@@ -48,28 +100,35 @@ async function sealedRun(
   call: GovernedCall,
   handler: ToolCallHandler,
   attempts: Attempts,
-): Promise<{ readonly finding: SealFinding; readonly outcome: Outcome }> {
+): Promise<{ readonly finding: SealFinding; readonly outcome: Outcome; readonly timedOut?: true }> {
   const { checked, request } = call;
   if (call.tool === undefined) throw new Error("unreachable: the step check sets the tool");
   for (let attempt = 1; ; attempt++) {
-    const seal = new Seal(call.tool, {
-      id: call.id,
-      name: call.name,
-      rawDigest: checked.rawDigest,
-      args: checked.args,
-    });
+    const timer = attempts.timeoutMs === undefined ? undefined : new AttemptTimer(attempts.timeoutMs);
+    const seal = new Seal(call.tool, { id: call.id, name: call.name, rawDigest: checked.rawDigest, args: checked.args }, timer?.signal);
     const sealed = { ...request, tool: seal.tool, toolCall: { ...request.toolCall, args: checked.raw } };
-    let outcome: Outcome;
-    try {
-      // `around` awaits inside its own try: a handler that throws synchronously is caught there.
-      outcome = { result: await seal.around(() => handler(sealed as Parameters<ToolCallHandler>[0])) };
-    } catch (error) {
-      outcome = { error };
+    // `around` awaits inside its own try: a handler that throws synchronously is caught there.
+    const running = seal.around(() => handler(sealed as Parameters<ToolCallHandler>[0]));
+    let ended: Outcome | TimedOut;
+    if (timer === undefined) {
+      try {
+        ended = { result: await running };
+      } catch (error) {
+        ended = { error };
+      }
+    } else {
+      ended = await timer.race(seal, running);
     }
     // A retry follows a body that ran: whatever this attempt saw, something may have been written
     // (also when this attempt asserts no effect: an earlier one may have written).
-    const found = sealFinding(seal.report(), outcome);
-    const finding: SealFinding = attempt === 1 ? found : "broken" in found ? { ...found, mayHaveRun: true } : { ran: true, noEffect: false };
+    const later = (found: SealFinding): SealFinding =>
+      attempt === 1 ? found : "broken" in found ? { ...found, mayHaveRun: true } : { ran: true, noEffect: false };
+    if ("finding" in ended) {
+      // Timed out: the body may still be running, and nothing it does from now on is looked at.
+      return { finding: later(ended.finding), outcome: { error: timer?.signal.reason }, timedOut: true };
+    }
+    const outcome = ended;
+    const finding = later(sealFinding(seal.report(), outcome));
     if (!("error" in outcome) || !("ran" in finding) || attempt >= attempts.maxAttempts) return { finding, outcome };
     const { error } = outcome;
     if (!RetryableToolError.isInstance(error) || call.signal?.aborted === true) return { finding, outcome };
@@ -101,8 +160,14 @@ export async function runRead(
     const unapproved = await applyApproval(call);
     if (unapproved !== undefined) return unapproved;
   }
-  const { finding, outcome } = await sealedRun(call, handler, attempts);
+  const { finding, outcome, timedOut } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) return brokenSeal(call, finding.broken);
+  if (timedOut === true) {
+    // Nothing is claimed: the call is refused, whatever the body still does.
+    await call.record({ decision: "ran" in finding ? "failed" : "refused", code: "tool_timeout" });
+    call.governance.logger.warn("tool timed out", { code: "tool_timeout", toolName: call.name, toolCallId: call.id });
+    return refusal(call.request.toolCall, "tool_timeout");
+  }
   if ("error" in outcome) return toolFailed(call, outcome.error);
   const { result } = outcome;
   if ("notStarted" in finding) {
@@ -139,12 +204,16 @@ export interface MutationContext {
   readonly requireResolvedScope: boolean;
 }
 
-/** A mutation: step rules, read evidence, the atomic claim, the sealed run, the settlement. */
+/**
+ * A mutation: step rules, read evidence, the atomic claim (settled first by the tool's `confirm`,
+ * when it has one and the claim is this call's, unresolved), the sealed run, the settlement.
+ */
 export async function runMutation(
   call: GovernedCall,
   handler: ToolCallHandler,
   attempts: Attempts,
   context: MutationContext,
+  confirm?: ConfirmClaim,
 ): Promise<ToolResult> {
   const changed = recheckTool(call);
   if (changed !== undefined) return changed;
@@ -162,6 +231,17 @@ export async function runMutation(
   return runClaimed(call, handler, attempts, {
     noun: "mutation",
     unknownCode: "mutation_unknown",
+    confirm,
+    confirmKey: (key) => ({ kind: "mutation", mutationKey: key.mutationKey ?? "" }),
+    reconcile: async (resolution, _key, operatorRef) => {
+      // A mutation is reconciled by its turn's slot: only while the slot is still this call's
+      // unresolved claim (another resolver may have reopened it for another call meanwhile).
+      const answer = await store.getMutation(turnKey);
+      const slot = answer === undefined || trusted ? answer : parseStoreValue(MutationStatusSchema, answer, "getMutation answer");
+      if (slot?.toolCallId !== call.id || slot.toolName !== call.name || (slot.state !== "pending" && slot.state !== "unknown")) return false;
+      const reconciled = await store.reconcileMutation({ turnKey, ...resolution, operatorRef });
+      return (trusted ? reconciled : parseStoreValue(ReconcileResultSchema, reconciled, "reconcileMutation answer")).reconciled;
+    },
     claim: async (fingerprint) => {
       const identity = mutationIdentity(call.turn, { id: call.id, name: call.name, argsDigest: call.checked.argsDigest, toolFingerprint: fingerprint });
       const answer = await store.claimMutation(identity, { requireResolvedScope: context.requireResolvedScope, readEvidence });
@@ -185,7 +265,7 @@ export async function runSideEffect(
   call: GovernedCall,
   handler: ToolCallHandler,
   attempts: Attempts,
-  options: { readonly maxPerTurn: number | undefined; readonly discriminator: EffectDiscriminator | undefined },
+  options: { readonly maxPerTurn: number | undefined; readonly discriminator: EffectDiscriminator | undefined; readonly confirm?: ConfirmClaim | undefined },
 ): Promise<ToolResult> {
   const changed = recheckTool(call);
   if (changed !== undefined) return changed;
@@ -195,6 +275,12 @@ export async function runSideEffect(
   return runClaimed(call, handler, attempts, {
     noun: "side effect",
     unknownCode: "effect_unknown",
+    confirm: options.confirm,
+    confirmKey: (key) => ({ kind: "side-effect", effectKey: key.effectKey ?? "" }),
+    reconcile: async (resolution, key, operatorRef) => {
+      const reconciled = await store.reconcileEffect({ effectKey: key.effectKey ?? "", ...resolution, operatorRef });
+      return (trusted ? reconciled : parseStoreValue(ReconcileResultSchema, reconciled, "reconcileEffect answer")).reconciled;
+    },
     claim: async (fingerprint) => {
       // Asked at each claim: an approver's edit (the loop below) changes the arguments it is told.
       const discriminated = discriminate(call, options.discriminator);
@@ -256,6 +342,15 @@ interface ClaimKind {
   release(token: string, key: TelemetryClaimKey): Promise<boolean>;
   /** The model's answer for a replay of the stored `result`; default: the result as it was. */
   replay?(result: MutationResult, key: TelemetryClaimKey): Promise<ToolMessage>;
+  /** The tool's `confirm`, asked when this call's claim answers `pending` or `unknown`. */
+  readonly confirm: ConfirmClaim | undefined;
+  /** The claim's key as `confirm` is told it. */
+  confirmKey(key: TelemetryClaimKey): { readonly kind: "mutation"; readonly mutationKey: string } | { readonly kind: "side-effect"; readonly effectKey: string };
+  /**
+   * Settles this call's unresolved claim on `confirm`'s word, through the operator's store path;
+   * false when the store did not (it is no longer this call's unresolved claim).
+   */
+  reconcile(resolution: NonNullable<ReturnType<typeof confirmResolution>>, key: TelemetryClaimKey, operatorRef: string): Promise<boolean>;
 }
 
 type TelemetryClaimStatus = Extract<TelemetryStep, { readonly type: "claim" }>["status"];
@@ -278,6 +373,15 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
   const first = await claim();
   if ("refuse" in first) return call.refuse(first.refuse);
   let { key, action } = first;
+  const { status } = first;
+  // This very call's claim is unresolved (a crash, a timeout, an ambiguous failure, met again on a
+  // retry, a takeover or a resume): the write service is asked, once, and a settlement it makes is
+  // followed in this same call: a replay of the confirmed result, or one run of the reopened claim.
+  if ((status === "pending" || status === "unknown") && (await settleByConfirm(call, kind, key, status))) {
+    const settled = await claim();
+    if ("refuse" in settled) return call.refuse(settled.refuse);
+    ({ key, action } = settled);
+  }
   const releaseHeld = (token: string) => releaseClaim(call, kind, key, token);
   // An approval covers one execution. One an earlier execution used covers this call's replay
   // only: a claim that opened again (a no-effect reconciliation) needs a new one, so the claim
@@ -342,13 +446,25 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
   const settleComplete = (result: MutationResult, event: AuditEvent) => settle({ outcome: "complete", result }, event);
   const release = () => releaseHeld(token);
 
-  const { finding, outcome } = await sealedRun(call, handler, attempts);
+  const { finding, outcome, timedOut } = await sealedRun(call, handler, attempts);
   if ("broken" in finding) {
     const body = finding.mayHaveRun ? bodyText(finding.bodyResult) : undefined;
     if (!finding.mayHaveRun) await release();
     else if (body !== undefined) await settleComplete(body, call.event({ decision: "failed", ...key, code: "seal_broken" }));
     else await settleUnknown("seal_broken");
     return brokenSeal(call, finding.broken);
+  }
+  if (timedOut === true) {
+    // The body may still be writing: its claim is closed unknown (confirm, or an operator, settles
+    // it), unless it provably never started (the seal is closed, so it never will).
+    if ("notStarted" in finding) {
+      await release();
+      await call.record({ decision: "refused", ...key, code: "tool_timeout" });
+    } else {
+      await settleUnknown("tool_timeout");
+    }
+    call.governance.logger.warn(`${kind.noun} timed out`, { code: "tool_timeout", ...logKey });
+    return refusal(call, "tool_timeout");
   }
   if ("notStarted" in finding) {
     await release();
@@ -380,6 +496,38 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
   }
   await settleComplete(text, call.event({ decision: "executed", ...key, args: call.checked.args, result: text.content }));
   return outcome.result;
+}
+
+/**
+ * Asks the tool's `confirm` about this call's own unresolved claim (`state`, as the claim just
+ * answered) and settles it with the answer, as an operator's reconciliation would
+ * (`confirm:<tool>` as the operator reference, the store's `reconciled` audit event). True when
+ * the claim was settled; `unknown`, a failure or an answer that is not valid leave it as it was.
+ */
+async function settleByConfirm(call: GovernedCall, kind: ClaimKind, key: TelemetryClaimKey, state: "pending" | "unknown"): Promise<boolean> {
+  const { confirm } = kind;
+  if (confirm === undefined) return false;
+  const { logger } = call.governance;
+  const log = { toolName: call.name, toolCallId: call.id, ...key };
+  const answer = await askConfirm(
+    confirm,
+    {
+      ...kind.confirmKey(key),
+      toolName: call.name,
+      toolCallId: call.id,
+      args: copyJson(call.checked.args),
+      scopeId: call.turn.scopeId,
+      turnKey: call.turn.turnKey,
+      state,
+    },
+    { signal: call.signal, logger, log },
+  );
+  call.signal?.throwIfAborted(); // a cancelled run settles nothing more
+  const resolution = confirmResolution(answer);
+  if (resolution === undefined) return false;
+  const reconciled = await kind.reconcile(resolution, key, `confirm:${call.name}`);
+  if (!reconciled) logger.warn("confirm's answer was not applied: the claim is no longer this call's unresolved claim", log);
+  return reconciled;
 }
 
 /**

@@ -19,13 +19,14 @@ import { discriminate } from "./stages.js";
 const UnresolvedListSchema = z.array(UnresolvedMutationSchema);
 
 /**
- * The step rules and the transcript's reads (pure), then the turn's slot (`getMutation`), then,
+ * The step rules and the transcript's reads (pure), then the turn's slot (`getMutation`; this
+ * call's own `unknown` claim goes on when the tool has `confirm`, which its claim asks), then,
  * when the turn holds no claim and `requireResolvedScope` is on, the scope (`listUnresolved`: only
  * read here, where a person is about to be asked). A store without the `operator` part skips the
  * scope look-up: the claim refuses `scope_unresolved` in its own transaction all the same, so the
  * only loss is that a person may be asked about a write its claim will then refuse.
  */
-export function mutationPreflight(call: GovernedCall, context: MutationContext): () => Promise<Refusal | undefined> {
+export function mutationPreflight(call: GovernedCall, context: MutationContext, confirmable = false): () => Promise<Refusal | undefined> {
   return async () => {
     const step = checkMutationStep(call.id, call.step ?? [], context.kindOf);
     if (step !== undefined) return step;
@@ -35,7 +36,7 @@ export function mutationPreflight(call: GovernedCall, context: MutationContext):
     const trusted = isTrustedStore(store);
     const answer = await store.getMutation(call.turn.turnKey);
     const slot = answer === undefined || trusted ? answer : parseStoreValue(MutationStatusSchema, answer, "getMutation answer");
-    if (slot !== undefined) return slotRefusal(slot, call);
+    if (slot !== undefined) return slotRefusal(slot, call, confirmable);
     if (!context.requireResolvedScope || !hasStorePart(store, "operator")) return undefined;
     const listed = await store.listUnresolved();
     const unresolved = trusted ? listed : parseStoreValue(UnresolvedListSchema, listed, "listUnresolved answer");
@@ -55,6 +56,7 @@ export function mutationPreflight(call: GovernedCall, context: MutationContext):
 export function effectPreflight(
   call: GovernedCall,
   discriminator: EffectDiscriminator | undefined,
+  confirmable = false,
 ): () => Promise<Refusal | typeof REPLAY_ONLY | undefined> {
   return async () => {
     const { store } = call.governance;
@@ -70,6 +72,6 @@ export function effectPreflight(
     });
     const answer = await store.getEffect(effectKey);
     const effect = answer === undefined || isTrustedStore(store) ? answer : parseStoreValue(EffectStatusSchema, answer, "getEffect answer");
-    return effect?.state === "complete" ? REPLAY_ONLY : effectRefusal(effect);
+    return effect?.state === "complete" ? REPLAY_ONLY : effectRefusal(effect, confirmable);
   };
 }

@@ -348,6 +348,57 @@ async function claimEffect(store: GuardrailStore, turn: TurnRef, callId: string,
   return id;
 }
 
+describe("reconcile --auto", () => {
+  const MODULE = fileURLToPath(new URL("fixtures/confirm-module.ts", import.meta.url));
+
+  it("asks each unresolved claim's confirm and settles it; a claim without confirm, or whose confirm does not know, is left (exit 6)", async () => {
+    const { path, store } = sqliteFile();
+    const notWritten = await claim(store, { scopeId: "doc-1", turnId: "t-2" }, "call-2");
+    const written = await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    const archiveId = identity({ scopeId: "doc-2", turnId: "t-3" }, "call-3", "archive_document");
+    const archived = await store.claimMutation(archiveId);
+    if (archived.status !== "acquired") throw new Error("expected to acquire");
+    await store.settleMutation({ turnKey: archiveId.turnKey, token: archived.token, outcome: "unknown" });
+    const mail = await claimEffect(store, { scopeId: "doc-1", turnId: "t-1" }, "mail-1", "ana@example.com", "unknown");
+
+    const run = await cli(["--sqlite", path, "reconcile", "--auto", "--module", MODULE]);
+
+    expect(run.code).toBe(6);
+    expect(run.stdout).toContain(`settled mutation of turn ${written.turnKey} (rename_document call-1, was unknown): completed, by confirm:rename_document`);
+    expect(run.stdout).toContain(`settled mutation of turn ${notWritten.turnKey} (rename_document call-2, was pending): no-effect, by confirm:rename_document`);
+    expect(run.stdout).toContain(`left for an operator: mutation of turn ${archiveId.turnKey} (archive_document call-3, unknown): its tool has no confirm`);
+    expect(run.stdout).toContain(`left for an operator: side effect ${mail.effectKey} (send_email mail-1, unknown): confirm does not know`);
+    expect(run.stdout).toContain("2 settled by confirm, 2 left for an operator");
+    // The same store path as an operator's: the confirmed result replays, the reopened slot claims again.
+    expect(await store.claimMutation(written)).toEqual({ status: "replay", result: { content: "renamed to x", status: "success" } });
+    expect((await store.claimMutation(notWritten)).status).toBe("acquired");
+    expect(await store.listUnresolvedEffects()).toMatchObject([{ effectKey: mail.effectKey, state: "unknown" }]);
+    const reconciled = (await store.readAudit()).filter((event) => event.decision === "reconciled");
+    expect(reconciled.map((event) => [event.mutationKey, event.action, event.operatorRef])).toEqual([
+      [notWritten.mutationKey, "no-effect", "confirm:rename_document"],
+      [written.mutationKey, "completed", "confirm:rename_document"],
+    ]);
+
+    // Again: the same two left; the reopened slot this test claimed again is pending, and settled again.
+    const again = await cli(["--sqlite", path, "reconcile", "--auto", "--module", MODULE]);
+    expect(again.code).toBe(6);
+    expect(again.stdout).toContain("1 settled by confirm, 2 left for an operator");
+    store.close();
+  });
+
+  it("with nothing left it exits 0; --auto without --module, or with a key, is a usage error", async () => {
+    const { path, store } = sqliteFile();
+    await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
+    expect(await cli(["--sqlite", path, "reconcile", "--auto"])).toMatchObject({ code: 2 });
+    expect(await cli(["--sqlite", path, "reconcile", "--auto", "--module", MODULE, "--turn-key", "f".repeat(64)])).toMatchObject({ code: 2 });
+    expect(await cli(["--sqlite", path, "reconcile", "--turn-key", "f".repeat(64), "--no-effect", "--operator-ref", "R", "--module", MODULE])).toMatchObject({ code: 2 });
+    const run = await cli(["--sqlite", path, "reconcile", "--auto", "--module", MODULE]);
+    expect(run).toMatchObject({ code: 0 });
+    expect(run.stdout).toContain("1 settled by confirm, 0 left for an operator");
+    store.close();
+  });
+});
+
 describe("side effects: inspect and reconcile --effect", () => {
   it("inspect lists pending and unknown side effects after the mutations, labelled, with effect key, tool, call id, state and claim time", async () => {
     const clock = manualClock();
