@@ -11,6 +11,7 @@ import { DynamicStructuredTool } from "@langchain/core/tools";
 import { z } from "zod";
 import { canonicalJson, digest, sha256Hex } from "../src/digest.js";
 import { toJsonSchema } from "@langchain/core/utils/json_schema";
+import { parseDefinition } from "../src/execution/parse-definition.js";
 import { identifyTool } from "../src/keys.js";
 
 const schema = z.object({ noteId: z.string(), body: z.string().max(10_000), expectedRevision: z.number().int() });
@@ -25,15 +26,16 @@ function makeTool(metadata: Record<string, unknown>) {
   });
 }
 
-/** The fingerprint from scratch: the schema conversion, the body's source hash and the digest. */
+/** The fingerprint from scratch: the schema conversion, the parse's definition, the body's source hash and the digest. */
 function fromScratch(tool: DynamicStructuredTool, fields: readonly string[]): string {
   const values = Object.fromEntries(fields.map((field) => [field, (tool.metadata as Record<string, unknown>)[field]]));
   return digest({
     kind: "arkah.tool",
-    v: 2,
+    v: 3,
     name: tool.name,
     description: tool.description,
     schema: toJsonSchema(schema) as unknown,
+    parse: parseDefinition(schema),
     implementation: sha256Hex(Function.prototype.toString.call(tool.func)),
     identity: fields.length === 0 ? null : (JSON.parse(canonicalJson(values)) as unknown),
   });

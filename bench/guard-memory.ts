@@ -85,7 +85,7 @@ function moveToTurn(calls: readonly RecordedCall[], from: { scopeId: string; tur
       const known = moved.get(value);
       if (known !== undefined) return known;
       // Digests that identify the turn's records; argsDigest, fingerprints and the like stay.
-      if (/^[0-9a-f]{64}$/.test(value) && field !== undefined && /^(mutationKey|evidenceDigest|readEvidence|inputDigest|moderationDigest)$/.test(field)) {
+      if (/^[0-9a-f]{64}$/.test(value) && field !== undefined && /^(mutationKey|evidenceDigest|readEvidence|inputDigest|requestKey|moderationDigest)$/.test(field)) {
         const next = digest({ old: value, turnKey: newKey });
         moved.set(value, next);
         return next;

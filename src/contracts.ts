@@ -12,11 +12,21 @@ export const DigestSchema = z.string().regex(/^[0-9a-f]{64}$/, "expected a lower
 
 const IdSchema = z.string().min(1, "must not be empty");
 
+/**
+ * Text a turn's keys are digested from: well-formed UTF-16. A lone surrogate has no UTF-8 form, so
+ * no digest takes it (`DigestError`); refused here, it is the caller's invalid input instead.
+ * (The ES2023 lib typings lack `isWellFormed`; Node 20 has it.)
+ */
+const TurnTextSchema = z
+  .string()
+  .refine((text) => (text as unknown as { isWellFormed(): boolean }).isWellFormed(), "must be well-formed text (no lone UTF-16 surrogate)");
+const TurnIdSchema = TurnTextSchema.min(1, "must not be empty");
+
 /** One labelled piece of the turn's input, moderated together with the others. */
 export const SegmentSchema = z.strictObject({
-  label: IdSchema,
+  label: TurnIdSchema,
   /** Exact text; whitespace and empty content are significant. */
-  content: z.string(),
+  content: TurnTextSchema,
 });
 /** A {@link SegmentSchema} value. */
 export type Segment = z.infer<typeof SegmentSchema>;
@@ -28,17 +38,17 @@ export type Segment = z.infer<typeof SegmentSchema>;
 export const TurnInputSchema = z
   .strictObject({
     /** The document, record or file the turn may edit. */
-    scopeId: IdSchema,
-    turnId: IdSchema,
+    scopeId: TurnIdSchema,
+    turnId: TurnIdSchema,
     /** Bound into the admission receipt; not part of the turn key. */
-    policyVersion: IdSchema,
+    policyVersion: TurnIdSchema,
     segments: z.array(SegmentSchema).min(1, "a turn needs at least one segment"),
     /**
      * Who the user is, as your server authenticated them. Bound into the admission receipt, so a
      * turn admitted for one principal cannot run as another (`input_mismatch`); not part of the
      * turn key.
      */
-    principal: IdSchema.optional(),
+    principal: TurnIdSchema.optional(),
   })
   .superRefine((input, ctx) => {
     const seen = new Set<string>();
@@ -984,6 +994,12 @@ export interface TurnStart {
   readonly input: TurnInput;
   /** Digest of the canonical turn input: the same key with another digest is `input_mismatch`. */
   readonly inputDigest: string;
+  /**
+   * What identifies the request: `digest({ kind: "arkah.turn-request", v: 1, principal, turnId })`
+   * (`principal` null when there is none). A request key belongs to one turn key: `beginTurn` of
+   * another turn key (the same request with another `scopeId`) is `input_mismatch`.
+   */
+  readonly requestKey: string;
   /** The LangGraph thread the turn runs on. */
   readonly threadId: string;
 }
@@ -998,7 +1014,7 @@ const turnStartFields = {
 };
 
 /** Parses a {@link TurnStart}: its `scopeId` and `principal` must be the input's. */
-export const TurnStartSchema: z.ZodType<TurnStart> = z.strictObject(turnStartFields).superRefine((start, ctx) => {
+export const TurnStartSchema: z.ZodType<TurnStart> = z.strictObject({ ...turnStartFields, requestKey: DigestSchema }).superRefine((start, ctx) => {
   if (start.scopeId !== start.input.scopeId) ctx.addIssue({ code: "custom", path: ["scopeId"], message: "scopeId must be the input's scopeId" });
   if (start.principal !== start.input.principal) {
     ctx.addIssue({ code: "custom", path: ["principal"], message: "principal must be the input's principal" });
@@ -1019,7 +1035,9 @@ export const TurnLeaseSchema: z.ZodType<TurnLease> = z.strictObject({ token: IdS
  * A stored turn. A `running` turn has a lease and no outcome; every other state has an outcome
  * (the turn service's JSON answer, opaque to the store) and no lease.
  */
-export interface TurnRecord extends TurnStart {
+export interface TurnRecord extends Omit<TurnStart, "requestKey"> {
+  /** The turn's {@link TurnStart.requestKey}; absent on a turn stored before the stores kept one (SQLite and PostgreSQL schema version 7). */
+  readonly requestKey?: string;
   /** Where the turn is. */
   readonly state: TurnState;
   /** The stored outcome; present exactly when the turn is not running. */
@@ -1035,6 +1053,7 @@ export interface TurnRecord extends TurnStart {
 export const TurnRecordSchema: z.ZodType<TurnRecord> = z
   .strictObject({
     ...turnStartFields,
+    requestKey: DigestSchema.optional(),
     state: TurnStateSchema,
     outcome: JsonValueSchema.optional(),
     lease: TurnLeaseSchema.optional(),
@@ -1070,7 +1089,8 @@ export const BeginTurnInputSchema: z.ZodType<BeginTurnInput> = z.strictObject({ 
  * - `taken_over`: it was `running` under an expired lease; the caller holds a new one and resumes from the checkpoint;
  * - `running`: another worker holds an unexpired lease; nothing changed;
  * - `finished`: it is `awaiting_approval`, `completed`, `refused` or `failed`; nothing changed;
- * - `input_mismatch`: it was begun with another input digest; nothing changed.
+ * - `input_mismatch`: it was begun with another input digest, or it is new and its request key
+ *   belongs to another turn; nothing changed.
  */
 export type BeginTurnResult =
   | { readonly status: "started" | "taken_over"; readonly token: string; readonly record: TurnRecord }

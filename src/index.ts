@@ -146,6 +146,7 @@ export {
   type TurnCallOutcome,
   type TurnFailure,
   type TurnHttpReply,
+  type TurnMutation,
   type TurnOutcome,
   type TurnService,
   type TurnServiceErrorCode,

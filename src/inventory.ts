@@ -28,13 +28,26 @@ export interface ManifestTool {
 }
 
 /**
+ * The manifest format's version. It names the fingerprint format too: version 2 holds
+ * `toolFingerprint` v3 values (which see the zod parse). A manifest of another version is refused
+ * with a message that says to print and review it again, never compared fingerprint by fingerprint
+ * (every tool would drift, or worse, an old format would be trusted).
+ */
+export const TOOL_MANIFEST_VERSION = 2;
+
+/** Why a manifest of version 1 is refused, and what to do. */
+const REPIN =
+  "version 1 holds fingerprints of an older format that did not see the zod parse (toolFingerprint v2); " +
+  "re-pin: print the manifest again (report().manifest or arkah-guardrails manifest), review it and check it in";
+
+/**
  * The tools an agent's guardrails govern, as `report().manifest` (or the CLI's `manifest`) gives
  * it: every governed tool the agent exposes, sorted by name. Check it in; pass the reviewed one as
  * `inventory.manifest` and the guardrails compare the running tools with it.
  */
 export const ToolManifestSchema = z.strictObject({
   format: z.literal("arkah.tool-manifest"),
-  version: z.literal(1),
+  version: z.literal(TOOL_MANIFEST_VERSION, { error: (issue) => (issue.input === 1 ? REPIN : undefined) }),
   tools: z
     .array(ManifestToolSchema)
     .refine((tools) => new Set(tools.map((tool) => tool.name)).size === tools.length, "list each tool once"),
@@ -57,7 +70,7 @@ export type ManifestDrift =
 export function toolManifest(tools: Iterable<ManifestTool>): ToolManifest {
   const sorted = [...tools].map(({ name, kind, fingerprint }) => ({ name, kind, fingerprint }));
   sorted.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { format: "arkah.tool-manifest", version: 1, tools: sorted };
+  return { format: "arkah.tool-manifest", version: TOOL_MANIFEST_VERSION, tools: sorted };
 }
 
 /**

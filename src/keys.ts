@@ -7,6 +7,7 @@ import type { ServerTool } from "@langchain/core/tools";
 import { MAX_DISCRIMINATOR_CHARS, type EffectIdentity, type JsonValue, type MutationIdentity, type Segment, type TurnRef } from "./contracts.js";
 import { canonicalJson, digest, sha256Hex } from "./digest.js";
 import { GuardrailsError } from "./errors.js";
+import { parseDefinition } from "./execution/parse-definition.js";
 import { implementationOf } from "./execution/tool.js";
 import { declaredSchema } from "./guardrails/schema.js";
 
@@ -81,13 +82,15 @@ const NO_FIELDS: readonly string[] = [];
 
 /**
  * Identifies a tool: its name, its description (`""` when it has none), its declared input schema
- * as JSON Schema (a zod schema converted, a JSON Schema as is; `null` when it declares none), the
- * SHA-256 of its implementation's source text (`func` of a `tool()`, the `_call` of a
- * `StructuredTool` subclass, as `Function.prototype.toString` gives it; `null` when it has none)
- * and the values of the configuration fields it declares as identity (`null` when it declares
- * none). A verdict, an approval or a claim recorded under one fingerprint says which tool was
- * decided on. Cheap when nothing changed: the digest is recomputed only when one of those
- * references (or an object-valued field's content) differs from the last time.
+ * as JSON Schema (a zod schema converted, a JSON Schema as is; `null` when it declares none), what
+ * its zod v4 schema's parse does (every schema and check in it with their parameters, functions by
+ * the SHA-256 of their source text; `null` for a JSON Schema tool), the SHA-256 of its
+ * implementation's source text (`func` of a `tool()`, the `_call` of a `StructuredTool` subclass,
+ * as `Function.prototype.toString` gives it; `null` when it has none) and the values of the
+ * configuration fields it declares as identity (`null` when it declares none). A verdict, an
+ * approval or a claim recorded under one fingerprint says which tool was decided on. Cheap when
+ * nothing changed: the digest is recomputed only when one of those references (or an
+ * object-valued field's content) differs from the last time.
  */
 export function toolFingerprint(tool: FingerprintedTool, options: ToolIdentityOptions = {}): string {
   return identifyTool(tool, options.identity).fingerprint;
@@ -96,8 +99,8 @@ export function toolFingerprint(tool: FingerprintedTool, options: ToolIdentityOp
 /**
  * @internal The tool's fingerprint now, and the one it was first given in this process under the
  * same declaration: they differ when its declared configuration, description, schema or body
- * changed since. Throws `DigestError` (a schema or field value that is not plain JSON) or
- * `IdentityFieldError`.
+ * changed since. Throws `DigestError` (a schema or field value that is not plain JSON, a zod
+ * schema too large to describe) or `IdentityFieldError`, and what a getter in the schema throws.
  */
 export function identifyTool(
   tool: FingerprintedTool,
@@ -115,10 +118,11 @@ export function identifyTool(
   }
   const fingerprint = digest({
     kind: "arkah.tool",
-    v: 2,
+    v: 3,
     name: typeof name === "string" ? name : "",
     description: typeof description === "string" ? description : "",
     schema: declaredSchema(tool as ServerTool) ?? null,
+    parse: parseDefinition(schema),
     implementation: body === undefined ? null : sha256Hex(Function.prototype.toString.call(body)),
     identity: fields.length === 0 ? null : Object.fromEntries(fields.map((field, index) => [field, values[index]])),
   });

@@ -5,7 +5,8 @@
  *
  * `X-User` stands for whatever authentication the service has; it becomes the turn's `principal`.
  * The `Idempotency-Key` is the user's own: the turn id is `user/key`, so the same key from two
- * users is two turns, and neither ever gets the other's answer.
+ * users is two turns, and neither ever gets the other's answer. One key is one request: the same
+ * user's key for another note or message is refused `input_mismatch` (409) by the turn service.
  */
 import { z } from "zod";
 import {

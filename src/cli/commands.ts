@@ -736,7 +736,7 @@ export async function decide(given: AnyGuardrailStore, options: DecideOptions, s
       throw new CliError(
         EXIT.notFound,
         `no approval request ${approvalId}: nothing decided (check the id with 'approvals'; ` +
-          "requests are removed with their turn by prune, and 'audit' shows what happened to them)",
+          "prune removes a finished turn's requests, never a pending one, and 'audit' shows what happened to them)",
       );
     }
     throw new CliError(EXIT.wrongState, `approval request ${approvalId} is ${notPending(outcome.record)}: nothing changed`);

@@ -14,6 +14,8 @@
  * is parsed async, as the tool parses it.
  */
 
+import { walkZod, type ZodDef } from "./zod-def.js";
+
 /** Built-in schema types whose parse never waits for anything but the schemas they contain. */
 const SYNC_TYPES: ReadonlySet<string> = new Set([
   "any",
@@ -65,7 +67,10 @@ const SYNC_CHECKS: ReadonlySet<string> = new Set([
   "string_format",
 ]);
 
-/** A schema with more nodes than this is parsed async rather than walked. */
+/**
+ * A schema with more nodes (schemas and checks) than this is parsed async rather than walked to
+ * the end.
+ */
 const MAX_NODES = 2_000;
 
 const known = new WeakMap<object, boolean>();
@@ -76,7 +81,7 @@ export function parsesSynchronously(schema: unknown): boolean {
   let sync = known.get(schema);
   if (sync === undefined) {
     try {
-      sync = walk(schema);
+      sync = walkZod(schema, MAX_NODES, builtIn) === "complete";
     } catch {
       sync = false; // a getter that throws: leave it to the parse
     }
@@ -85,77 +90,14 @@ export function parsesSynchronously(schema: unknown): boolean {
   return sync;
 }
 
-interface Def {
-  readonly type?: unknown;
-  readonly checks?: unknown;
-  readonly [key: string]: unknown;
-}
-
-function defOf(node: unknown): Def | undefined {
-  if (typeof node !== "object" || node === null) return undefined;
-  const zod = (node as { _zod?: unknown })._zod;
-  if (typeof zod !== "object" || zod === null) return undefined;
-  const def = (zod as { def?: unknown }).def;
-  return typeof def === "object" && def !== null ? (def as Def) : undefined;
-}
-
-/** Every node reachable from `root` is a sync type with sync checks (a cycle is walked once). */
-function walk(root: object): boolean {
-  const seen = new Set<object>();
-  const pending: unknown[] = [root];
-  while (pending.length > 0) {
-    const node = pending.pop();
-    if (typeof node !== "object" || node === null) return false;
-    if (seen.has(node)) continue;
-    seen.add(node);
-    if (seen.size > MAX_NODES) return false;
-    const def = defOf(node);
-    if (def === undefined || typeof def.type !== "string" || !SYNC_TYPES.has(def.type)) return false;
-    if (def.checks !== undefined) {
-      if (!Array.isArray(def.checks)) return false;
-      for (const check of def.checks) {
-        const kind = defOf(check)?.check;
-        if (typeof kind !== "string" || !SYNC_CHECKS.has(kind)) return false;
-      }
-    }
-    const children = childrenOf(def);
-    if (children === undefined) return false;
-    pending.push(...children);
-  }
-  return true;
-}
-
-/** The schemas a node of a sync type contains; undefined when they are not where zod keeps them. */
-function childrenOf(def: Def): readonly unknown[] | undefined {
-  switch (def.type) {
-    case "array":
-      return [def.element];
-    case "object": {
-      const { shape, catchall } = def;
-      if (typeof shape !== "object" || shape === null) return undefined;
-      const members = Object.values(shape as Record<string, unknown>);
-      return catchall === undefined ? members : [...members, catchall];
-    }
-    case "union":
-      return Array.isArray(def.options) ? (def.options as readonly unknown[]) : undefined;
-    case "intersection":
-      return [def.left, def.right];
-    case "tuple": {
-      if (!Array.isArray(def.items)) return undefined;
-      const items = def.items as readonly unknown[];
-      return def.rest === undefined || def.rest === null ? items : [...items, def.rest];
-    }
-    case "record":
-      return [def.keyType, def.valueType];
-    case "default":
-    case "nonoptional":
-    case "nullable":
-    case "optional":
-    case "prefault":
-    case "readonly":
-      return [def.innerType];
-    default:
-      // Leaves: their parts (an enum's entries, a template literal's compiled pattern) are data.
-      return [];
-  }
+/**
+ * A node of a sync type, or a check of a sync kind (a refinement is a schema of type `custom`
+ * used as a check: neither). Its members (the schemas and checks it holds) are walked after it.
+ */
+function builtIn(_node: object, def: ZodDef): boolean {
+  const { type, check, checks } = def;
+  if (type === undefined && check === undefined) return false;
+  if (type !== undefined && (typeof type !== "string" || !SYNC_TYPES.has(type))) return false;
+  if (check !== undefined && (typeof check !== "string" || !SYNC_CHECKS.has(check))) return false;
+  return checks === undefined || Array.isArray(checks);
 }

@@ -4,10 +4,12 @@
  * (`HITLResponse`), so the approval UIs that answer it (Agent Inbox, LangGraph Studio) answer ours.
  * The guardrails raise one interrupt per call: one action request, and exactly one decision. The
  * answer is mapped onto the same decisions, judged by the same rules (src/guardrails/approvals.ts).
+ * Both carry `approvalId` beside LangChain's fields (this package's addition, which LangChain and
+ * the UIs ignore): the payload names the stored request it asks about, and an answer may name it.
  */
-import type { HITLRequest } from "langchain";
+import type { HITLRequest, HITLResponse } from "langchain";
 import { z } from "zod";
-import { DigestSchema, JsonValueSchema, type JsonValue } from "../contracts.js";
+import { DigestSchema, JsonValueSchema, type ApprovalDecision, type JsonValue } from "../contracts.js";
 import type { ApprovalRequest, JsonSchema } from "./port.js";
 
 /** The approval interrupt's payload and resume value: this package's own, or LangChain's `humanInTheLoopMiddleware`'s. */
@@ -16,8 +18,17 @@ export type ApprovalFormat = "arkah" | "langchain";
 /** The values `approvalFormat` accepts. */
 export const ApprovalFormatSchema = z.enum(["arkah", "langchain"]);
 
-/** The interrupt payload in LangChain's format: the call as its one action request, every decision allowed. */
-export function hitlRequest(asked: ApprovalRequest, schema: JsonSchema | undefined, problem: string | undefined): HITLRequest {
+/** LangChain's `HITLRequest`, naming the stored request it asks about (`GuardrailStore.getApproval`). */
+export type HitlApprovalRequest = HITLRequest & { readonly approvalId: string };
+
+/** LangChain's `HITLResponse`, naming the request it answers. */
+export type HitlApprovalResponse = HITLResponse & { readonly approvalId: string };
+
+/**
+ * The interrupt payload in LangChain's format: the call as its one action request, every decision
+ * allowed, and the stored request's `approvalId`.
+ */
+export function hitlRequest(asked: ApprovalRequest, schema: JsonSchema | undefined, problem: string | undefined): HitlApprovalRequest {
   const described = [asked.reason, problem === undefined ? undefined : `The last answer was not accepted: ${problem}`].filter(
     (part): part is string => part !== undefined,
   );
@@ -32,7 +43,30 @@ export function hitlRequest(asked: ApprovalRequest, schema: JsonSchema | undefin
         ...(typeof schema === "object" ? { argsSchema: { ...schema } } : {}),
       },
     ],
+    approvalId: asked.approvalId,
   };
+}
+
+/**
+ * A paused run's interrupt in LangChain's format, as a reader of the pause takes it: one action
+ * request, and the `approvalId` of the request it asks about (the rest is LangChain's, not read).
+ */
+export const HitlApprovalRequestSchema = z.looseObject({
+  actionRequests: z.tuple([z.looseObject({ name: z.string(), args: z.record(z.string(), JsonValueSchema) })]),
+  reviewConfigs: z.array(z.unknown()),
+  approvalId: DigestSchema,
+});
+
+/** A decision as LangChain's answer to the request `approvalId` for a call to `toolName`: what {@link fromHitl} reads back. */
+export function hitlResponse(decision: ApprovalDecision, toolName: string, approvalId: string): HitlApprovalResponse {
+  switch (decision.decision) {
+    case "approve":
+      return { decisions: [{ type: "approve" }], approvalId };
+    case "reject":
+      return { decisions: [{ type: "reject", ...(decision.message === undefined ? {} : { message: decision.message }) }], approvalId };
+    case "edit":
+      return { decisions: [{ type: "edit", editedAction: { name: toolName, args: decision.args } }], approvalId };
+  }
 }
 
 const HitlDecisionSchema = z.discriminatedUnion("type", [

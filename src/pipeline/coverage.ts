@@ -4,6 +4,7 @@
  * listed can fail the run before the model may call it.
  */
 import type { ToolKind } from "../contracts.js";
+import { DigestError } from "../digest.js";
 import { ConfigurationError } from "../errors.js";
 import { compareManifests, describeDrift, toolManifest, type ManifestDrift, type ManifestTool, type ToolManifest } from "../inventory.js";
 import { identifyTool, IdentityFieldError, type FingerprintedTool } from "../keys.js";
@@ -177,7 +178,12 @@ export class ToolCoverage {
   }
 }
 
-/** Why a tool has no fingerprint: a declared identity field it lacks, or a value that is not plain JSON. */
+/**
+ * Why a tool has no fingerprint: a declared identity field it lacks, a value that is not plain
+ * JSON, or a zod schema too large to describe (the DigestError says which, by path; never a value).
+ */
 export function noFingerprint(error: unknown): string {
-  return error instanceof IdentityFieldError ? error.message : "its declared input schema or an identity field's value is not plain JSON";
+  if (error instanceof IdentityFieldError) return error.message;
+  const detail = DigestError.isInstance(error) ? ` (${error.message})` : "";
+  return `its declared input schema or an identity field's value cannot be fingerprinted${detail}`;
 }

@@ -50,7 +50,7 @@ export function adoptTool(call: GovernedCall, tool: SealableTool): Promise<ToolM
   try {
     ({ fingerprint: call.fingerprint, changed } = checkIdentity(call, tool));
   } catch (error) {
-    call.governance.logger.warn("a governed tool has no fingerprint (a declared schema or identity field that is not plain JSON, or a missing identity field); refused", {
+    call.governance.logger.warn("a governed tool has no fingerprint (a declared schema or identity field that cannot be fingerprinted, or a missing identity field); refused", {
       toolName: call.name,
       error,
     });

@@ -165,6 +165,7 @@ export {
   type StoredCursor,
   type StoredEffect,
   type StoredReads,
+  type TurnRequestEntry,
   type UnknownScopeEntry,
 } from "./records.js";
 
@@ -197,6 +198,7 @@ export {
 export {
   beginTransition,
   finishTransition,
+  liveTurnKeys,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,

@@ -93,6 +93,7 @@ import {
 import {
   beginTransition,
   finishTransition,
+  liveTurnKeys,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
@@ -706,9 +707,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   *#prune(tx: StepTransaction, cutoff: number): Step<PruneResult> {
+    const turns = yield* this.#all(tx, K.turn);
+    const approvals = yield* this.#all(tx, K.approval);
+    const live = liveTurnKeys(
+      turns.map(([, record]) => record),
+      approvals.map(([, { record }]) => record),
+    );
     const pruned = new Set<string>();
     for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
-      if (claim.state !== "complete" || claim.settledAtMs === undefined || !(claim.settledAtMs < cutoff)) continue;
+      if (claim.state !== "complete" || claim.settledAtMs === undefined || !(claim.settledAtMs < cutoff) || live.has(turnKey)) continue;
       const { result: _dropped, ...rest } = claim;
       this.#put(tx, K.claim, turnKey, { ...rest, state: "pruned" });
       tx.delete(C.reads, turnKey);
@@ -716,15 +723,22 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     }
     if (pruned.size > 0) {
       for (const [key, record] of yield* this.#all(tx, K.verdict)) if (pruned.has(record.turnKey)) tx.delete(C.verdicts, key);
-      for (const [key, { record }] of yield* this.#all(tx, K.approval)) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
+      for (const [key, { record }] of approvals) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
     }
-    for (const [key, record] of yield* this.#all(tx, K.turn)) {
-      if (PRUNABLE_TURN_STATES.includes(record.state) && instantMs(record.updatedAt) < cutoff) tx.delete(C.turns, key);
+    for (const [key, record] of turns) {
+      if (!PRUNABLE_TURN_STATES.includes(record.state) || !(instantMs(record.updatedAt) < cutoff)) continue;
+      tx.delete(C.turns, key);
+      // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
+      if (record.requestKey !== undefined && (yield* this.#get(tx, K.turnRequest, record.requestKey))?.turnKey === key) {
+        tx.delete(C.turnRequests, record.requestKey);
+      }
     }
     // A pruned effect stays in its group: it happened, so it still counts toward `maxPerTurn`.
     let effects = 0;
     for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
-      if (effect.state !== "complete" || effect.settledAtMs === undefined || !(effect.settledAtMs < cutoff)) continue;
+      if (effect.state !== "complete" || effect.settledAtMs === undefined || !(effect.settledAtMs < cutoff) || live.has(effect.identity.turnKey)) {
+        continue;
+      }
       const { result: _dropped, ...rest } = effect;
       this.#put(tx, K.effect, effectKey, { ...rest, state: "pruned" });
       effects++;
@@ -754,10 +768,24 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   *#beginTurn(tx: StepTransaction, input: BeginTurnInput): Step<BeginTurnResult> {
-    const existing = yield* this.#get(tx, K.turn, input.turn.turnKey);
-    const { answer, write } = beginTransition(existing, input, this.#timestamp(), randomUUID());
-    if (write !== undefined) this.#put(tx, K.turn, write.turnKey, write);
+    const { turnKey, requestKey } = input.turn;
+    const existing = yield* this.#get(tx, K.turn, turnKey);
+    // The request's entry is read (and, for a new turn, written) in this step: two new turns of
+    // one request conflict on it even on storage with optimistic concurrency.
+    const holder = existing === undefined ? yield* this.#requestHolder(tx, requestKey) : undefined;
+    const { answer, write } = beginTransition(existing, input, this.#timestamp(), randomUUID(), holder);
+    if (write !== undefined) {
+      this.#put(tx, K.turn, write.turnKey, write);
+      if (existing === undefined) this.#put(tx, K.turnRequest, requestKey, { requestKey, turnKey });
+    }
     return structuredClone(answer);
+  }
+
+  /** The turn key holding `requestKey`: its entry's, while that turn's record exists (an entry left without one holds nothing). */
+  *#requestHolder(tx: StepTransaction, requestKey: string): Step<string | undefined> {
+    const entry = yield* this.#get(tx, K.turnRequest, requestKey);
+    if (entry === undefined) return undefined;
+    return (yield* this.#get(tx, K.turn, entry.turnKey)) === undefined ? undefined : entry.turnKey;
   }
 
   async finishTurn(input: FinishTurnInput): Promise<boolean> {

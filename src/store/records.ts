@@ -45,6 +45,8 @@ export const KEY_VALUE_COLLECTIONS = {
   cursors: "cursors",
   /** turn key -> {@link TurnRecord}. */
   turns: "turns",
+  /** request key -> {@link TurnRequestEntry}: the turn that holds the request, written in the turn's first step. */
+  turnRequests: "turnRequests",
   /** effect key -> {@link StoredEffect}: one side effect's claim. */
   effects: "effects",
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
@@ -194,6 +196,16 @@ export const UnknownScopeEntrySchema: z.ZodType<UnknownScopeEntry> = z.strictObj
   turnKeys: z.array(DigestSchema).min(1),
 });
 
+/** Which turn holds a request key: one turn per request (`beginTurn`). */
+export interface TurnRequestEntry {
+  /** The request key (`TurnStart.requestKey`). */
+  readonly requestKey: string;
+  /** The turn key that holds it. */
+  readonly turnKey: string;
+}
+/** Parses a {@link TurnRequestEntry}. */
+export const TurnRequestEntrySchema: z.ZodType<TurnRequestEntry> = z.strictObject({ requestKey: DigestSchema, turnKey: DigestSchema });
+
 /** An approval request as stored: the record and its request number (the tie-break of `listApprovals`). */
 export interface StoredApproval {
   /** The approval counter's number for it: request order. */
@@ -249,6 +261,7 @@ export const RECORD_KINDS = {
   audit: kind<StoredAuditEvent>(KEY_VALUE_COLLECTIONS.audit, "audit event", StoredAuditEventSchema, (event) => sequenceKey(event.seq)),
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
+  turnRequest: kind<TurnRequestEntry>(KEY_VALUE_COLLECTIONS.turnRequests, "turn request entry", TurnRequestEntrySchema, (record) => record.requestKey),
   effect: kind<StoredEffect>(KEY_VALUE_COLLECTIONS.effects, "side-effect claim", StoredEffectSchema, (record) => record.identity.effectKey),
   effectGroup: kind<EffectGroup>(KEY_VALUE_COLLECTIONS.effectGroups, "side-effect group", EffectGroupSchema, (record) =>
     effectGroupKey(record.turnKey, record.toolName),

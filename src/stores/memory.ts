@@ -90,6 +90,7 @@ import {
 import {
   beginTransition,
   finishTransition,
+  liveTurnKeys,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
@@ -181,6 +182,8 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #cursors = new Map<string, number>();
   /** turn key -> the turn service's record. */
   readonly #turns = new Map<string, TurnRecord>();
+  /** request key -> the turn key that holds it (one turn per request). */
+  readonly #turnRequests = new Map<string, string>();
   /** effect key -> its claim. */
   readonly #effects = new Map<string, EffectRecord>();
   /** JSON [turn key, tool name] -> that tool's effect keys in the turn, for `maxPerTurn`. */
@@ -456,9 +459,10 @@ export class InMemoryGuardrailStore implements GuardrailStore {
 
   async prune(options: PruneOptions): Promise<PruneResult> {
     const cutoff = Date.parse(parseStoreValue(PruneOptionsSchema, options, "prune options").olderThan);
+    const live = liveTurnKeys(this.#turns.values(), this.#approvals.values());
     const pruned = new Set<string>();
     for (const [turnKey, claim] of this.#claims) {
-      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff && !live.has(turnKey)) {
         claim.state = "pruned";
         claim.result = undefined;
         pruned.add(turnKey);
@@ -469,11 +473,14 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       for (const [key, record] of records) if (pruned.has(record.turnKey)) records.delete(key);
     }
     for (const [turnKey, record] of this.#turns) {
-      if (PRUNABLE_TURN_STATES.includes(record.state) && Date.parse(record.updatedAt) < cutoff) this.#turns.delete(turnKey);
+      if (!PRUNABLE_TURN_STATES.includes(record.state) || !(Date.parse(record.updatedAt) < cutoff)) continue;
+      this.#turns.delete(turnKey);
+      // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
+      if (record.requestKey !== undefined && this.#turnRequests.get(record.requestKey) === turnKey) this.#turnRequests.delete(record.requestKey);
     }
     let effects = 0;
     for (const claim of this.#effects.values()) {
-      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff) {
+      if (claim.state === "complete" && claim.settledAt !== undefined && claim.settledAt < cutoff && !live.has(claim.identity.turnKey)) {
         claim.state = "pruned";
         claim.result = undefined;
         effects++;
@@ -490,8 +497,13 @@ export class InMemoryGuardrailStore implements GuardrailStore {
 
   async beginTurn(input: BeginTurnInput): Promise<BeginTurnResult> {
     const parsed = parseBeginTurn(input);
-    const { answer, write } = beginTransition(this.#turns.get(parsed.turn.turnKey), parsed, this.#timestamp(), randomUUID());
-    if (write !== undefined) this.#turns.set(write.turnKey, write);
+    const { turnKey, requestKey } = parsed.turn;
+    const holder = this.#turnRequests.get(requestKey);
+    const { answer, write } = beginTransition(this.#turns.get(turnKey), parsed, this.#timestamp(), randomUUID(), holder);
+    if (write !== undefined) {
+      this.#turns.set(write.turnKey, write);
+      if (holder === undefined) this.#turnRequests.set(requestKey, turnKey);
+    }
     return structuredClone(answer);
   }
 

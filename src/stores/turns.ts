@@ -8,6 +8,7 @@ import {
   FinishTurnInputSchema,
   ResumeTurnInputSchema,
   TurnRecordSchema,
+  type ApprovalRecord,
   type BeginTurnInput,
   type BeginTurnResult,
   type FinishTurnInput,
@@ -36,15 +37,23 @@ export const parseResumeTurn = (input: unknown): ResumeTurnInput => parseStoreVa
 /** A stored turn record, as read back (a row, a map entry): a corrupt one fails closed. */
 export const parseTurnRecord = (value: unknown, what = "turn record"): TurnRecord => parseStoreValue(TurnRecordSchema, value, what);
 
-/** `beginTurn`: insert if absent, take over an expired lease, else answer what the turn is. */
+/**
+ * `beginTurn`: insert if absent, take over an expired lease, else answer what the turn is.
+ * `requestHolder` is the turn key that holds the input's request key, if any turn does (the
+ * store reads it in the same transaction; it matters only when `existing` is undefined): a new
+ * turn whose request is another turn's (the same idempotency key for another scope) is
+ * `input_mismatch`, and nothing is stored.
+ */
 export function beginTransition(
   existing: TurnRecord | undefined,
   input: BeginTurnInput,
   now: string,
   token: string,
+  requestHolder: string | undefined,
 ): TurnTransition<BeginTurnResult> {
   const lease = { token, expiresAt: plus(now, input.leaseMs) };
   if (existing === undefined) {
+    if (requestHolder !== undefined && requestHolder !== input.turn.turnKey) return { answer: { status: "input_mismatch" }, write: undefined };
     const record: TurnRecord = { ...input.turn, state: "running", lease, createdAt: now, updatedAt: now };
     return { answer: { status: "started", token, record }, write: record };
   }
@@ -81,3 +90,19 @@ export function resumeTransition(
 
 /** Finished states `prune` may remove: a paused or running turn is kept. */
 export const PRUNABLE_TURN_STATES: readonly TurnRecord["state"][] = ["completed", "refused", "failed"];
+
+/**
+ * The turns `prune` leaves whole, whatever their age (their claims, effects, read evidence,
+ * verdicts and approval requests): a turn whose record is running or paused on approval, and a
+ * turn with a `pending` approval request, which a person can still decide (with or without the
+ * turn service, which a store may be used without). Pure.
+ */
+export function liveTurnKeys(
+  turns: Iterable<Pick<TurnRecord, "turnKey" | "state">>,
+  approvals: Iterable<Pick<ApprovalRecord, "turnKey" | "status">>,
+): Set<string> {
+  const live = new Set<string>();
+  for (const { turnKey, state } of turns) if (!PRUNABLE_TURN_STATES.includes(state)) live.add(turnKey);
+  for (const { turnKey, status } of approvals) if (status === "pending") live.add(turnKey);
+  return live;
+}

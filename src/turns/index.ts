@@ -9,6 +9,7 @@ export {
   type TurnAnswer,
   type TurnCallOutcome,
   type TurnFailure,
+  type TurnMutation,
   type TurnOutcome,
   type TurnView,
 } from "./outcome.js";

@@ -8,14 +8,16 @@ import { z } from "zod";
 import {
   DigestSchema,
   JsonValueSchema,
-  MutationStatusSchema,
+  MutationResultSchema,
   type ApprovalStatus,
   type TurnRecord,
   type JsonValue,
+  type MutationResult,
   type MutationStatus,
   type TurnState,
 } from "../contracts.js";
 import { latestUserTextIndex, textContent } from "../decision/transcript.js";
+import { HitlApprovalRequestSchema, type ApprovalFormat } from "../guardrails/langchain-format.js";
 
 /** One tool call of the turn, as the client sees it. */
 export interface TurnCallOutcome {
@@ -83,15 +85,51 @@ export const TURN_FAILURES = [
 ] as const satisfies readonly TurnFailure[];
 
 /**
+ * The turn's mutation claim as the service answers it (`get`, a failed outcome): the claim's
+ * state, tool and call, and a completed one's result only with the service's `includeToolResults`
+ * (so, unlike the store's `MutationStatus`, a `complete` claim may come without its result).
+ */
+export interface TurnMutation {
+  /** `pending` or `unknown`: an operator must reconcile; `complete`: the write ran; `pruned`: a tombstone. */
+  readonly state: MutationStatus["state"];
+  /** The tool of the call holding the slot. */
+  readonly toolName: string;
+  /** The call holding the slot. */
+  readonly toolCallId: string;
+  /** The completed write's stored result: only with `includeToolResults`, and only when `complete`. */
+  readonly result?: MutationResult;
+}
+
+/** Parses a {@link TurnMutation}: exactly what the service answers and stores. */
+export const TurnMutationSchema: z.ZodType<TurnMutation> = z
+  .strictObject({
+    state: z.enum(["pending", "complete", "unknown", "pruned"]),
+    toolName: z.string().min(1),
+    toolCallId: z.string().min(1),
+    result: MutationResultSchema.optional(),
+  })
+  .refine((mutation) => mutation.result === undefined || mutation.state === "complete", {
+    error: "only a complete mutation has a result",
+    path: ["result"],
+  });
+
+/** The claim as the service answers it: the store's status, its result only when asked for. */
+export function turnMutation(status: MutationStatus, includeResult: boolean): TurnMutation {
+  const { state, toolName, toolCallId, result } = status;
+  return includeResult && result !== undefined ? { state, toolName, toolCallId, result } : { state, toolName, toolCallId };
+}
+
+/**
  * A turn's outcome: what a finished (or paused) turn answers, stored and replayed.
  * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn;
- * - `awaiting_approval`: the requests the run waits on;
+ * - `awaiting_approval`: the requests the run waits on (stored: every request of the pause;
+ *   answered: those still pending, none once all are decided and the resume is still to come);
  * - `refused`: `denied` by moderation, or `input_mismatch` (the turn key was used with other input);
- * - `failed`: a {@link TurnFailure}, with the turn's mutation claim as the failure left it (its
- *   result only with `includeToolResults`). A failure before any effect was claimed (`run_failed`,
- *   `moderation_failed`) says `retryable` (a `submit` of the same key runs the turn again, from its
- *   checkpoint) and how many `attempts` ran; `retryable: false` once `maxAttempts` ran. Without
- *   them the failure is final.
+ * - `failed`: a {@link TurnFailure}, with the turn's mutation claim as the failure left it
+ *   ({@link TurnMutation}: its result only with `includeToolResults`). A failure before any effect
+ *   was claimed (`run_failed`, `moderation_failed`) says `retryable` (a `submit` of the same key
+ *   runs the turn again, from its checkpoint) and how many `attempts` ran; `retryable: false` once
+ *   `maxAttempts` ran. Without them the failure is final.
  */
 export type TurnOutcome =
   | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[] }
@@ -102,12 +140,12 @@ export type TurnOutcome =
       readonly code: TurnFailure;
       readonly detail?: string;
       readonly error?: string;
-      readonly mutation?: MutationStatus;
+      readonly mutation?: TurnMutation;
       readonly retryable?: boolean;
       readonly attempts?: number;
     };
 
-/** Parses a stored {@link TurnOutcome}. */
+/** Parses a stored {@link TurnOutcome}: the service checks every outcome with it before storing it. */
 export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("status", [
   z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema) }),
   z.strictObject({ status: z.literal("awaiting_approval"), approvals: z.array(PendingApprovalSchema).min(1) }),
@@ -117,7 +155,7 @@ export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("s
     code: z.enum(TURN_FAILURES),
     detail: z.string().optional(),
     error: z.string().optional(),
-    mutation: MutationStatusSchema.optional(),
+    mutation: TurnMutationSchema.optional(),
     retryable: z.boolean().optional(),
     attempts: z.int().min(1).max(10).optional(),
   }),
@@ -160,8 +198,9 @@ export type DecideAnswer =
   | { readonly status: "not_pending"; readonly approvalStatus: ApprovalStatus };
 
 /**
- * `get`'s answer: `not_found`, or the turn's state and outcome (absent while running), read only,
- * with its mutation claim (its result only with `includeToolResults`).
+ * `get`'s answer: `not_found`, or the turn's state and outcome (absent while running; a paused
+ * turn's lists only the requests still pending), read only, with its mutation claim (its result
+ * only with `includeToolResults`).
  */
 export type TurnView =
   | { readonly status: "not_found" }
@@ -172,12 +211,12 @@ export type TurnView =
       readonly principal: string | undefined;
       readonly state: TurnState;
       readonly outcome: TurnOutcome | undefined;
-      readonly mutation: MutationStatus | undefined;
+      readonly mutation: TurnMutation | undefined;
       readonly createdAt: string;
       readonly updatedAt: string;
     };
 
-/** The interrupt payload fields the service reads of an approval request. */
+/** The interrupt payload fields the service reads of an approval request in the package's format. */
 const ApprovalInterruptSchema = z.looseObject({
   type: z.literal("arkah.approval"),
   approvalId: DigestSchema,
@@ -188,25 +227,45 @@ const ApprovalInterruptSchema = z.looseObject({
   reason: z.string().optional(),
 });
 
-/** An interrupt of a paused run, as `graph.getState` lists it. */
+/**
+ * An approval interrupt of a paused run, as its payload says: in the package's format, the whole
+ * request; in LangChain's, the request's id, tool and arguments (the service reads the rest from
+ * the store's record, which must agree).
+ */
+export type ApprovalInterrupt =
+  | { readonly id: string; readonly format: "arkah"; readonly approval: PendingApproval }
+  | { readonly id: string; readonly format: "langchain"; readonly approvalId: string; readonly tool: string; readonly args: Record<string, JsonValue> };
+
+/** An approval request a paused run waits on: the interrupt to resume, in its format, and what the person is asked. */
 export interface PendingInterrupt {
+  /** The interrupt's id: the resume value is keyed by it. */
   readonly id: string;
+  /** The format of the pause: the resume value answers in it. */
+  readonly format: ApprovalFormat;
+  /** The request. */
   readonly approval: PendingApproval;
 }
 
 /**
- * The approval requests a paused run waits on, or `undefined` when one of its interrupts is not an
- * approval request of this library (or carries no id to resume it by).
+ * The approval interrupts of a paused run, in either approval format, or `undefined` when one of
+ * its interrupts is not an approval request of this library (or carries no id to resume it by).
  */
-export function approvalInterrupts(interrupts: readonly { readonly id?: string; readonly value?: unknown }[]): PendingInterrupt[] | undefined {
-  const pending: PendingInterrupt[] = [];
-  for (const each of interrupts) {
-    const parsed = ApprovalInterruptSchema.safeParse(each.value);
-    if (each.id === undefined || !parsed.success) return undefined;
-    const { approvalId, tool, toolCallId, args, guardrails, reason } = parsed.data;
-    pending.push({ id: each.id, approval: { approvalId, tool, toolCallId, args, guardrails, ...(reason === undefined ? {} : { reason }) } });
+export function approvalInterrupts(interrupts: readonly { readonly id?: string; readonly value?: unknown }[]): ApprovalInterrupt[] | undefined {
+  const found: ApprovalInterrupt[] = [];
+  for (const { id, value } of interrupts) {
+    if (id === undefined) return undefined;
+    const ours = ApprovalInterruptSchema.safeParse(value);
+    if (ours.success) {
+      const { approvalId, tool, toolCallId, args, guardrails, reason } = ours.data;
+      found.push({ id, format: "arkah", approval: { approvalId, tool, toolCallId, args, guardrails, ...(reason === undefined ? {} : { reason }) } });
+      continue;
+    }
+    const hitl = HitlApprovalRequestSchema.safeParse(value);
+    if (!hitl.success) return undefined;
+    const [action] = hitl.data.actionRequests;
+    found.push({ id, format: "langchain", approvalId: hitl.data.approvalId, tool: action.name, args: action.args });
   }
-  return pending;
+  return found;
 }
 
 /** A completed run's outcome: the last message's text and every tool call after the user's message. */

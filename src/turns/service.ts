@@ -21,7 +21,6 @@ import {
   TurnRecordSchema,
   type ApprovalDecision,
   type ApprovalRecord,
-  type MutationStatus,
   type TurnInput,
   type TurnRecord,
   type TurnStart,
@@ -29,6 +28,7 @@ import {
 } from "../contracts.js";
 import { digest } from "../digest.js";
 import { AdmissionError, ApprovalError, ConfigurationError, SettlementError } from "../errors.js";
+import { hitlResponse } from "../guardrails/langchain-format.js";
 import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import { LoggerSchema, StoreShape } from "../options.js";
 import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
@@ -41,10 +41,12 @@ import {
   approvalInterrupts,
   completedOutcome,
   pauseWaitsOn,
+  turnMutation,
   TurnOutcomeSchema,
   type DecideAnswer,
   type PendingInterrupt,
   type TurnAnswer,
+  type TurnMutation,
   type TurnOutcome,
   type TurnView,
 } from "./outcome.js";
@@ -212,6 +214,15 @@ function inputDigest(input: TurnInput): string {
 }
 
 /**
+ * The request a turn answers: its idempotency key (`turnId`) as its principal sent it. One request
+ * is one turn: the same key and principal with another `scopeId` is another turn key, and the
+ * store refuses it `input_mismatch` by this key. Not the scope: that is what it must catch.
+ */
+function requestKey(input: TurnInput): string {
+  return digest({ kind: "arkah.turn-request", v: 1, principal: input.principal ?? null, turnId: input.turnId });
+}
+
+/**
  * Builds the turn service. Throws `ConfigurationError` for invalid options, among them a store
  * without the `turns` and `approvals` parts.
  */
@@ -233,17 +244,15 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const threadOf = (record: TurnRecord): ThreadConfig => ({ configurable: { thread_id: record.threadId } });
   const answerOf = (outcome: TurnOutcome, turnKey: string, replayed: boolean): TurnAnswer => ({ ...outcome, turnKey, replayed });
   const storedOutcome = (record: TurnRecord): TurnOutcome => parseStoreValue(TurnOutcomeSchema, record.outcome, "stored turn outcome");
-  const withoutResult = (status: MutationStatus): MutationStatus =>
-    includeToolResults ? status : { state: status.state, toolName: status.toolName, toolCallId: status.toolCallId };
 
   async function getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const record = await store.getTurn(turnKey);
     return record === undefined ? undefined : parseStoreValue(TurnRecordSchema, record, "getTurn answer");
   }
 
-  async function getMutation(turnKey: string): Promise<MutationStatus | undefined> {
+  async function getMutation(turnKey: string): Promise<TurnMutation | undefined> {
     const status = await store.getMutation(turnKey);
-    return status === undefined ? undefined : withoutResult(parseStoreValue(MutationStatusSchema, status, "getMutation answer"));
+    return status === undefined ? undefined : turnMutation(parseStoreValue(MutationStatusSchema, status, "getMutation answer"), includeToolResults);
   }
 
   /** The turn as it stands, as an answer: running, or its stored outcome. */
@@ -255,8 +264,14 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
 
   /** Stores the outcome under our lease. Lost the lease to a takeover: the turn is the other worker's. */
   async function finish(record: TurnRecord, token: string, outcome: TurnOutcome): Promise<TurnAnswer> {
+    // Checked as every read of it will check it: an outcome the service cannot read back would
+    // fail every retry and `get` of the turn. A bug here fails this call; the turn stays running.
+    const checked = TurnOutcomeSchema.safeParse(outcome);
+    if (!checked.success) {
+      throw new Error(`the turn service built a ${outcome.status} outcome it could not read back (a bug; nothing stored): ${z.prettifyError(checked.error)}`);
+    }
     // Stored as plain JSON (the outcome's interfaces are not index-signature records to the compiler).
-    const json = parseStoreValue(JsonValueSchema, outcome, "turn outcome");
+    const json = parseStoreValue(JsonValueSchema, checked.data, "turn outcome");
     const applied = await store.finishTurn({ turnKey: record.turnKey, token, state: outcome.status, outcome: json });
     if (parseStoreValue(z.boolean(), applied, "finishTurn answer")) return answerOf(outcome, record.turnKey, false);
     return current(record.turnKey);
@@ -329,7 +344,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
-      const pending = approvalInterrupts(interrupts);
+      const pending = await pendingOf(record, interrupts);
       if (pending === undefined) return { status: "failed", code: "unsupported_interrupt" };
       return { status: "awaiting_approval", approvals: pending.map((each) => each.approval) };
     }
@@ -384,19 +399,48 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /**
+   * The approval requests a paused run waits on, from its interrupts, in either approval format;
+   * `undefined` when one is not this library's approval request. A LangChain-format interrupt
+   * carries the request's id, tool and arguments: the rest is the store's record, which must be
+   * this turn's request for that tool and those arguments (else the pause is not ours to answer).
+   */
+  async function pendingOf(record: TurnRecord, interrupts: readonly Interrupt[]): Promise<PendingInterrupt[] | undefined> {
+    const found = approvalInterrupts(interrupts);
+    if (found === undefined) return undefined;
+    const pending: PendingInterrupt[] = [];
+    for (const each of found) {
+      if (each.format === "arkah") {
+        pending.push(each);
+        continue;
+      }
+      const answer = await store.getApproval(each.approvalId);
+      const asked = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
+      if (asked?.turnKey !== record.turnKey || asked.toolName !== each.tool || digest(asked.args) !== digest(each.args)) return undefined;
+      const { approvalId, toolName, toolCallId, args, guardrails, reason } = asked;
+      pending.push({
+        id: each.id,
+        format: "langchain",
+        approval: { approvalId, tool: toolName, toolCallId, args, guardrails, ...(reason === undefined ? {} : { reason }) },
+      });
+    }
+    return pending;
+  }
+
+  /**
    * The resume value for a pause whose every request is decided (or expired), keyed by interrupt
-   * id; `undefined` while one is pending. The store's record is the decision: a resume value can
-   * only repeat it.
+   * id, each in the format its interrupt asked in; `undefined` while one is pending. The store's
+   * record is the decision: a resume value can only repeat it.
    */
   async function resumeValue(pending: readonly PendingInterrupt[]): Promise<Resume | undefined> {
     const resume: Record<string, unknown> = {};
     const waits: TelemetryApprovalWait[] = [];
-    for (const { id, approval } of pending) {
+    for (const { id, format, approval } of pending) {
       const answer = await store.getApproval(approval.approvalId);
       const record = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
       if (record === undefined || record.status === "pending") return undefined;
       // An expired request is refused by the guardrails whatever the value says.
-      resume[id] = { ...(record.decision ?? { decision: "reject" }), approvalId: approval.approvalId };
+      const decision = record.decision ?? { decision: "reject" };
+      resume[id] = format === "langchain" ? hitlResponse(decision, approval.tool, approval.approvalId) : { ...decision, approvalId: approval.approvalId };
       waits.push(approvalWait(record));
     }
     return { command: new Command({ resume }), waits };
@@ -411,7 +455,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   /** The pause's interrupts, if the run waits only on this library's approval requests. */
   async function pausedOn(record: TurnRecord): Promise<PendingInterrupt[] | undefined> {
     const snapshot = await agent.graph.getState(threadOf(record));
-    const pending = approvalInterrupts(snapshot.tasks.flatMap((task) => task.interrupts));
+    const pending = await pendingOf(record, snapshot.tasks.flatMap((task) => task.interrupts));
     return pending === undefined || pending.length === 0 ? undefined : pending;
   }
 
@@ -428,7 +472,10 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return resumeWith(taken.record, taken.token, resume, scope);
   }
 
-  /** A paused turn's outcome with only the requests still pending. */
+  /**
+   * A paused turn's outcome with only the requests still pending: none once every one is decided
+   * and the resume is still to come (its decider failed before resuming; the next `submit` resumes).
+   */
   async function stillWaiting(record: TurnRecord): Promise<TurnOutcome> {
     const outcome = storedOutcome(record);
     if (outcome.status !== "awaiting_approval") return outcome;
@@ -437,7 +484,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       const answer = await store.getApproval(approval.approvalId);
       if (answer === undefined || parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer").status === "pending") approvals.push(approval);
     }
-    return approvals.length === 0 ? outcome : { status: "awaiting_approval", approvals };
+    return { status: "awaiting_approval", approvals };
   }
 
   /**
@@ -448,7 +495,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
-      const pending = approvalInterrupts(interrupts);
+      const pending = await pendingOf(record, interrupts);
       if (pending === undefined) return finish(record, token, { status: "failed", code: "unsupported_interrupt" });
       const resume = await resumeValue(pending);
       if (resume === undefined) return finish(record, token, { status: "awaiting_approval", approvals: pending.map((each) => each.approval) });
@@ -484,12 +531,13 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       ...(turn.input.principal === undefined ? {} : { principal: turn.input.principal }),
       input: turn.input,
       inputDigest: inputDigest(turn.input),
+      requestKey: requestKey(turn.input),
       threadId: turnThreadId(turn.turnKey),
     };
     const begun = parseStoreValue(BeginTurnResultSchema, await store.beginTurn({ turn: start, leaseMs }), "beginTurn answer");
     switch (begun.status) {
       case "input_mismatch":
-        // The record under this key is another input's: its state is not this request's.
+        // The record under this key (or the turn holding this request) is another input's: its state is not this request's.
         return { answer: { status: "refused", code: "input_mismatch", turnKey: turn.turnKey, replayed: false }, state: undefined };
       case "running":
         return stepOf({ status: "running", turnKey: turn.turnKey });
@@ -613,6 +661,12 @@ interface RunScope {
   readonly notes: TurnNotes;
   /** 1 for the turn's first run (and a takeover or resume of it); n for the n-th run after failures that left no effect. */
   readonly attempt: number;
+}
+
+/** An interrupt of a paused run, as `graph.getState` lists it. */
+interface Interrupt {
+  readonly id?: string;
+  readonly value?: unknown;
 }
 
 /** Decisions a resume answers the pause with, and how long each waited. */

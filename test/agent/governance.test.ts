@@ -75,7 +75,7 @@ describe("report(): what the guardrails govern of the agent", () => {
     // The manifest a reviewer checks in: the governed tools the agent exposed, by name.
     expect(guardrails.report().manifest).toEqual({
       format: "arkah.tool-manifest",
-      version: 1,
+      version: 2,
       tools: Object.keys(byName)
         .sort()
         .map((name) => ({ name, kind: TOOL_POLICIES[name]?.kind, fingerprint: byName[name] })),

@@ -780,7 +780,7 @@ describe("decide", () => {
     await store.requestApproval(request);
     const input = { scopeId: "doc-1", turnId: "t-1", policyVersion: "v1", segments: [{ label: "user", content: "Rename it" }] };
     const begun = await store.beginTurn({
-      turn: { turnKey: request.turnKey, scopeId: "doc-1", input, inputDigest: digest(input), threadId: "thread-1" },
+      turn: { turnKey: request.turnKey, scopeId: "doc-1", input, inputDigest: digest(input), requestKey: digest({ request: "t-1" }), threadId: "thread-1" },
       leaseMs: 60_000,
     });
     if (begun.status !== "started") throw new Error(`expected started, got ${begun.status}`);

@@ -3,16 +3,19 @@
  * manifest, `compare` compares a reviewed manifest with another or with a module's running
  * configuration, exiting 5 on drift. No store is opened.
  */
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseToolManifest, type ToolManifest } from "arkah-agent-guardrails";
 import { EXIT } from "../../src/cli/commands.js";
 import { main } from "../../src/cli/main.js";
 
 const MODULE = fileURLToPath(new URL("./fixtures/inventory-module.ts", import.meta.url));
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -117,11 +120,57 @@ describe("compare", () => {
     expect((await cli(["compare", "--actual", good])).stderr).toContain("--expected FILE is required");
     expect((await cli(["compare", "--expected", good])).stderr).toContain("give exactly one of --actual FILE or --module PATH");
     expect((await cli(["compare", "--expected", good, "--actual", good, "--module", MODULE])).code).toBe(EXIT.usage);
-    const bad = tempFile("bad.json", JSON.stringify({ format: "arkah.tool-manifest", version: 2, tools: [] }));
+    const bad = tempFile("bad.json", JSON.stringify({ format: "arkah.tool-manifest", version: 3, tools: [] }));
     expect(await cli(["compare", "--expected", bad, "--actual", good])).toMatchObject({
       code: EXIT.usage,
       stderr: expect.stringContaining("is not a tool manifest") as string,
     });
     expect((await cli(["compare", "--expected", tempFile("x.json", "{"), "--actual", good])).stderr).toContain("is not JSON");
+  });
+});
+
+describe("a zod tool's schema changed in what its JSON Schema cannot show", () => {
+  // Each variant of the fixture's reviewed zod schema: same JSON Schema, another parse.
+  const VARIANTS = {
+    zodLoose: ".loose() (passthrough): unknown keys reach the body",
+    zodTransform: "a transform: the body receives another value",
+    zodNoRefine: "a refinement dropped: a body the reviewed tool refuses is accepted",
+    zodCatchall: "a catchall: unknown keys of that type reach the body",
+    zodCoerce: "coercion: a number becomes a string id",
+  } as const;
+
+  for (const [exported, change] of Object.entries(VARIANTS)) {
+    it(`compare --module reports the edit tool's fingerprint drift, exit 5: ${change}`, async () => {
+      const expected = tempFile("reviewed.json", JSON.stringify(await printed(["--export", "zod"])));
+      const run = await cli(["compare", "--expected", expected, "--module", MODULE, "--export", exported]);
+      expect(run.code).toBe(EXIT.drift);
+      expect(run.stdout).toMatch(/^edit_note: fingerprint changed from [0-9a-f]{64} to [0-9a-f]{64}/);
+      expect(run.stdout).not.toContain("read_note");
+    });
+  }
+
+  it("the same schema built again, here or in another process, has the same fingerprint", async () => {
+    const reviewed = await printed(["--export", "zod"]);
+    const expected = tempFile("reviewed.json", JSON.stringify(reviewed));
+    expect(await cli(["compare", "--expected", expected, "--module", MODULE, "--export", "zodAgain"])).toMatchObject({ code: EXIT.ok });
+    // A manifest pinned in CI must match the deployed server's: two Node processes print the same
+    // one (both through tsx: vitest transforms the sources, so the bodies' source text differs here).
+    const print = async () => {
+      const args = ["--import", "tsx", "src/cli/index.ts", "manifest", "--module", MODULE, "--export", "zod"];
+      return parseToolManifest(JSON.parse((await promisify(execFile)(process.execPath, args, { cwd: ROOT })).stdout));
+    };
+    const [ci, deployed] = await Promise.all([print(), print()]);
+    expect(deployed).toEqual(ci);
+    expect(ci.tools.map(({ name }) => name)).toEqual(["edit_note", "read_note"]);
+  });
+
+  it("a version 1 manifest (fingerprints that did not see the parse) is refused with a message to re-pin, exit 2", async () => {
+    const current = await printed(["--export", "zod"]);
+    const old = tempFile("old.json", JSON.stringify({ ...current, version: 1 }));
+    const run = await cli(["compare", "--expected", old, "--module", MODULE, "--export", "zod"]);
+    expect(run.code).toBe(EXIT.usage);
+    expect(run.stderr).toContain("version 1 holds fingerprints of an older format that did not see the zod parse");
+    expect(run.stderr).toContain("re-pin: print the manifest again (report().manifest or arkah-guardrails manifest)");
+    expect(run.stdout).toBe("");
   });
 });

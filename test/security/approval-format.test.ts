@@ -63,9 +63,10 @@ async function approvalTrail(store: ReturnType<typeof langchainApprovals>["store
 }
 
 describe("approvalFormat: \"langchain\"", () => {
-  it("the interrupt is a HITLRequest: one action request (the call as parsed, the reason), every decision allowed, the tool's schema; nothing ran", async () => {
+  it("the interrupt is a HITLRequest: one action request (the call as parsed, the reason), every decision allowed, the tool's schema, the request's approvalId; nothing ran", async () => {
     const turn = langchainApprovals();
     const paused = await turn.start();
+    const [stored] = await turn.store.listApprovals();
     expect(hitl(paused)).toEqual({
       actionRequests: [{ name: "edit_note", args: EDIT.args, description: "Approve edit_note?" }],
       reviewConfigs: [
@@ -75,9 +76,10 @@ describe("approvalFormat: \"langchain\"", () => {
           argsSchema: expect.objectContaining({ type: "object", properties: { noteId: { type: "string" }, body: { type: "string" } } }) as unknown,
         },
       ],
+      // This package's addition beside LangChain's fields: the stored request the interrupt asks about.
+      approvalId: stored?.approvalId,
     });
     expect(turn.service.writes).toEqual([]);
-    const [stored] = await turn.store.listApprovals();
     expect(stored).toMatchObject({ status: "pending", toolCallId: "e1", argsDigest: digest(EDIT.args) });
   });
 

@@ -11,6 +11,8 @@
  *   request stays answerable by its user.
  * - Idempotency keys are the user's own: the same key from another user is another turn, with its
  *   own thread, receipt and claim, never the first user's answer, approvals or write.
+ * - A key is one request: the same user's key for another note is 422 `input_mismatch`, and runs
+ *   and writes nothing (the turn service's request key).
  * - A turn's state is its user's: another user's `GET /turns/:turnKey` is 404.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,6 +121,27 @@ describe.each(FRAMEWORKS)("the HTTP example on %s", (framework) => {
       expect(await turn("alice", ...request)).toEqual({ status: 200, body: { ...alice.body, replayed: true } });
       expect(server.model.calls).toBe(calls);
       expect(server.writes()).toEqual(before);
+    });
+
+    it("a user's same key for another note is 422 input_mismatch: no second turn, no second write", async () => {
+      const first = await turn("alice", "one-request-0001", "note-7", "Set note-7 to: Buy oat milk");
+      expect(first.status).toBe(200);
+      const before = server.writes();
+      const calls = server.model.calls;
+
+      // The same key, the same user, another note (and another message): the same request, changed.
+      for (const [noteId, message] of [["note-8", "Set note-8 to: Call the plumber"], ["note-8", "Set note-7 to: Buy oat milk"]] as const) {
+        const other = await turn("alice", "one-request-0001", noteId, message);
+        expect(other.status).toBe(422);
+        expect(other.body).toMatchObject({ status: "refused", code: "input_mismatch", replayed: false });
+        expect(other.body.turnKey).not.toBe(first.body.turnKey);
+        expect(await server.get(`/turns/${String(other.body.turnKey)}`, "alice")).toEqual({ status: 404, body: { status: "not_found" } });
+      }
+      expect(server.writes()).toEqual(before);
+      expect(server.model.calls).toBe(calls);
+
+      // The key still answers its own request, replayed.
+      expect(await turn("alice", "one-request-0001", "note-7", "Set note-7 to: Buy oat milk")).toEqual({ status: 200, body: { ...first.body, replayed: true } });
     });
 
     it("user B using a key first does not take it from user A, nor get A's pending approvals", async () => {

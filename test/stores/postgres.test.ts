@@ -19,6 +19,7 @@ import {
 } from "arkah-agent-guardrails";
 import {
   type ClaimResult,
+  type TurnStart,
 } from "arkah-agent-guardrails/store";
 import { effectIdentity } from "../../src/keys.js";
 import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
@@ -49,6 +50,21 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 }
 
 /** Everything a logger could print about an error, cause chain included. */
+/** A turn service's start of turn `turnId` in `scopeId`, for alice (request key: principal and turn id, as the service derives it). */
+function turnStartOf(scopeId: string, turnId: string): TurnStart {
+  const input = { scopeId, turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Rename it." }] };
+  const key = turnKey(input);
+  return {
+    turnKey: key,
+    scopeId,
+    principal: "alice",
+    input,
+    inputDigest: digest({ kind: "test.turn-input", input }),
+    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId }),
+    threadId: `turn:${key}`,
+  };
+}
+
 const printed = (error: unknown) => `${inspect(error, { depth: 8, showHidden: true })} ${JSON.stringify(error)}`;
 
 /**
@@ -307,6 +323,50 @@ describePostgres("PostgresGuardrailStore", (url) => {
       await expect(admin.query(`UPDATE ${s}.approvals SET status = 'bogus' WHERE approval_id = $1`, [other.approvalId])).rejects.toThrow(/check constraint/);
       const indexes = await admin.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE schemaname = $1", [schema]);
       expect(indexes.rows.map((row) => row.name)).toEqual(expect.arrayContaining(["approvals_listed", "approvals_pending", "approvals_turn", "approvals_decided"]));
+    });
+
+    it("upgrades a version 6 schema to 7: its turns keep a NULL request key and still answer; new turns hold theirs", async () => {
+      const schema = freshSchema("arkah_pgt");
+      schemas.push(schema);
+      const s = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${s}`);
+      await admin.query(
+        `CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)`,
+      );
+      for (const migration of MIGRATIONS.filter((each) => each.version <= 6)) {
+        for (const statement of migration.statements(s)) await admin.query(statement);
+        await admin.query(`INSERT INTO ${s}.schema_migrations VALUES ($1, $2, '2031-01-01T00:00:00.000Z')`, [migration.version, migration.description]);
+      }
+      // Two turns as version 6 stored them: records without a request key.
+      const old = [turnStartOf("doc-1", "turn-old"), turnStartOf("doc-2", "turn-old")].map(({ requestKey: _none, ...start }) => ({
+        ...start,
+        state: "completed",
+        outcome: { status: "completed" },
+        createdAt: "2031-01-01T00:00:00.000Z",
+        updatedAt: "2031-01-01T00:00:00.000Z",
+      }));
+      for (const record of old) {
+        await admin.query(`INSERT INTO ${s}.turns (turn_key, state, updated_ms, record) VALUES ($1, 'completed', $2, $3)`, [
+          record.turnKey, Date.parse(record.updatedAt), JSON.stringify(record),
+        ]);
+      }
+
+      const store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
+      stores.push(store);
+      const { rows } = await admin.query<{ version: number }>(`SELECT version FROM ${s}.schema_migrations ORDER BY version`);
+      expect(rows, "migrated to the newest").toEqual(MIGRATIONS.map((migration) => ({ version: migration.version })));
+      const keys = await admin.query<{ request_key: string | null }>(`SELECT request_key FROM ${s}.turns`);
+      expect(keys.rows, "old turns hold no request key").toEqual([{ request_key: null }, { request_key: null }]);
+      const [first] = old;
+      if (first === undefined) throw new Error("no old turn");
+      expect(await store.beginTurn({ turn: turnStartOf("doc-1", "turn-old"), leaseMs: 1000 }), "an old turn still answers").toEqual({ status: "finished", record: first });
+      const fresh = turnStartOf("doc-1", "turn-new");
+      expect((await store.beginTurn({ turn: fresh, leaseMs: 1000 })).status, "a new turn starts").toBe("started");
+      const held = await admin.query<{ request_key: string | null }>(`SELECT request_key FROM ${s}.turns WHERE turn_key = $1`, [fresh.turnKey]);
+      expect(held.rows, "and holds its request key").toEqual([{ request_key: fresh.requestKey }]);
+      expect(await store.beginTurn({ turn: turnStartOf("doc-2", "turn-new"), leaseMs: 1000 }), "its request in another scope").toEqual({ status: "input_mismatch" });
+      const index = await admin.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = 'turns_request_key'", [schema]);
+      expect(index.rows[0]?.def, "a unique index").toMatch(/^CREATE UNIQUE INDEX/);
     });
 
     it("upgrades a version 2 schema once when 8 workers open it at the same time; claims gain no fingerprint, verdicts start empty", async () => {

@@ -28,6 +28,7 @@ import {
   type ApprovalQuery,
   type MutationIdentity,
   type MutationResult,
+  type TurnStart,
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails/store";
@@ -153,6 +154,21 @@ function approvalRequest(turn: TurnRef = TURN, callId = "w1", overrides: Partial
     reason: "Rename the document?",
     requestedAt: "2031-02-03T04:05:06.789+01:00",
     ...overrides,
+  };
+}
+
+/** A turn service's start of turn `turnId` in `scopeId`, for alice (request key: principal and turn id, as the service derives it). */
+function turnStartOf(scopeId: string, turnId: string): TurnStart {
+  const input = { scopeId, turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Rename it." }] };
+  const key = turnKey(input);
+  return {
+    turnKey: key,
+    scopeId,
+    principal: "alice",
+    input,
+    inputDigest: digest({ kind: "test.turn-input", input }),
+    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId }),
+    threadId: `turn:${key}`,
   };
 }
 
@@ -510,6 +526,44 @@ describe("SqliteGuardrailStore: pragmas and migrations", () => {
     expect(await store.applyApproval({ approvalId: approved.approvalId, appliedAt: "2031-02-03T06:00:00.000Z" })).toBe(false);
     // The CHECK still refuses a status nobody knows.
     expect(() => db.prepare("UPDATE approvals SET status = 'bogus' WHERE approval_id = ?").run(pending.approvalId)).toThrow(/CHECK/);
+    expect(db.pragma("integrity_check", { simple: true })).toBe("ok");
+    store.close();
+  });
+
+  it("upgrades a version 6 file to 7: its turns keep a NULL request key and still answer; new turns hold theirs", async () => {
+    const path = tempPath();
+    const db = raw(path);
+    db.pragma("journal_mode = WAL");
+    db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");
+    for (const migration of MIGRATIONS.filter((each) => each.version <= 6)) {
+      db.exec(migration.sql);
+      migration.after?.(db);
+      db.prepare("INSERT INTO schema_migrations VALUES (?, '2031-01-01T00:00:00.000Z')").run(migration.version);
+    }
+    // Two turns as version 6 stored them: records without a request key.
+    const old = [turnStartOf("doc-1", "turn-old"), turnStartOf("doc-2", "turn-old")].map(({ requestKey: _none, ...start }) => ({
+      ...start,
+      state: "completed",
+      outcome: { status: "completed" },
+      createdAt: "2031-01-01T00:00:00.000Z",
+      updatedAt: "2031-01-01T00:00:00.000Z",
+    }));
+    for (const record of old) {
+      db.prepare("INSERT INTO turns (turn_key, state, updated_at_ms, record) VALUES (?, 'completed', ?, ?)").run(record.turnKey, Date.parse(record.updatedAt), JSON.stringify(record));
+    }
+
+    const store = open(path);
+    expect(db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all(), "migrated to the newest once").toEqual(MIGRATIONS.map((m) => m.version));
+    expect(db.prepare("SELECT request_key FROM turns ORDER BY turn_key").pluck().all(), "old turns hold no request key").toEqual([null, null]);
+    const [first] = old;
+    if (first === undefined) throw new Error("no old turn");
+    expect(await store.beginTurn({ turn: turnStartOf("doc-1", "turn-old"), leaseMs: 1000 }), "an old turn still answers").toEqual({ status: "finished", record: first });
+    const fresh = turnStartOf("doc-1", "turn-new");
+    expect((await store.beginTurn({ turn: fresh, leaseMs: 1000 })).status, "a new turn starts").toBe("started");
+    expect(db.prepare("SELECT request_key FROM turns WHERE turn_key = ?").pluck().get(fresh.turnKey), "and holds its request key").toBe(fresh.requestKey);
+    expect(await store.beginTurn({ turn: turnStartOf("doc-2", "turn-new"), leaseMs: 1000 }), "its request in another scope").toEqual({ status: "input_mismatch" });
+    const index = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'turns_by_request'").pluck().get();
+    expect(index, "a unique index").toMatch(/^CREATE UNIQUE INDEX/);
     expect(db.pragma("integrity_check", { simple: true })).toBe("ok");
     store.close();
   });

@@ -6,24 +6,37 @@
  * lost). The agent's guardrails use the healthy store: their own calls are the main matrix's rows.
  * Then a healthy worker, same store, notes and checkpointer, retries (`submit`, and `decide` while
  * the turn waits), moving the store's clock past the lease whenever the turn answers `running`.
+ * Scenarios: a turn, a turn with an approval, `get` of a completed turn, and a turn whose model
+ * fails after its write completed (`write-then-fail`: it ends `failed`, its claim `complete`).
  *
  * Each row is judged: the faulted call rejects with the store's own error or a `StoreContractError`
  * (nothing untyped) or answers an outcome without store detail; at most one write and one entry
- * into the write tool's body; the retry converges to `completed` with exactly one write; the turn
- * is never left `running` once the lease expired and someone retried.
+ * into the write tool's body; the retry converges to the scenario's end (`completed`, or `failed`
+ * for `write-then-fail`, which a further retry replays and `get` reads) with exactly one write;
+ * the turn is never left `running` once the lease expired and someone retried.
  */
 import { MemorySaver } from "@langchain/langgraph";
 import { StoreContractError, turnKey, type GuardrailStore, type TurnAnswer } from "arkah-agent-guardrails";
 import { NotesService } from "../security/support.js";
-import { serviceHarness, type TestClock, turnOf } from "../turns/support.js";
+import { failsAfterWrite, serviceHarness, type TestClock, turnOf } from "../turns/support.js";
 import { FaultPlan, FAULT_MARKER, InjectedStoreFault, type Fault, type StoreMethod } from "./faults.js";
 
 /** The turn-record methods the service calls; only these are faulted here. */
 const TURN_METHODS: ReadonlySet<StoreMethod> = new Set(["beginTurn", "finishTurn", "resumeTurn", "getTurn", "getMutation"]);
 /** Throw: before the call reaches the store. Malformed: after it committed, its answer lost. */
 export const TURN_FAULT_KINDS = ["throw", "malformed"] as const;
-export const TURN_SCENARIOS = ["submit", "approval", "get"] as const;
+export const TURN_SCENARIOS = ["submit", "approval", "get", "write-then-fail"] as const;
 export type TurnScenario = (typeof TURN_SCENARIOS)[number];
+
+/** How a scenario's turn ends once it converged. */
+function endOf(scenario: TurnScenario): "completed" | "failed" {
+  return scenario === "write-then-fail" ? "failed" : "completed";
+}
+
+/** The model of a scenario's workers: the default, or one that fails after the write. */
+function responderOf(scenario: TurnScenario) {
+  return scenario === "write-then-fail" ? { responder: failsAfterWrite() } : {};
+}
 
 const LEASE_MS = 1_000;
 
@@ -69,6 +82,7 @@ async function faultedWork(scenario: TurnScenario, store: GuardrailStore, plan: 
     notes,
     checkpointer,
     approvals: scenario === "approval",
+    ...responderOf(scenario),
     service: { leaseMs: LEASE_MS },
   });
   const turn = turnOf({ turnId: plan.fault === undefined ? `healthy-${scenario}` : `${scenario}-${plan.fault.method}-${String(plan.fault.occurrence)}-${plan.fault.kind}` });
@@ -107,10 +121,11 @@ export async function runTurnRow(scenario: TurnScenario, store: GuardrailStore, 
   if (!plan.fired) violations.push("the fault never fired");
   if (notes.writes.length > 1) violations.push(`${String(notes.writes.length)} writes after the faulted call`);
 
-  const retrier = serviceHarness({ store, notes, checkpointer, approvals: scenario === "approval", service: { leaseMs: LEASE_MS } });
+  const retrier = serviceHarness({ store, notes, checkpointer, approvals: scenario === "approval", ...responderOf(scenario), service: { leaseMs: LEASE_MS } });
+  const end = endOf(scenario);
   const retry: string[] = [];
   let last: TurnAnswer | undefined;
-  for (let step = 0; step < 6 && last?.status !== "completed"; step++) {
+  for (let step = 0; step < 6 && last?.status !== end; step++) {
     last = await retrier.service.submit({ turn });
     retry.push(last.status);
     // A turn whose holder failed stays running until its lease expires: then the retry takes it over.
@@ -121,14 +136,21 @@ export async function runTurnRow(scenario: TurnScenario, store: GuardrailStore, 
       retry.push(`decide:${decided.status}`);
     }
   }
-  if (last?.status !== "completed") violations.push(`the retry did not converge (${retry.join(", ")})`);
-  if ((await store.getTurn(turnKey(turn)))?.state !== "completed") violations.push("the turn is not stored completed");
+  if (last?.status !== end) violations.push(`the retry did not converge (${retry.join(", ")})`);
+  if ((await store.getTurn(turnKey(turn)))?.state !== end) violations.push(`the turn is not stored ${end}`);
   if (notes.writes.length !== 1) violations.push(`${String(notes.writes.length)} writes`);
   const bodies = notes.entries.filter((entry) => entry === "edit_note").length;
   if (bodies !== 1) violations.push(`the write's body started ${String(bodies)} times`);
-  if (scenario === "get") {
-    const view = await retrier.service.get(turnKey(turn));
-    if (view.status !== "found" || view.state !== "completed" || view.mutation?.state !== "complete") violations.push("get does not read the completed turn");
+  if (scenario === "get" || scenario === "write-then-fail") {
+    // Read back, as every later retry and `get` will: a stored outcome the store cannot read fails here.
+    try {
+      const view = await retrier.service.get(turnKey(turn));
+      if (view.status !== "found" || view.state !== end || view.mutation?.state !== "complete") violations.push(`get does not read the ${end} turn`);
+      const again = await retrier.service.submit({ turn });
+      if (!("replayed" in again) || !again.replayed || again.status !== end) violations.push(`a further retry does not replay the ${end} turn`);
+    } catch (error) {
+      violations.push(`reading the ${end} turn back throws ${error instanceof Error ? error.name : String(error)}`);
+    }
   }
   return {
     scenario,

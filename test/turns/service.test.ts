@@ -3,34 +3,40 @@
  * stores: a turn runs once, a retry answers the stored outcome and calls nothing (model calls,
  * tool-body entries, moderations and writes are counted), a concurrent submit answers `running`,
  * a reused key with other input is refused, approvals pause and only the principal (or whom
- * `mayDecide` allows) resumes, and a turn whose worker gave up is taken over from its checkpoint.
+ * `mayDecide` allows) resumes, a turn whose worker gave up is taken over from its checkpoint, and
+ * `prune` leaves a paused turn whole (its request still decidable, its effect run once).
  */
 import { getEventListeners } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ToolMessage } from "@langchain/core/messages";
+import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { MemorySaver } from "@langchain/langgraph";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
-import { createAgent } from "langchain";
+import { createAgent, tool } from "langchain";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
   ConfigurationError,
+  createDocumentGuardrails,
   createTurnService,
   InMemoryGuardrailStore,
+  requireApproval,
   turnKey,
   TurnServiceError,
   type GuardrailStore,
+  type ToolPolicy,
   type TurnAnswer,
 } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
-import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
 import { deferred, rejection } from "../support/fixtures.js";
-import { NotesService } from "../security/support.js";
-import { NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf } from "./support.js";
+import { ScriptedModel, type ScriptResponder } from "arkah-agent-guardrails/testing";
+import { NOTE_POLICIES, NotesService } from "../security/support.js";
+import { failsAfterWrite, NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf, turnTools } from "./support.js";
 
 interface StoreKind {
   readonly name: string;
@@ -80,9 +86,82 @@ function completed(answer: TurnAnswer | { status: string }) {
   return answer as Extract<TurnAnswer, { status: "completed" }>;
 }
 
+const DAY = 86_400_000;
+const MAIL_POLICIES: Record<string, ToolPolicy> = { ...NOTE_POLICIES, send_email: { kind: "side-effect" } };
+
+/**
+ * One worker whose turn reads the note, edits it, then emails its owner: `send_email` is a side
+ * effect that needs approval. `outbox` holds every message the tool body sent.
+ */
+function mailHarness(store: GuardrailStore) {
+  const notes = new NotesService();
+  const outbox: { to: string; body: string }[] = [];
+  const sendEmail = tool(
+    ({ to, body }) => {
+      outbox.push({ to, body });
+      return `sent to ${to}`;
+    },
+    { name: "send_email", description: "Send an email.", schema: z.object({ to: z.string(), body: z.string() }) },
+  );
+  const plan = noteResponder();
+  const model = new ScriptedModel((messages) => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.name));
+    if (done.has("edit_note") && !done.has("send_email")) {
+      return { toolCalls: [{ id: "m1", name: "send_email", args: { to: "alice@example.com", body: "Your note says oat milk now." } }] };
+    }
+    return plan(messages);
+  });
+  const guardrails = createDocumentGuardrails({
+    store,
+    userMessageLabel: "user",
+    authorize: () => true,
+    tools: MAIL_POLICIES,
+    guardrails: [requireApproval({ tools: ["send_email"] })],
+  });
+  const tools: (ClientTool | ServerTool)[] = [...turnTools(notes), sendEmail];
+  const agent = createAgent({ model, tools, middleware: [guardrails], checkpointer: new MemorySaver() });
+  return { service: createTurnService({ agent, store, moderate: () => true }), notes, outbox };
+}
+
 function awaiting(answer: TurnAnswer | { status: string }) {
   if (answer.status !== "awaiting_approval") throw new Error(`expected awaiting_approval, got ${JSON.stringify(answer)}`);
   return answer as Extract<TurnAnswer, { status: "awaiting_approval" }>;
+}
+
+function failed(answer: TurnAnswer | { status: string }) {
+  if (answer.status !== "failed") throw new Error(`expected failed, got ${JSON.stringify(answer)}`);
+  return answer as Extract<TurnAnswer, { status: "failed" }>;
+}
+
+const APPROVAL_FORMATS = ["arkah", "langchain"] as const;
+
+/** Reads note-7 and note-8 in one step (two requests when reads need approval), then edits note-7, then answers. */
+function twoReadsResponder(): ScriptResponder {
+  return (messages) => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.tool_call_id));
+    if (!done.has("r1")) {
+      return {
+        toolCalls: [
+          { id: "r1", name: "read_note", args: { noteId: "note-7" } },
+          { id: "r2", name: "read_note", args: { noteId: "note-8" } },
+        ],
+      };
+    }
+    if (!done.has("w1")) return { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body: NEW_BODY } }] };
+    return { content: "Done." };
+  };
+}
+
+/** A checkpointer whose reads fail while `failing` is set: the agent's checkpoint cannot be read. */
+class FlakyCheckpointer extends MemorySaver {
+  failing = false;
+  override async getTuple(config: Parameters<MemorySaver["getTuple"]>[0]) {
+    if (this.failing) {
+      this.failing = false;
+      throw new Error("the checkpointer is unavailable");
+    }
+    return super.getTuple(config);
+  }
 }
 
 for (const kind of KINDS) {
@@ -171,16 +250,20 @@ for (const kind of KINDS) {
         turnOf({ segments: [{ label: "user", content: "Delete my note." }] }),
         turnOf({ principal: "mallory" }),
         turnOf({ policyVersion: "v2" }),
+        // Another scope is another turn key, but the same request (principal and turn id).
+        turnOf({ scopeId: "note-8" }),
+        turnOf({ scopeId: "note-8", segments: [{ label: "user", content: "Delete my note." }] }),
       ]) {
         expect(await service.submit({ turn: changed })).toEqual({
           status: "refused",
           code: "input_mismatch",
-          turnKey: turnKey(turnOf()),
+          turnKey: turnKey(changed),
           replayed: false,
         });
       }
       expect(model.calls).toBe(calls);
       expect(notes.writes).toHaveLength(1);
+      expect(await store.getTurn(turnKey(turnOf({ scopeId: "note-8" }))), "nothing stored for another scope").toBeUndefined();
     });
 
     it("a turn moderation denies is refused denied and stored: a retry replays it without asking again", async () => {
@@ -370,6 +453,39 @@ for (const kind of KINDS) {
       never.resolve();
     });
 
+    it("prune while a turn whose write completed is paused on a side-effect approval: the request survives, decide resumes the turn to completion, one email", async () => {
+      const store = await open();
+      const { service, notes, outbox } = mailHarness(store);
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      expect(paused.approvals.map((approval) => approval.tool)).toEqual(["send_email"]);
+      expect(notes.writes).toHaveLength(1);
+      expect(outbox).toHaveLength(0);
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+
+      // An operator's retention job, with a cutoff after everything the turn did.
+      const cutoff = () => new Date(clock.ms + 365 * DAY).toISOString();
+      expect(await store.prune({ olderThan: cutoff() })).toMatchObject({ turns: 0 });
+      expect((await store.getApproval(approvalId))?.status).toBe("pending");
+      expect(await service.get(turnKey(turnOf()))).toMatchObject({ state: "awaiting_approval", mutation: { state: "complete" } });
+
+      const resumed = completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+      expect(resumed.calls.map((call) => [call.tool, call.status])).toEqual([
+        ["read_note", "success"],
+        ["edit_note", "success"],
+        ["send_email", "success"],
+      ]);
+      expect(outbox).toEqual([{ to: "alice@example.com", body: "Your note says oat milk now." }]);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect((await store.getApproval(approvalId))?.status).toBe("applied");
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...resumed, replayed: true });
+
+      // Finished, the turn is pruned by the usual rule: its claim and its effect become tombstones.
+      expect(await store.prune({ olderThan: cutoff() })).toEqual({ turns: 1, effects: 1 });
+      expect(await store.getApproval(approvalId)).toBeUndefined();
+      expect(outbox).toHaveLength(1);
+      expect(notes.writes).toHaveLength(1);
+    });
+
     it("get reads the turn's state, outcome and mutation claim without running anything", async () => {
       const store = await open();
       const { service, model } = serviceHarness({ store });
@@ -520,6 +636,141 @@ for (const kind of KINDS) {
       completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
       expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
     });
+    for (const approvalFormat of APPROVAL_FORMATS) {
+      it(`${approvalFormat} approval format: approve resumes the turn to exactly one write`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        expect(paused.approvals).toEqual([
+          {
+            approvalId: expect.stringMatching(/^[0-9a-f]{64}$/) as unknown,
+            tool: "edit_note",
+            toolCallId: "w1",
+            args: { noteId: "note-7", body: NEW_BODY },
+            guardrails: ["approval"],
+            reason: expect.any(String) as unknown,
+          },
+        ]);
+        expect(await store.listApprovals({ turnKey: turnKey(turnOf()), status: "pending" })).toHaveLength(1);
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        const resumed = completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+        expect(resumed.calls.map((call) => [call.callId, call.status])).toEqual([
+          ["r1", "success"],
+          ["w1", "success"],
+        ]);
+        expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+        expect((await store.getApproval(approvalId))?.status).toBe("applied");
+        expect(await service.submit({ turn: turnOf() })).toEqual({ ...resumed, replayed: true });
+        expect(notes.writes).toHaveLength(1);
+      });
+
+      it(`${approvalFormat} approval format: reject resumes the turn and writes nothing`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        const resumed = completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "reject", message: "Not today." } }));
+        expect(resumed.calls.find((call) => call.callId === "w1")).toMatchObject({ status: "error", refusal: "approval_rejected" });
+        expect(notes.writes).toEqual([]);
+        expect(notes.entries).not.toContain("edit_note");
+      });
+
+      it(`${approvalFormat} approval format: edit resumes the turn and writes the edited arguments`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        const edit = { decision: "edit", args: { noteId: "note-7", body: "Buy soy milk" } } as const;
+        completed(await service.decide({ approvalId, principal: "alice", decision: edit }));
+        expect(notes.writes).toEqual([{ noteId: "note-7", body: "Buy soy milk" }]);
+        expect((await store.getApproval(approvalId))?.status).toBe("applied");
+      });
+
+      it(`${approvalFormat} approval format: a pause on two requests waits for both, then runs only the approved one`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({
+          store,
+          approvals: true,
+          approvalTools: ["read_note", "edit_note"],
+          approvalFormat,
+          responder: twoReadsResponder(),
+        });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        expect(paused.approvals.map((approval) => [approval.toolCallId, approval.args])).toEqual([
+          ["r1", { noteId: "note-7" }],
+          ["r2", { noteId: "note-8" }],
+        ]);
+        const [first, second] = paused.approvals.map((approval) => approval.approvalId);
+        // One decision of two: nothing resumes, and the pause lists only the other request.
+        const half = awaiting(await service.decide({ approvalId: second ?? "", principal: "alice", decision: { decision: "reject" } }));
+        expect(half.approvals.map((approval) => approval.toolCallId)).toEqual(["r1"]);
+        expect(notes.entries).toEqual([]);
+        // Both decided: the run resumes, reads note-7 only, and pauses on the write.
+        const write = awaiting(await service.decide({ approvalId: first ?? "", principal: "alice", decision: { decision: "approve" } }));
+        expect(notes.reads).toEqual(["note-7"]);
+        expect(write.approvals.map((approval) => approval.toolCallId)).toEqual(["w1"]);
+        const done = completed(await service.decide({ approvalId: write.approvals[0]?.approvalId ?? "", principal: "alice", decision: { decision: "approve" } }));
+        expect(done.calls.map((call) => [call.callId, call.status, call.refusal])).toEqual([
+          ["r1", "success", undefined],
+          ["r2", "error", "approval_rejected"],
+          ["w1", "success", undefined],
+        ]);
+        expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      });
+    }
+
+    it("a pause in LangChain's approval format lists the same approvals as one in the package's format", async () => {
+      const ours = serviceHarness({ store: await open(), approvals: true });
+      const langchain = serviceHarness({ store: await open(), approvals: true, approvalFormat: "langchain" });
+      const expected = awaiting(await ours.service.submit({ turn: turnOf() }));
+      const answer = awaiting(await langchain.service.submit({ turn: turnOf() }));
+      // The same turn, tool and call on two stores: the same request ids too.
+      expect(answer).toEqual(expected);
+      expect(await langchain.service.get(turnKey(turnOf()))).toMatchObject({ status: "found", state: "awaiting_approval", outcome: { approvals: expected.approvals } });
+    });
+
+    it("a decision whose resume failed: get lists no request as pending, and the next submit resumes to one write", async () => {
+      const store = await open();
+      const checkpointer = new FlakyCheckpointer();
+      const { service, notes } = serviceHarness({ store, approvals: true, checkpointer });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      // The decision is recorded; reading the pause to resume it fails.
+      checkpointer.failing = true;
+      expect(await rejection(service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }))).toMatchObject({
+        message: "the checkpointer is unavailable",
+      });
+      expect((await store.getApproval(approvalId))?.status).toBe("approved");
+      const view = await service.get(turnKey(turnOf()));
+      expect(view).toMatchObject({ status: "found", state: "awaiting_approval" });
+      expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: "awaiting_approval", approvals: [] });
+      expect(notes.writes).toEqual([]);
+      completed(await service.submit({ turn: turnOf() }));
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+    });
+
+    for (const includeToolResults of [false, true]) {
+      it(`a run that fails after its write completed is stored failed with the claim complete, and replays (includeToolResults: ${String(includeToolResults)})`, async () => {
+        const store = await open();
+        const { service, notes, model } = serviceHarness({ store, responder: failsAfterWrite(), service: { includeToolResults } });
+        const mutation = {
+          state: "complete",
+          toolName: "edit_note",
+          toolCallId: "w1",
+          ...(includeToolResults ? { result: { content: "Saved", status: "success" } } : {}),
+        };
+        const answer = failed(await service.submit({ turn: turnOf() }));
+        expect(answer).toEqual({ status: "failed", code: "run_failed", error: "RangeError", mutation, turnKey: turnKey(turnOf()), replayed: false });
+        expect(notes.writes).toHaveLength(1);
+        const calls = model.calls;
+        expect(await service.submit({ turn: turnOf() })).toEqual({ ...answer, replayed: true });
+        expect(model.calls).toBe(calls);
+        const view = await service.get(turnKey(turnOf()));
+        expect(view).toMatchObject({ status: "found", state: "failed", mutation });
+        expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: "failed", code: "run_failed", error: "RangeError", mutation });
+        expect(notes.writes).toHaveLength(1);
+      });
+    }
   });
 }
 

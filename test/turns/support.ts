@@ -17,7 +17,7 @@ import {
   type TurnInput,
   type TurnServiceOptions,
 } from "arkah-agent-guardrails";
-import { ScriptedModel, type ScriptReply } from "arkah-agent-guardrails/testing";
+import { ScriptedModel, type ScriptReply, type ScriptResponder } from "arkah-agent-guardrails/testing";
 import { NOTE_POLICIES, NotesService, USER } from "../security/support.js";
 
 /** Runs inside a tool body before its effect; may block or throw. */
@@ -68,6 +68,16 @@ export function noteResponder(body = NEW_BODY) {
   };
 }
 
+/** Reads, then writes, then its next model step fails (a `RangeError`): the turn fails after its write completed. */
+export function failsAfterWrite(): ScriptResponder {
+  return (messages) => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.name));
+    if (!done.has("read_note")) return { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] };
+    if (!done.has("edit_note")) return { toolCalls: [{ id: "w1", name: "edit_note", args: { noteId: "note-7", body: NEW_BODY } }] };
+    throw new RangeError("the model provider failed");
+  };
+}
+
 export function turnOf(overrides: Partial<TurnInput> = {}): TurnInput {
   return {
     scopeId: "note-7",
@@ -84,14 +94,18 @@ export interface ServiceHarnessOptions {
   /** The store the agent's guardrails use; default `store` (a fault-injecting view for the service alone). */
   readonly agentStore?: GuardrailStore;
   readonly approvals?: boolean;
+  /** The tools `requireApproval` asks about when `approvals` is on; default `["edit_note"]`. */
+  readonly approvalTools?: readonly string[];
+  /** The guardrails' approval format; default theirs (`"arkah"`). */
+  readonly approvalFormat?: "arkah" | "langchain";
+  /** The model's responder; default `noteResponder()`. */
+  readonly responder?: ScriptResponder;
   readonly hooks?: TurnHooks;
   readonly checkpointer?: BaseCheckpointSaver;
   readonly notes?: NotesService;
   /** Given to the guardrails and the service alike. */
   readonly telemetry?: GuardrailTelemetry;
   readonly service?: Partial<Omit<TurnServiceOptions, "agent" | "store">>;
-  /** Plans each model reply; default `noteResponder()`. A throw is a failed model call (a provider outage). */
-  readonly responder?: (messages: readonly BaseMessage[]) => ScriptReply;
 }
 
 /** One worker: its model, agent and service; notes and checkpointer may be shared between workers. */
@@ -104,7 +118,8 @@ export function serviceHarness(options: ServiceHarnessOptions) {
     userMessageLabel: "user",
     authorize: () => true,
     tools: NOTE_POLICIES,
-    ...(options.approvals === true ? { guardrails: [requireApproval({ tools: ["edit_note"] })] } : {}),
+    ...(options.approvals === true ? { guardrails: [requireApproval({ tools: [...(options.approvalTools ?? ["edit_note"])] })] } : {}),
+    ...(options.approvalFormat === undefined ? {} : { approvalFormat: options.approvalFormat }),
     ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
   });
   const agent = createAgent({

@@ -21,6 +21,7 @@ import {
   MutationIdentitySchema,
 } from "arkah-agent-guardrails/store";
 import { sha256Hex } from "../../src/digest.js";
+import { parseDefinition } from "../../src/execution/parse-definition.js";
 import { declaredSchema } from "../../src/guardrails/schema.js";
 import { discriminatorDigest, effectIdentity, identifyTool, mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
 
@@ -308,15 +309,16 @@ describe("toolFingerprint", () => {
 
   const source = (body: unknown) => sha256Hex(Function.prototype.toString.call(body));
 
-  it("follows the documented formula: name, description, the declared schema as JSON Schema, the body's source and the declared fields", () => {
+  it("follows the documented formula: name, description, the declared schema as JSON Schema, its zod parse, the body's source and the declared fields", () => {
     const zodTool = rename();
     expect(toolFingerprint(zodTool)).toBe(
       digest({
         kind: "arkah.tool",
-        v: 2,
+        v: 3,
         name: "rename_document",
         description: "Rename the document.",
         schema: declaredSchema(zodTool),
+        parse: parseDefinition(zodTool.schema),
         implementation: source(zodTool.func),
         identity: null,
       }),
@@ -324,7 +326,16 @@ describe("toolFingerprint", () => {
     // A JSON Schema tool's schema is taken as is.
     const json = jsonTool("Rename it.");
     expect(toolFingerprint(json)).toBe(
-      digest({ kind: "arkah.tool", v: 2, name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA, implementation: source(json.func), identity: null }),
+      digest({
+        kind: "arkah.tool",
+        v: 3,
+        name: "rename_document",
+        description: "Rename it.",
+        schema: JSON_SCHEMA,
+        parse: null,
+        implementation: source(json.func),
+        identity: null,
+      }),
     );
     const configured = new DynamicStructuredTool({
       name: "fetch_page",
@@ -336,10 +347,11 @@ describe("toolFingerprint", () => {
     expect(toolFingerprint(configured, { identity: ["baseUrl"] })).toBe(
       digest({
         kind: "arkah.tool",
-        v: 2,
+        v: 3,
         name: "fetch_page",
         description: "Fetch a page.",
         schema: JSON_SCHEMA,
+        parse: null,
         implementation: source(configured.func),
         identity: { baseUrl: "https://a.example" },
       }),
@@ -349,11 +361,11 @@ describe("toolFingerprint", () => {
 
   it("matches the fixed vector for a tool without a body of its own", () => {
     const described = { name: "rename_document", description: "Rename it.", schema: JSON_SCHEMA };
-    expect(toolFingerprint(described)).toBe("2610cfa94a79dbd7c1d207fd45633da0dcba1ead5613620ecc9592d6550a491e");
+    expect(toolFingerprint(described)).toBe("005bce328a61c36669173c8cd4490f237fa4d11a1aa487a9b87b8e42f7425394");
     expect(toolFingerprint(described)).toBe(
       sha256(
-        '{"description":"Rename it.","identity":null,"implementation":null,"kind":"arkah.tool","name":"rename_document",' +
-          '"schema":{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"},"v":2}',
+        '{"description":"Rename it.","identity":null,"implementation":null,"kind":"arkah.tool","name":"rename_document","parse":null,' +
+          '"schema":{"additionalProperties":false,"properties":{"title":{"type":"string"}},"required":["title"],"type":"object"},"v":3}',
       ),
     );
   });
@@ -366,7 +378,7 @@ describe("toolFingerprint", () => {
   it("an absent description is the empty string, an absent schema and body null", () => {
     const bare = { name: "ping", invoke: () => Promise.resolve("pong") };
     expect(toolFingerprint(bare)).toBe(
-      digest({ kind: "arkah.tool", v: 2, name: "ping", description: "", schema: null, implementation: null, identity: null }),
+      digest({ kind: "arkah.tool", v: 3, name: "ping", description: "", schema: null, parse: null, implementation: null, identity: null }),
     );
     expect(toolFingerprint({ ...bare, description: 7 })).toBe(toolFingerprint(bare));
   });

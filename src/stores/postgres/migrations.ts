@@ -215,6 +215,17 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX approvals_decided ON ${s}.approvals (requested_ms, approval_order) WHERE status IN ('approved', 'edited')`,
     ],
   },
+  {
+    version: 7,
+    description: "turn request keys",
+    statements: (s) => [
+      // The turn's request key (a copy of the record's requestKey): one turn per request, so the
+      // same idempotency key for another scope is refused. NULL for a turn stored before version 7
+      // (a UNIQUE index lets NULLs repeat).
+      `ALTER TABLE ${s}.turns ADD COLUMN request_key text`,
+      `CREATE UNIQUE INDEX turns_request_key ON ${s}.turns (request_key)`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads: the newest migration's. */

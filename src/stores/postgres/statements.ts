@@ -17,6 +17,13 @@ export function statements(schema: string) {
   const s = quoteIdentifier(schema);
   const tag = createHash("sha256").update(schema).digest("hex").slice(0, 12);
   const statement = (name: string, text: string): Statement => ({ name: `arkah_${tag}_${name}`, text });
+  // prune leaves a live turn whole: one running or paused on approval, or with a pending request
+  // (a person can still decide it). Each by its table's index.
+  const notLive = (column: string) =>
+    `NOT EXISTS (SELECT 1 FROM ${s}.turns AS live_turn WHERE live_turn.turn_key = ${column}
+       AND live_turn.state IN ('running', 'awaiting_approval'))
+     AND NOT EXISTS (SELECT 1 FROM ${s}.approvals AS live_request WHERE live_request.turn_key = ${column}
+       AND live_request.status = 'pending')`;
   const claimColumns =
     "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, token, state, claimed_at, claimed_ms, tool_fingerprint";
   const claimValues = "$1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9::bigint, $10";
@@ -182,9 +189,11 @@ export function statements(schema: string) {
     ),
     getTurn: statement("get_turn", `SELECT record FROM ${s}.turns WHERE turn_key = $1`),
     lockTurn: statement("lock_turn", `SELECT record FROM ${s}.turns WHERE turn_key = $1 FOR UPDATE`),
+    turnOfRequest: statement("turn_of_request", `SELECT turn_key FROM ${s}.turns WHERE request_key = $1`),
     insertTurn: statement(
       "insert_turn",
-      `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record) VALUES ($1, $2, $3::bigint, $4) ON CONFLICT (turn_key) DO NOTHING`,
+      // No conflict target: a turn key or a request key already held inserts nothing (request_key is never updated).
+      `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record, request_key) VALUES ($1, $2, $3::bigint, $4, $5) ON CONFLICT DO NOTHING`,
     ),
     updateTurn: statement("update_turn", `UPDATE ${s}.turns SET state = $2, updated_ms = $3::bigint, record = $4 WHERE turn_key = $1`),
     pruneTurns: statement(
@@ -282,7 +291,7 @@ export function statements(schema: string) {
       "prune",
       `WITH pruned AS (
          UPDATE ${s}.claims SET state = 'pruned', result_content = NULL, result_status = NULL
-         WHERE state = 'complete' AND settled_ms < $1::bigint
+         WHERE state = 'complete' AND settled_ms < $1::bigint AND ${notLive("claims.turn_key")}
          RETURNING turn_key
        ),
        reads AS (DELETE FROM ${s}.read_evidence WHERE turn_key IN (SELECT turn_key FROM pruned)),
@@ -337,7 +346,7 @@ export function statements(schema: string) {
       "prune_effects",
       `WITH pruned AS (
          UPDATE ${s}.effects SET state = 'pruned', result_content = NULL, result_status = NULL
-         WHERE state = 'complete' AND settled_ms < $1::bigint
+         WHERE state = 'complete' AND settled_ms < $1::bigint AND ${notLive("effects.turn_key")}
          RETURNING effect_key
        )
        SELECT count(*)::integer AS effects FROM pruned`,

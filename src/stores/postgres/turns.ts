@@ -21,6 +21,7 @@ import { query, transaction, type Queryable, type Session } from "./connection.j
 import { claimedIdentityFromRow, decodeJson, decodeOptionalText } from "./encoding.js";
 
 const rowValues = (record: TurnRecord): unknown[] => [record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record)];
+const insertValues = (record: TurnRecord): unknown[] => [...rowValues(record), record.requestKey ?? null];
 
 function fromRow(row: Record<string, unknown> | undefined, turnKey: string): TurnRecord | undefined {
   if (row === undefined) return undefined;
@@ -36,24 +37,25 @@ export async function getTurn(session: Session, turnKey: string): Promise<TurnRe
 
 /**
  * Runs a transition under the turn row's lock. With no row, the write is an insert-if-absent: a
- * concurrent insert wins, and the transition is decided again against it.
+ * concurrent insert (of the turn, or of another turn holding its request key) wins, and the
+ * transition is decided again against it.
  */
 async function locked<A>(
   session: Session,
   turnKey: string,
-  decide: (existing: TurnRecord | undefined) => TurnTransition<A>,
+  decide: (existing: TurnRecord | undefined, client: Queryable) => TurnTransition<A> | Promise<TurnTransition<A>>,
 ): Promise<A> {
   for (let attempt = 0; attempt < 4; attempt++) {
     const answer = await transaction(session.pool, async (client: Queryable): Promise<{ value: A } | undefined> => {
       const { rows } = await query(client, session.sql.lockTurn, [turnKey]);
       const existing = fromRow(rows[0], turnKey);
-      const { answer: value, write } = decide(existing);
+      const { answer: value, write } = await decide(existing, client);
       if (write === undefined) return { value };
       if (existing !== undefined) {
         await query(client, session.sql.updateTurn, rowValues(write));
         return { value };
       }
-      const inserted = await query(client, session.sql.insertTurn, rowValues(write));
+      const inserted = await query(client, session.sql.insertTurn, insertValues(write));
       return inserted.rowCount === 1 ? { value } : undefined;
     });
     if (answer !== undefined) return answer.value;
@@ -61,15 +63,28 @@ async function locked<A>(
   throw new Error("the turn transition did not settle on an answer after 4 attempts under concurrent changes");
 }
 
+/** The turn key holding `requestKey`, if a turn does (read in the caller's transaction). */
+async function requestHolder(session: Session, client: Queryable, requestKey: string): Promise<string | undefined> {
+  const { rows } = await query(client, session.sql.turnOfRequest, [requestKey]);
+  const holder = rows[0]?.turn_key;
+  if (holder === undefined) return undefined;
+  if (typeof holder !== "string") throw new StoreContractError(`corrupt turn of request ${requestKey}: its turn key is not text`);
+  return holder;
+}
+
 export async function beginTurn(session: Session, input: BeginTurnInput): Promise<BeginTurnResult> {
-  // Fast path, one statement: a new turn is inserted here.
+  // Fast path, one statement: a new turn is inserted here. It inserts nothing if the turn key, or
+  // the request key, is already held; the locked path then tells which.
   const token = randomUUID();
-  const fresh = beginTransition(undefined, input, session.timestamp(), token);
+  const fresh = beginTransition(undefined, input, session.timestamp(), token, undefined);
   if (fresh.write !== undefined) {
-    const inserted = await query(session.pool, session.sql.insertTurn, rowValues(fresh.write));
+    const inserted = await query(session.pool, session.sql.insertTurn, insertValues(fresh.write));
     if (inserted.rowCount === 1) return fresh.answer;
   }
-  return locked(session, input.turn.turnKey, (existing) => beginTransition(existing, input, session.timestamp(), randomUUID()));
+  return locked(session, input.turn.turnKey, async (existing, client) => {
+    const holder = existing === undefined ? await requestHolder(session, client, input.turn.requestKey) : undefined;
+    return beginTransition(existing, input, session.timestamp(), randomUUID(), holder);
+  });
 }
 
 export function finishTurn(session: Session, input: FinishTurnInput): Promise<boolean> {

@@ -8,7 +8,7 @@ import { encodeText, type Row } from "./encoding.js";
 import { ownError } from "./errors.js";
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 6;
+export const SQLITE_SCHEMA_VERSION = 7;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -265,6 +265,16 @@ export const MIGRATIONS: readonly SqliteMigration[] = [
       CREATE INDEX approvals_by_turn ON approvals (turn_key);
       -- orphanApprovals: the decided requests not yet applied.
       CREATE INDEX approvals_decided ON approvals (status) WHERE status IN ('approved', 'edited');
+    `,
+  },
+  {
+    version: 7,
+    sql: `
+      -- The turn's request key (a copy of the record's requestKey): one turn per request, so the
+      -- same idempotency key for another scope is refused. NULL for a turn stored before version 7
+      -- (SQLite's UNIQUE lets NULLs repeat).
+      ALTER TABLE turns ADD COLUMN request_key TEXT;
+      CREATE UNIQUE INDEX turns_by_request ON turns (request_key);
     `,
   },
 ];

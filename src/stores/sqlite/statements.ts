@@ -11,9 +11,22 @@ const CLAIM_COLUMNS =
   "turn_key, scope_id, tool_call_id, tool_name, args_digest, mutation_key, tool_fingerprint, token, state, " +
   "result_content, result_status, claimed_at";
 
-/** Deletes the rows of turns whose completed claims settled before the cutoff. */
+/**
+ * Whether the turn named by `column` may be pruned: no turn record running or paused on approval,
+ * and no pending approval request (a person can still decide it). Each by its table's index.
+ */
+const NOT_LIVE = (column: string) =>
+  `NOT EXISTS (SELECT 1 FROM turns AS live_turn WHERE live_turn.turn_key = ${column} ` +
+  "AND live_turn.state IN ('running', 'awaiting_approval')) " +
+  `AND NOT EXISTS (SELECT 1 FROM approvals AS live_request WHERE live_request.turn_key = ${column} ` +
+  "AND live_request.status = 'pending')";
+
+/** The completed claims prune tombstones: settled before the cutoff, of turns that are not live. */
+const PRUNABLE_CLAIM = `state = 'complete' AND settled_at_ms < ? AND ${NOT_LIVE("claims.turn_key")}`;
+
+/** Deletes the rows of the turns whose claims prune tombstones. */
 const pruneTurns = (table: "read_evidence" | "verdicts" | "approvals") =>
-  `DELETE FROM ${table} WHERE turn_key IN (SELECT turn_key FROM claims WHERE state = 'complete' AND settled_at_ms < ?)`;
+  `DELETE FROM ${table} WHERE turn_key IN (SELECT turn_key FROM claims WHERE ${PRUNABLE_CLAIM})`;
 
 const EFFECT_COLUMNS =
   "effect_key, turn_key, scope_id, tool_call_id, tool_name, args_digest, tool_fingerprint, token, state, " +
@@ -89,13 +102,14 @@ const SQL = {
   pruneVerdicts: pruneTurns("verdicts"),
   pruneApprovals: pruneTurns("approvals"),
   getTurn: "SELECT record FROM turns WHERE turn_key = ?",
+  turnOfRequest: "SELECT turn_key FROM turns WHERE request_key = ?",
+  // request_key is written once, with the new turn: a later write keeps it.
   putTurn:
-    "INSERT INTO turns (turn_key, state, updated_at_ms, record) VALUES (?, ?, ?, ?) " +
+    "INSERT INTO turns (turn_key, state, updated_at_ms, record, request_key) VALUES (?, ?, ?, ?, ?) " +
       "ON CONFLICT (turn_key) DO UPDATE SET state = excluded.state, updated_at_ms = excluded.updated_at_ms, record = excluded.record",
   pruneTurns: "DELETE FROM turns WHERE state IN ('completed', 'refused', 'failed') AND updated_at_ms < ?",
   pruneClaims:
-    "UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL " +
-      "WHERE state = 'complete' AND settled_at_ms < ?",
+    `UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL WHERE ${PRUNABLE_CLAIM}`,
   getEffect: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE effect_key = ?`,
   // Released and no-effect claims are deleted: every row counts toward maxPerTurn.
   countEffects: "SELECT count(*) AS n FROM effects WHERE turn_key = ? AND tool_name = ?",
@@ -116,7 +130,7 @@ const SQL = {
     `SELECT ${EFFECT_COLUMNS} FROM effects WHERE state IN ('pending', 'unknown') ORDER BY claimed_at_ms, rowid`,
   pruneEffects:
     "UPDATE effects SET state = 'pruned', result_content = NULL, result_status = NULL " +
-      "WHERE state = 'complete' AND settled_at_ms < ?",
+      `WHERE state = 'complete' AND settled_at_ms < ? AND ${NOT_LIVE("effects.turn_key")}`,
 } as const;
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };

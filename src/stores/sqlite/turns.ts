@@ -26,12 +26,24 @@ export function readTurn(sql: Statements, turnKey: string): TurnRecord | undefin
   return record;
 }
 
+/** The turn key holding `requestKey`, if a turn does. */
+function requestHolder(sql: Statements, requestKey: string): string | undefined {
+  const row = sql.turnOfRequest.get(requestKey);
+  if (row === undefined) return undefined;
+  if (typeof row.turn_key !== "string") throw corrupt(`turn of request ${requestKey}`, "its turn key is not text");
+  return row.turn_key;
+}
+
 export function prepareTurnSteps(db: Database.Database, sql: Statements, timestamp: () => string): TurnSteps {
   const write = (record: TurnRecord | undefined): void => {
-    if (record !== undefined) sql.putTurn.run(record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record));
+    if (record !== undefined) {
+      sql.putTurn.run(record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record), record.requestKey ?? null);
+    }
   };
   const begin = db.transaction((input: BeginTurnInput): BeginTurnResult => {
-    const { answer, write: record } = beginTransition(readTurn(sql, input.turn.turnKey), input, timestamp(), randomUUID());
+    const existing = readTurn(sql, input.turn.turnKey);
+    const holder = existing === undefined ? requestHolder(sql, input.turn.requestKey) : undefined;
+    const { answer, write: record } = beginTransition(existing, input, timestamp(), randomUUID(), holder);
     write(record);
     return answer;
   });

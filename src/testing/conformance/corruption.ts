@@ -24,7 +24,14 @@ export const verdictKeyText = (key: typeof VERDICT_KEY): string =>
 function turnStart(turnId: string): TurnStart {
   const input: TurnInput = { scopeId: "doc-1", turnId, policyVersion: "policy-1", segments: [{ label: "user", content: "Rename it." }] };
   const key = turnKey(input);
-  return { turnKey: key, scopeId: input.scopeId, input, inputDigest: digest({ kind: "conformance.turn-input", input }), threadId: `turn:${key}` };
+  return {
+    turnKey: key,
+    scopeId: input.scopeId,
+    input,
+    inputDigest: digest({ kind: "conformance.turn-input", input }),
+    requestKey: digest({ kind: "conformance.turn-request", turnKey: key }),
+    threadId: `turn:${key}`,
+  };
 }
 
 /** Everything the corrupted reads could have changed, read through the calls that do not touch the corrupt record. */

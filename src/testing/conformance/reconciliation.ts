@@ -4,13 +4,16 @@
  */
 import { expect } from "vitest";
 import {
+  BeginTurnResultSchema,
   PruneResultSchema,
   ReconcileResultSchema,
   type GuardrailStore,
+  type JsonValue,
   type MutationIdentity,
   type ReadEvidence,
   type Reconciliation,
   type ReconcileResult,
+  type TurnStart,
 } from "../../contracts.js";
 import { turnKey } from "../../keys.js";
 import {
@@ -24,10 +27,12 @@ import {
   DENY,
   ERROR_RESULT,
   evidenceDigest,
+  expectBoolean,
   expectContractError,
   expectInstant,
   identity,
   leaveUnknown,
+  OFFSET_TIME,
   OPERATOR_RESULT,
   receipt,
   readAudit,
@@ -44,7 +49,20 @@ import {
   VERDICT_KEY,
   verdictRecord,
 } from "./fixtures.js";
+import { effect, MAIL } from "./effects.js";
 import type { StoreTest } from "./harness.js";
+import { start, turnInput } from "./turns.js";
+
+/** Turn outcomes, as the turn service would store them: paused on one request, and finished. */
+const PAUSED: JsonValue = { status: "awaiting_approval" };
+const FINISHED: JsonValue = { status: "done" };
+
+/** Begins `of` as the turn service does, answering its lease token. */
+async function begun(store: GuardrailStore, of: TurnStart): Promise<string> {
+  const answer = conform(BeginTurnResultSchema, await store.beginTurn({ turn: of, leaseMs: DAY }), "beginTurn's answer");
+  if (answer.status !== "started") throw new Error(`expected the turn to start, got ${answer.status}`);
+  return answer.token;
+}
 
 const MINUTE = 60 * 1000;
 const HOUR = 60 * MINUTE;
@@ -561,6 +579,111 @@ export function retentionSuite(test: StoreTest): void {
     // Pruning is not an approval step: the trail is unchanged.
     expect(await readAudit(store), "await readAudit(store) toEqual").toEqual(trail);
   }, ["approvals", "hasSuccessfulRead"]);
+
+  // A live turn is one that may still read or write its records: its turn record is running or
+  // paused on approval, or it has a pending approval request. Pruning one would, for a paused turn,
+  // delete the request its `decide` needs (`not_found`) and the verdicts and claims its resume reads.
+  test("a running or paused turn is never pruned, however old; its records go once it finished", async ({ store, clock }) => {
+    const running = start(turnInput(SIBLING.turnId));
+    const paused = start(turnInput(TURN.turnId));
+    const runningToken = await begun(store, running);
+    const pausedToken = await begun(store, paused);
+    await complete(store, identity(SIBLING));
+    await complete(store, identity(TURN));
+    expectBoolean(await store.finishTurn({ turnKey: TURN_KEY, token: pausedToken, state: "awaiting_approval", outcome: PAUSED }), true, "paused");
+    clock.advance(365 * DAY);
+    expect(await prune(store, clock.ms + DAY), "nothing of a live turn is pruned").toEqual({ turns: 0 });
+    for (const of of [TURN, SIBLING]) {
+      expect(await claim(store, identity(of)), `${of.turnId}: its claim still replays`).toEqual({ status: "replay", result: RESULT });
+    }
+    expect((await store.getTurn(running.turnKey))?.state, "the running turn").toBe("running");
+    expect((await store.getTurn(TURN_KEY))?.state, "the paused turn").toBe("awaiting_approval");
+    const resumed = await store.resumeTurn({ turnKey: TURN_KEY, leaseMs: DAY });
+    if (!resumed.resumed) throw new Error("expected the paused turn to resume");
+    expectBoolean(await store.finishTurn({ turnKey: TURN_KEY, token: resumed.token, state: "completed", outcome: FINISHED }), true, "completed");
+    expect(await prune(store, clock.ms + DAY), "a finished turn's claim, settled long ago, is pruned").toEqual({ turns: 1 });
+    expect(await claim(store, identity(TURN)), "the finished turn's tombstone").toEqual({ status: "conflict" });
+    expect(await claim(store, identity(SIBLING)), "the running turn's claim").toEqual({ status: "replay", result: RESULT });
+    expectBoolean(await store.finishTurn({ turnKey: running.turnKey, token: runningToken, state: "failed", outcome: FINISHED }), true, "failed");
+    expect(await prune(store, clock.ms + DAY), "and the other, once it failed").toEqual({ turns: 1 });
+    expect(await store.getTurn(running.turnKey), "its record, updated before the cutoff").toBeUndefined();
+  }, ["turns"]);
+
+  test("a pending approval request is never pruned, however old, nor anything of its turn: decide still finds it", async ({ store, clock }) => {
+    // No turn record: a store used without the turn service. The request itself is what is live.
+    const verdictKey = { ...VERDICT_KEY, turnKey: TURN_KEY };
+    const request = approvalRequest(TURN);
+    await store.recordVerdict(verdictRecord(verdictKey, DENY));
+    await store.requestApproval(request);
+    await complete(store, identity(TURN));
+    // Another turn's request, made earlier and expired (closed): that turn is pruned as before.
+    const closed = approvalRequest(SIBLING, CALL, { requestedAt: "2031-02-03T00:00:00.000Z" });
+    await store.requestApproval(closed);
+    await complete(store, identity(SIBLING));
+    clock.advance(365 * DAY);
+    await store.expireApprovals({ olderThan: OFFSET_TIME });
+    expect(await store.getApproval(closed.approvalId), "expired: no longer pending").toMatchObject({ status: "expired" });
+    expect(await prune(store, clock.ms + DAY), "only the turn whose request is closed").toEqual({ turns: 1 });
+    expect(await store.getApproval(closed.approvalId), "the closed request went with its turn").toBeUndefined();
+    expect(await store.getApproval(request.approvalId), "the pending request").toEqual({ ...request, status: "pending" });
+    expect(await store.listApprovals({ turnKey: TURN_KEY }), "still listed").toEqual([{ ...request, status: "pending" }]);
+    expect(await store.getVerdict(verdictKey), "its turn's verdict").toEqual(verdictRecord(verdictKey, DENY));
+    expect(await claim(store, identity(TURN)), "its turn's claim").toEqual({ status: "replay", result: RESULT });
+    const decided = await store.decideApproval({ approvalId: request.approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
+    expect(decided.decided, "decide finds the request after prune").toBe(true);
+    expectBoolean(await store.applyApproval({ approvalId: request.approvalId, appliedAt: clock.iso() }), true, "applied");
+    expect(await prune(store, clock.ms + DAY), "once the request is not pending, the turn is pruned").toEqual({ turns: 1 });
+    expect(await store.getApproval(request.approvalId), "the applied request").toBeUndefined();
+    expect(await store.getVerdict(verdictKey), "the verdict").toBeUndefined();
+  }, ["approvals"]);
+
+  test("a paused turn whose mutation completed keeps every record through prune: decide, resume, then pruned whole", async ({ store, clock }) => {
+    const paused = start(turnInput(TURN.turnId));
+    const token = await begun(store, paused);
+    const evidence: ReadEvidence = { turnKey: TURN_KEY, evidenceDigest: evidenceDigest(TURN.turnId) };
+    const verdictKey = { ...VERDICT_KEY, turnKey: TURN_KEY };
+    const sent = effect(TURN, MAIL);
+    const asked = { ...MAIL, id: "mail-2", args: { ...MAIL.args, subject: "Approved" } };
+    const request = approvalRequest(TURN, asked);
+    await store.putReceiptIfAbsent(receipt(TURN));
+    await store.recordSuccessfulRead(evidence);
+    await store.recordVerdict(verdictRecord(verdictKey, DENY));
+    await complete(store, identity(TURN));
+    const effectToken = await store.claimEffect(sent);
+    if (effectToken.status !== "acquired") throw new Error(`expected the effect to be acquired, got ${effectToken.status}`);
+    expectBoolean(await store.settleEffect({ effectKey: sent.effectKey, token: effectToken.token, outcome: "complete", result: RESULT }), true, "effect settled");
+    await store.requestApproval(request);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_KEY, token, state: "awaiting_approval", outcome: PAUSED }), true, "paused");
+    clock.advance(365 * DAY);
+    const everything = async (what: string) => {
+      expect(await store.hasSuccessfulRead(evidence), `${what}: read evidence`).toBe(true);
+      expect(await store.getVerdict(verdictKey), `${what}: verdict`).toEqual(verdictRecord(verdictKey, DENY));
+      expect(await store.getMutation(TURN_KEY), `${what}: mutation`).toMatchObject({ state: "complete", result: RESULT });
+      expect(await store.getEffect(sent.effectKey), `${what}: effect`).toMatchObject({ state: "complete", result: RESULT });
+      expect(await store.getReceipt(TURN_KEY), `${what}: receipt`).toEqual(receipt(TURN));
+    };
+    const pruneAll = async () => conform(PruneResultSchema, await store.prune({ olderThan: new Date(clock.ms + DAY).toISOString() }), "prune's answer");
+    expect(await pruneAll(), "paused: nothing pruned").toEqual({ turns: 0, effects: 0 });
+    await everything("paused");
+    expect(await store.getApproval(request.approvalId), "the request").toEqual({ ...request, status: "pending" });
+    const decided = await store.decideApproval({ approvalId: request.approvalId, decision: { decision: "approve" }, decidedAt: clock.iso() });
+    expect(decided.decided, "decide finds the request after prune").toBe(true);
+    const resumed = await store.resumeTurn({ turnKey: TURN_KEY, leaseMs: DAY });
+    if (!resumed.resumed) throw new Error("expected the paused turn to resume");
+    expect(await pruneAll(), "running again, its request decided: nothing pruned").toEqual({ turns: 0, effects: 0 });
+    await everything("running");
+    expect(await store.getApproval(request.approvalId), "the decided request").toMatchObject({ status: "approved" });
+    expectBoolean(await store.applyApproval({ approvalId: request.approvalId, appliedAt: clock.iso() }), true, "applied");
+    expectBoolean(await store.finishTurn({ turnKey: TURN_KEY, token: resumed.token, state: "completed", outcome: FINISHED }), true, "completed");
+    expect(await pruneAll(), "finished: pruned by the usual rule").toEqual({ turns: 1, effects: 1 });
+    expect(await store.hasSuccessfulRead(evidence), "read evidence").toBe(false);
+    expect(await store.getVerdict(verdictKey), "verdict").toBeUndefined();
+    expect(await store.getApproval(request.approvalId), "request").toBeUndefined();
+    expect(await store.getMutation(TURN_KEY), "mutation").toMatchObject({ state: "pruned" });
+    expect(await store.getEffect(sent.effectKey), "effect").toMatchObject({ state: "pruned" });
+    expect(await store.getTurn(TURN_KEY), "turn record").toBeUndefined();
+    expect(await store.getReceipt(TURN_KEY), "the receipt stays").toEqual(receipt(TURN));
+  }, ["turns", "approvals", "effects", "hasSuccessfulRead"]);
 
   test("keeps receipts and the audit trail", async ({ store, clock }) => {
     await store.putReceiptIfAbsent(receipt(TURN));

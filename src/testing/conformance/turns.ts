@@ -1,7 +1,8 @@
 /**
  * Turn records: the turn service's lifecycle. `beginTurn` inserts a turn once and leases it to one
- * worker; a lease that expired (at the store's clock) is taken over; `finishTurn` and `resumeTurn`
- * are compare-and-sets; prune removes finished turns only. (`getMutation`, the read-only view of a
+ * worker, and one request key to one turn key; a lease that expired (at the store's clock) is taken
+ * over; `finishTurn` and `resumeTurn` are compare-and-sets; prune removes finished turns only, and
+ * frees their request keys. (`getMutation`, the read-only view of a
  * turn's claim, is in the claims suite.)
  */
 import { expect } from "vitest";
@@ -24,7 +25,8 @@ import type { StoreTest } from "./harness.js";
 const LEASE_MS = 30_000;
 const DAY = 86_400_000;
 
-function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInput {
+/** A turn's input: `turnId` in the suites' scope, with a principal and a segment of awkward text. */
+export function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInput {
   return {
     scopeId: SCOPE,
     turnId,
@@ -35,7 +37,8 @@ function turnInput(turnId: string, overrides: Partial<TurnInput> = {}): TurnInpu
   };
 }
 
-function start(input: TurnInput): TurnStart {
+/** What the turn service hands `beginTurn` for `input`. */
+export function start(input: TurnInput): TurnStart {
   const key = turnKey(input);
   return {
     turnKey: key,
@@ -43,8 +46,14 @@ function start(input: TurnInput): TurnStart {
     ...(input.principal === undefined ? {} : { principal: input.principal }),
     input,
     inputDigest: digest({ kind: "conformance.turn-input", input }),
+    requestKey: requestKeyOf(input),
     threadId: `turn:${key}`,
   };
+}
+
+/** The kit's request key: any digest of what names the request will do (the store never recomputes it). */
+function requestKeyOf(input: TurnInput): string {
+  return digest({ kind: "conformance.turn-request", principal: input.principal ?? null, turnId: input.turnId });
 }
 
 const TURN_START = start(turnInput("turn-1"));
@@ -120,6 +129,30 @@ export function turnsSuite(test: StoreTest): void {
     expect(await getTurn(store), "await getTurn(store) toEqual").toEqual(before);
     await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED });
     expect(await begin(store, other), "await begin(store, other) toEqual").toEqual({ status: "input_mismatch" });
+  });
+
+  test("a new turn whose request key another turn holds (the same request for another scope) is input_mismatch and stores nothing", async ({ store }) => {
+    const token = await started(store);
+    const held = await getTurn(store);
+    const elsewhere = start(turnInput("turn-1", { scopeId: `${SCOPE}-other` }));
+    expect(elsewhere.requestKey, "the kit's turns share the request").toBe(TURN_START.requestKey);
+    expect(await begin(store, elsewhere), "a running holder").toEqual({ status: "input_mismatch" });
+    await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED });
+    expect(await begin(store, elsewhere), "a finished holder").toEqual({ status: "input_mismatch" });
+    expect(await getTurn(store, elsewhere.turnKey), "nothing stored for the refused turn").toBeUndefined();
+    expect((await getTurn(store))?.input, "the holder unchanged").toEqual(held?.input);
+    // Another request (another turn id, or the same one from another principal) in that scope is a turn of its own.
+    expect((await begin(store, start(turnInput("turn-2", { scopeId: `${SCOPE}-other` })))).status, "another turn id").toBe("started");
+    expect((await begin(store, start(turnInput("turn-1", { scopeId: `${SCOPE}-other`, principal: "bob" })))).status, "another principal").toBe("started");
+  });
+
+  test("16 concurrent begins of one request in 16 scopes: one starts, the others answer input_mismatch and store nothing", async ({ store }) => {
+    const starts = Array.from({ length: 16 }, (_, index) => start(turnInput("turn-raced", { scopeId: `${SCOPE}-${String(index)}` })));
+    const answers = await Promise.all(starts.map((of) => begin(store, of)));
+    expect(answers.filter((answer) => answer.status === "started"), "one started").toHaveLength(1);
+    expect(answers.filter((answer) => answer.status === "input_mismatch"), "the others refused").toHaveLength(15);
+    const stored = (await Promise.all(starts.map((of) => getTurn(store, of.turnKey)))).filter((record) => record !== undefined);
+    expect(stored, "one turn stored").toHaveLength(1);
   });
 
   test("finish is a compare-and-set by the lease token: it stores state and outcome and drops the lease", async ({ store, clock }) => {
@@ -265,6 +298,20 @@ export function turnsSuite(test: StoreTest): void {
     expect((await getTurn(store, fresh.turnKey))?.state, "(await getTurn(store, fresh.turnKey))?.state toBe").toBe("completed");
   }, ["operator"]);
 
+  test("prune frees a removed turn's request key with it; a kept turn keeps its own", async ({ store, clock }) => {
+    const pruned = start(turnInput("prune-request"));
+    const token = await started(store, pruned);
+    await store.finishTurn({ turnKey: pruned.turnKey, token, state: "completed", outcome: COMPLETED });
+    await awaiting(store);
+    clock.advance(DAY);
+    await store.prune({ olderThan: new Date(clock.ms).toISOString() });
+    expect(await getTurn(store, pruned.turnKey), "the finished turn is pruned").toBeUndefined();
+    const again = start(turnInput("prune-request", { scopeId: `${SCOPE}-other` }));
+    expect((await begin(store, again)).status, "its request runs as a new turn").toBe("started");
+    const kept = start(turnInput(TURN_START.input.turnId, { scopeId: `${SCOPE}-other` }));
+    expect(await begin(store, kept), "the paused turn still holds its request").toEqual({ status: "input_mismatch" });
+  }, ["operator"]);
+
   test("malformed turn input is rejected and changes nothing", async ({ store }) => {
     const bad: [string, () => Promise<unknown>][] = [
       ["a scopeId other than the input's", () => store.beginTurn({ turn: { ...TURN_START, scopeId: "doc-other" }, leaseMs: LEASE_MS })],
@@ -273,6 +320,8 @@ export function turnsSuite(test: StoreTest): void {
       ["a fractional lease", () => store.beginTurn({ turn: TURN_START, leaseMs: 1.5 })],
       ["a bad input digest", () => store.beginTurn({ turn: { ...TURN_START, inputDigest: "ABC" }, leaseMs: LEASE_MS })],
       ["an empty thread id", () => store.beginTurn({ turn: { ...TURN_START, threadId: "" }, leaseMs: LEASE_MS })],
+      ["a bad request key", () => store.beginTurn({ turn: { ...TURN_START, requestKey: "ABC" }, leaseMs: LEASE_MS })],
+      ["no request key", () => store.beginTurn({ turn: { ...TURN_START, requestKey: undefined as never }, leaseMs: LEASE_MS })],
       ["an unknown field", () => store.beginTurn({ turn: TURN_START, leaseMs: LEASE_MS, extra: 1 } as never)],
     ];
     for (const [what, run] of bad) await expectContractError(run, `beginTurn with ${what}`);

@@ -111,7 +111,15 @@ export function raceTurnStart(runId: string, round: number): TurnStart {
   const of = raceTurn(runId, "turn", round);
   const input = { ...of, policyVersion: "race-1", segments: [{ label: "user", content: "race" }] };
   const key = turnKey(input);
-  return { turnKey: key, scopeId: of.scopeId, input, inputDigest: digest({ kind: "race.turn-input", input }), threadId: `turn:${key}` };
+  return {
+    turnKey: key,
+    scopeId: of.scopeId,
+    input,
+    inputDigest: digest({ kind: "race.turn-input", input }),
+    // One request per turn: every run id has its own scope, and turn ids repeat across runs.
+    requestKey: digest({ kind: "race.turn-request", turnKey: key }),
+    threadId: `turn:${key}`,
+  };
 }
 
 /**
