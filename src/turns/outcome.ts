@@ -121,7 +121,9 @@ export function turnMutation(status: MutationStatus, includeResult: boolean): Tu
 
 /**
  * A turn's outcome: what a finished (or paused) turn answers, stored and replayed.
- * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn;
+ * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn,
+ *   `mutation` the turn's claim when it made one ({@link TurnMutation}: a refused or ambiguous write
+ *   shows here without reading `calls`; replayed as the claim is now once it was settled);
  * - `awaiting_approval`: the requests the run waits on (stored: every request of the pause;
  *   answered: those still pending, none once all are decided and the resume is still to come);
  * - `refused`: `denied` by moderation, or `input_mismatch` (the turn key was used with other input);
@@ -132,7 +134,7 @@ export function turnMutation(status: MutationStatus, includeResult: boolean): Tu
  *   `maxAttempts` ran. Without them the failure is final.
  */
 export type TurnOutcome =
-  | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[] }
+  | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[]; readonly mutation?: TurnMutation }
   | { readonly status: "awaiting_approval"; readonly approvals: PendingApproval[] }
   | { readonly status: "refused"; readonly code: "denied" | "input_mismatch" }
   | {
@@ -147,7 +149,7 @@ export type TurnOutcome =
 
 /** Parses a stored {@link TurnOutcome}: the service checks every outcome with it before storing it. */
 export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("status", [
-  z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema) }),
+  z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema), mutation: TurnMutationSchema.optional() }),
   z.strictObject({ status: z.literal("awaiting_approval"), approvals: z.array(PendingApprovalSchema).min(1) }),
   z.strictObject({ status: z.literal("refused"), code: z.enum(["denied", "input_mismatch"]) }),
   z.strictObject({

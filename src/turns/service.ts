@@ -348,7 +348,14 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return { status: "failed", code: "unsupported_interrupt" };
       return { status: "awaiting_approval", approvals: pending.map((each) => each.approval) };
     }
-    return completedOutcome(messages ?? messagesOf(snapshot.values), includeToolResults);
+    return withMutation(record, completedOutcome(messages ?? messagesOf(snapshot.values), includeToolResults));
+  }
+
+  /** A completed outcome with the turn's mutation claim, so a refused write shows without reading `calls`. */
+  async function withMutation(record: TurnRecord, outcome: TurnOutcome): Promise<TurnOutcome> {
+    if (outcome.status !== "completed") return outcome;
+    const mutation = await getMutation(record.turnKey);
+    return mutation === undefined ? outcome : { ...outcome, mutation };
   }
 
   /** Runs (or resumes) the turn's graph under our lease and stores where it stopped. */
@@ -478,6 +485,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    */
   async function stillWaiting(record: TurnRecord): Promise<TurnOutcome> {
     const outcome = storedOutcome(record);
+    if (outcome.status === "completed" || outcome.status === "failed") return followsClaim(outcome, record);
     if (outcome.status !== "awaiting_approval") return outcome;
     const approvals = [];
     for (const approval of outcome.approvals) {
@@ -485,6 +493,23 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (answer === undefined || parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer").status === "pending") approvals.push(approval);
     }
     return { status: "awaiting_approval", approvals };
+  }
+
+  /**
+   * A finished outcome whose write was left `pending` or `unknown` follows the claim once it is
+   * settled (by the tool's `confirm` or an operator's reconcile): its answer then shows the write
+   * as it was resolved, never "in progress" for good. Read only: the stored outcome stays.
+   */
+  async function followsClaim(outcome: Extract<TurnOutcome, { status: "completed" | "failed" }>, record: TurnRecord): Promise<TurnOutcome> {
+    const stored = outcome.mutation;
+    if (stored === undefined || (stored.state !== "pending" && stored.state !== "unknown")) return outcome;
+    const now = await getMutation(record.turnKey);
+    if (now === undefined) {
+      // Reconciled no-effect: the slot reopened, nothing was written.
+      const { mutation: _unresolved, ...rest } = outcome;
+      return rest;
+    }
+    return now.state === stored.state ? outcome : { ...outcome, mutation: now };
   }
 
   /**
@@ -504,7 +529,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     if (snapshot.next.length > 0) return run(record, token, null, scope);
     const checkpointed = messagesOf(snapshot.values);
     if (checkpointed.length === 0) return first(record, token, messages, scope);
-    return finish(record, token, completedOutcome(checkpointed, includeToolResults));
+    return finish(record, token, await withMutation(record, completedOutcome(checkpointed, includeToolResults)));
   }
 
   /**

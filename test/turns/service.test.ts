@@ -120,7 +120,7 @@ function mailHarness(store: GuardrailStore) {
   });
   const tools: (ClientTool | ServerTool)[] = [...turnTools(notes), sendEmail];
   const agent = createAgent({ model, tools, middleware: [guardrails], checkpointer: new MemorySaver() });
-  return { service: createTurnService({ agent, store, moderate: () => true }), notes, outbox };
+  return { service: createTurnService({ agent, store, moderate: () => true, allowInMemoryCheckpointer: true }), notes, outbox };
 }
 
 function awaiting(answer: TurnAnswer | { status: string }) {
@@ -190,6 +190,8 @@ for (const kind of KINDS) {
           { tool: "read_note", callId: "r1", status: "success" },
           { tool: "edit_note", callId: "w1", status: "success" },
         ],
+        // The write, as the claim holds it: its result only with includeToolResults.
+        mutation: { state: "complete", toolName: "edit_note", toolCallId: "w1" },
       });
       expect(JSON.stringify(answer)).not.toContain("Buy milk");
       expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
@@ -500,7 +502,7 @@ for (const kind of KINDS) {
         scopeId: "note-7",
         mutation: { state: "complete", toolName: "edit_note", toolCallId: "w1" },
       });
-      expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: answer.status, answer: answer.answer, calls: answer.calls });
+      expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: answer.status, answer: answer.answer, calls: answer.calls, mutation: answer.mutation });
       expect(view.status === "found" ? view.mutation?.result : "absent").toBeUndefined();
       expect(model.calls).toBe(calls);
     });
@@ -602,6 +604,34 @@ for (const kind of KINDS) {
       down = false;
       completed(await service.submit({ turn: turnOf() }));
       expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a completed answer shows an ambiguous write, and follows the claim once an operator reconciled it: never 'in progress' for good", async () => {
+      const store = await open();
+      let crash = true;
+      const { service, notes } = serviceHarness({
+        store,
+        hooks: {
+          beforeWrite: () => {
+            // The write service fails without saying whether it wrote: the claim is left unknown.
+            if (crash) {
+              crash = false;
+              throw new Error("connection reset by the write service");
+            }
+          },
+        },
+      });
+      const answer = completed(await service.submit({ turn: turnOf() }));
+      expect(answer.calls.find((call) => call.tool === "edit_note")?.refusal).toBe("mutation_unknown");
+      expect(answer.mutation).toEqual({ state: "unknown", toolName: "edit_note", toolCallId: "w1" });
+      // The operator settles it as the write service reports it (here: completed, with its result).
+      expect(await store.reconcileMutation({ turnKey: turnKey(turnOf()), resolution: "completed", result: { content: "saved", status: "success" }, operatorRef: "OPS-7" })).toMatchObject({ reconciled: true });
+      const retried = completed(await service.submit({ turn: turnOf() }));
+      expect(retried.replayed).toBe(true);
+      expect(retried.mutation).toEqual({ state: "complete", toolName: "edit_note", toolCallId: "w1" });
+      const view = await service.get(turnKey(turnOf()));
+      expect(view.status === "found" ? view.outcome : undefined).toMatchObject({ status: "completed", mutation: { state: "complete" } });
+      expect(notes.writes).toEqual([]);
     });
 
     it("an approval request is not decidable before its pause is durable: decide answers running and records nothing", async () => {
