@@ -52,7 +52,7 @@ function buildService(store: GuardrailStore, turns: number) {
     tools: { read_document: { kind: "document-read" }, rename_document: { kind: "mutation" } },
   });
   const agent = createAgent({ model: new ScriptedModel(script), tools: TOOLS, middleware: [guardrails], checkpointer: new MemorySaver() });
-  return createTurnService({ agent, store, moderate: () => true });
+  return createTurnService({ agent, store, moderate: () => true, allowInMemoryCheckpointer: true });
 }
 
 type Service = ReturnType<typeof buildService>;

@@ -1130,13 +1130,22 @@ export interface ResumeTurnInput {
   readonly turnKey: string;
   /** The new lease's length in ms (1 to 86 400 000). */
   readonly leaseMs: number;
+  /**
+   * The state it is taken from: `awaiting_approval` (default: a decided pause resumes) or `failed`
+   * (a failure that left no effect is run again: the turn service decides which, from the outcome).
+   */
+  readonly from?: "awaiting_approval" | "failed";
 }
 /** Parses a {@link ResumeTurnInput}. */
-export const ResumeTurnInputSchema: z.ZodType<ResumeTurnInput> = z.strictObject({ turnKey: DigestSchema, leaseMs: LeaseMsSchema });
+export const ResumeTurnInputSchema: z.ZodType<ResumeTurnInput> = z.strictObject({
+  turnKey: DigestSchema,
+  leaseMs: LeaseMsSchema,
+  from: z.enum(["awaiting_approval", "failed"]).optional(),
+});
 
 /**
  * `resumeTurn`'s answer: the caller holds the new lease (`resumed: true`), or nothing changed: no
- * such turn (no `record`), or it is not `awaiting_approval`.
+ * such turn (no `record`), or it is not in the state asked for (`from`).
  */
 export type ResumeTurnResult =
   | { readonly resumed: true; readonly token: string; readonly record: TurnRecord }
@@ -1300,8 +1309,8 @@ export interface GuardrailStore {
    */
   finishTurn(input: FinishTurnInput): Promise<boolean>;
   /**
-   * Compare-and-set from `awaiting_approval` to `running` under a new lease: of concurrent callers,
-   * one resumes. Anything else changes nothing.
+   * Compare-and-set from `awaiting_approval` (or `input.from`: `failed`) to `running` under a new
+   * lease, dropping the outcome: of concurrent callers, one resumes. Anything else changes nothing.
    */
   resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult>;
   /** The stored turn, whatever its state; `undefined` when there is none. */

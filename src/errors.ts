@@ -276,7 +276,27 @@ export class RetryableToolError extends GuardrailsError {
  */
 export class NoEffectError extends GuardrailsError {
   protected static override readonly brandName: string = "NoEffectError";
+
+  /**
+   * Why nothing happened, for the model: it gets this as the refusal's `reason` ("that title is
+   * already used"), so it can correct itself. Only when given explicitly: the error's message
+   * never reaches the model (it may quote what the model must not see). At most
+   * 500 characters of text, without control characters; anything
+   * else is dropped (the model gets the refusal without a reason).
+   */
+  readonly reason: string | undefined;
+
+  constructor(message: string, options?: { cause?: unknown; reason?: string }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    const reason = options?.reason;
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+    const valid = typeof reason === "string" && reason.length > 0 && reason.length <= MAX_NO_EFFECT_REASON_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(reason);
+    this.reason = valid ? reason : undefined;
+  }
 }
+
+/** The longest `NoEffectError` reason the model is given, in UTF-16 code units. */
+const MAX_NO_EFFECT_REASON_LENGTH = 500;
 
 /** @internal Used by modules that define their own branded errors, and by the logger. */
 export const errorBrand = { brand, hasBrand, findBranded, brandOf, readSafely } as const;

@@ -130,6 +130,8 @@ export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";
 export {
   createTurnService,
   TURN_FAILURES,
+  turnHttpErrorReply,
+  turnHttpReply,
   turnThreadId,
   TurnServiceError,
   type DecideAnswer,
@@ -143,6 +145,7 @@ export {
   type TurnAnswer,
   type TurnCallOutcome,
   type TurnFailure,
+  type TurnHttpReply,
   type TurnMutation,
   type TurnOutcome,
   type TurnService,

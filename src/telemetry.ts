@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { ApprovalDecision, AuditEvent, ClaimStatus, EffectClaimResult, ToolKind, TurnState } from "./contracts.js";
+import type { LoggedError } from "./logger.js";
 
 /** The call a telemetry backend is told about when it starts: names, ids and digests, never values. */
 export interface TelemetryCall {
@@ -141,8 +142,16 @@ export interface TelemetryTurnEnd {
   readonly replayed: boolean;
   /** The turn's state as the operation left it, when the service knows it. */
   readonly state: TurnState | undefined;
-  /** The class name of the error the operation threw (`TurnServiceError`, a store's error), when it threw. */
+  /**
+   * The class name of the error the operation threw (`TurnServiceError`, a store's error), or that
+   * failed its run (the answer is `failed`).
+   */
   readonly errorType: string | undefined;
+  /**
+   * That error as the logger gets it (class, code, a message only when this package wrote it, the
+   * causes): for the span's exception event. Never argument values or tool results.
+   */
+  readonly exception?: LoggedError;
 }
 
 /** Receives one turn operation's approval waits, then its end, exactly once. */

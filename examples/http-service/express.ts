@@ -5,24 +5,25 @@
  */
 import express, { type ErrorRequestHandler, type Response } from "express";
 import type { Service } from "./agent.js";
-import { answerReply, decideRequest, errorReply, readRequest, turnRequest, viewReply, type HttpReply } from "./http.js";
+import { turnHttpErrorReply, turnHttpReply } from "arkah-agent-guardrails";
+import { decideRequest, readRequest, turnRequest, viewReply, type HttpReply } from "./http.js";
 
 export function createExpressApp({ turns }: Pick<Service, "turns">): express.Express {
   const app = express();
   app.use(express.json());
   const send = (res: Response, reply: HttpReply) => res.status(reply.status).json(reply.body);
-  const run = (work: () => Promise<HttpReply>) => work().catch(errorReply);
+  const run = (work: () => Promise<HttpReply>) => work().catch(turnHttpErrorReply);
 
   app.post("/turns", async (req, res) => {
     const turn = turnRequest({ user: req.get("x-user"), idempotencyKey: req.get("idempotency-key"), body: req.body as unknown });
     if (!turn.ok) return send(res, turn.reply);
-    send(res, await run(async () => answerReply(await turns.submit({ turn: turn.value }))));
+    send(res, await run(async () => turnHttpReply(await turns.submit({ turn: turn.value }))));
   });
 
   app.post("/approvals/:id", async (req, res) => {
     const decision = decideRequest({ user: req.get("x-user"), approvalId: req.params.id, body: req.body as unknown });
     if (!decision.ok) return send(res, decision.reply);
-    send(res, await run(async () => answerReply(await turns.decide(decision.value))));
+    send(res, await run(async () => turnHttpReply(await turns.decide(decision.value))));
   });
 
   app.get("/turns/:turnKey", async (req, res) => {

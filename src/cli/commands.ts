@@ -13,10 +13,13 @@ import {
   type EffectReconciliation,
   type Reconciliation,
   type StoredAuditEvent,
+  TurnRecordSchema,
   type UnresolvedEffect,
   type UnresolvedMutation,
 } from "../contracts.js";
 import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
+import { parseStoreValue } from "../stores/validate.js";
+import { pauseWaitsOn } from "../turns/outcome.js";
 import type { ConfirmClaim } from "../contracts.js";
 import { confirmResolution } from "../decision/plan.js";
 import { resolveLogger } from "../logger.js";
@@ -695,9 +698,32 @@ function notPending(record: ApprovalRecord): string {
  * Throws `CliError` with `notFound` when there is no such request and `wrongState` when it is not
  * pending and this is another decision (decided, applied, expired or orphaned): nothing changes.
  */
+/**
+ * A pending request of a turn the turn service runs is decidable only once the turn's pause is
+ * stored (its checkpoint written), as through `decide` of the service: before that a decision could
+ * approve a run that no longer exists. A request of a turn without a turn record (no turn service)
+ * is decided as before.
+ */
+async function refuseBeforeDurablePause(given: AnyGuardrailStore, store: { getApproval(id: string): Promise<ApprovalRecord | undefined> }, approvalId: string): Promise<void> {
+  if (!hasStorePart(given, "turns")) return;
+  const request = await store.getApproval(approvalId);
+  if (request?.status !== "pending") return;
+  const answer = await given.getTurn(request.turnKey);
+  if (answer === undefined) return;
+  const turn = parseStoreValue(TurnRecordSchema, answer, "getTurn answer");
+  if (pauseWaitsOn(turn, approvalId)) return;
+  throw new CliError(
+    EXIT.wrongState,
+    turn.state === "running"
+      ? `approval request ${approvalId} is not decidable yet: its turn is still running and its pause is not stored; nothing decided (try again shortly)`
+      : `approval request ${approvalId} is not one its turn waits on (the turn is ${turn.state}); nothing decided`,
+  );
+}
+
 export async function decide(given: AnyGuardrailStore, options: DecideOptions, sink: OutputSink): Promise<ExitCode> {
   const store = withStoreParts(given, ["approvals"], "decide", APPROVALS_WHY);
   const approvalId = parseApprovalId(options.approvalId);
+  await refuseBeforeDurablePause(given, store, approvalId);
   const decidedAt = (options.now ?? (() => new Date()))().toISOString();
   const outcome = await store.decideApproval({
     approvalId,

@@ -21,6 +21,7 @@ import {
 } from "@opentelemetry/api";
 import { z } from "zod";
 import { ConfigurationError } from "../errors.js";
+import type { LoggedError } from "../logger.js";
 import type {
   GuardrailTelemetry,
   TelemetryCall,
@@ -322,6 +323,12 @@ function jsonText(value: unknown): string | undefined {
 }
 
 /** One turn operation's span, its approval waits and the turn counter. */
+/** A logged error's text for an exception event: its message, else its code, else its class; with its causes' classes. */
+function exceptionText(error: LoggedError): string {
+  const own = error.message ?? error.code ?? error.name;
+  return error.cause === undefined ? own : `${own} (cause: ${exceptionText(error.cause)})`;
+}
+
 class TurnSpanObserver implements TelemetryTurnObserver {
   readonly #span: Span;
   readonly #counters: Instruments;
@@ -351,6 +358,8 @@ class TurnSpanObserver implements TelemetryTurnObserver {
     if (end.state !== undefined) attributes[ATTRIBUTES.turnState] = end.state;
     if (end.errorType !== undefined) attributes[ATTRIBUTES.errorType] = end.errorType;
     span.setAttributes(attributes);
+    // The cause of a failed run or a throw, as the logger has it: class, code, this package's own text.
+    if (end.exception !== undefined) span.recordException({ name: end.exception.name, message: exceptionText(end.exception) });
     // A refusal, a pause or a forbidden decision is the service working; a failed run or a throw is an error.
     if (end.status === "failed" || end.status === "error") span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();

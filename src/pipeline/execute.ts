@@ -24,7 +24,7 @@ import { checkMutationStep, claimAction, confirmResolution, effectClaimAction, r
 import { copyJson } from "../digest.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
 import { readCandidates } from "../decision/transcript.js";
-import { RetryableToolError, SealError, SettlementError, StoreContractError } from "../errors.js";
+import { NoEffectError, RetryableToolError, SealError, SettlementError, StoreContractError } from "../errors.js";
 import { Seal } from "../execution/seal.js";
 import { bubblesUp } from "../interrupts.js";
 import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
@@ -478,7 +478,9 @@ async function runClaimed(call: GovernedCall, handler: ToolCallHandler, attempts
     await release();
     call.governance.logger.warn(`the tool asserted its ${kind.noun} had no effect; its claim is released`, { code: "no_effect", ...logKey });
     if (call.signal?.aborted === true) throw outcome.error;
-    return refusal(call, "no_effect");
+    // The tool's own explanation, only when it gave one explicitly (never the error's message).
+    const reason = NoEffectError.find(outcome.error)?.reason;
+    return refusal(call, "no_effect", reason === undefined ? undefined : { reason });
   }
   if ("error" in outcome) {
     await settleUnknown(kind.unknownCode);

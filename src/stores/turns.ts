@@ -74,7 +74,7 @@ export function finishTransition(existing: TurnRecord | undefined, input: Finish
   return { answer: true, write: record };
 }
 
-/** `resumeTurn`: compare-and-set from `awaiting_approval` to `running` under a new lease. */
+/** `resumeTurn`: compare-and-set from `awaiting_approval` (or `input.from`) to `running` under a new lease. */
 export function resumeTransition(
   existing: TurnRecord | undefined,
   input: ResumeTurnInput,
@@ -82,7 +82,7 @@ export function resumeTransition(
   token: string,
 ): TurnTransition<ResumeTurnResult> {
   if (existing === undefined) return { answer: { resumed: false }, write: undefined };
-  if (existing.state !== "awaiting_approval") return { answer: { resumed: false, record: existing }, write: undefined };
+  if (existing.state !== (input.from ?? "awaiting_approval")) return { answer: { resumed: false, record: existing }, write: undefined };
   const { outcome: _previous, ...rest } = existing;
   const record: TurnRecord = { ...rest, state: "running", lease: { token, expiresAt: plus(now, input.leaseMs) }, updatedAt: now };
   return { answer: { resumed: true, token, record }, write: record };

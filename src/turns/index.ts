@@ -1,5 +1,6 @@
 /** The turn service: `createTurnService` and its answers. */
 export { TurnServiceError, type TurnServiceErrorCode } from "./errors.js";
+export { turnHttpErrorReply, turnHttpReply, type TurnHttpReply } from "./http.js";
 export {
   TURN_FAILURES,
   type DecideAnswer,

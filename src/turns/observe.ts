@@ -5,17 +5,19 @@
  * (src/pipeline/observe.ts), the operation runs exactly once whatever the backend does, and a
  * backend that throws is logged and ignored.
  */
-import { sanitizeError, type GuardrailLogger } from "../logger.js";
+import { sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import type { GuardrailTelemetry, TelemetryApprovalWait, TelemetryTurn, TelemetryTurnEnd, TelemetryTurnObserver } from "../telemetry.js";
 
 /** What an operation tells telemetry on its way: its turn once known, the approval waits its resume answers. */
 export interface TurnNotes {
   turn(turnKey: string): void;
   approvalWait(wait: TelemetryApprovalWait): void;
+  /** A run of the operation failed (its answer is `failed`): the error, as the logger gets it. */
+  failure(error: LoggedError): void;
 }
 
 /** Notes for an operation nobody observes. */
-export const IGNORED: TurnNotes = { turn: () => undefined, approvalWait: () => undefined };
+export const IGNORED: TurnNotes = { turn: () => undefined, approvalWait: () => undefined, failure: () => undefined };
 
 type Settled<T> = { readonly value: T } | { readonly error: unknown };
 
@@ -37,9 +39,13 @@ export async function observeTurn<T>(
   let settledOnce: Promise<Settled<T>> | undefined;
   const observed = async (observer: TelemetryTurnObserver): Promise<Settled<T>> => {
     let turnKey: string | undefined;
+    let exception: LoggedError | undefined;
     const notes: TurnNotes = {
       turn: (key) => {
         turnKey = key;
+      },
+      failure: (error) => {
+        exception = error;
       },
       approvalWait: (wait) => {
         try {
@@ -51,7 +57,7 @@ export async function observeTurn<T>(
     };
     const settled = await settle(() => operation(notes));
     try {
-      observer.end("value" in settled ? ended(ending(settled.value), turnKey) : failed(turnKey, settled.error));
+      observer.end("value" in settled ? ended(ending(settled.value), turnKey, exception) : failed(turnKey, settled.error));
     } catch (error) {
       warn(error);
     }
@@ -70,12 +76,13 @@ export async function observeTurn<T>(
   return unwrap(await settledOnce);
 }
 
-function ended(end: Omit<TelemetryTurnEnd, "errorType">, turnKey: string | undefined): TelemetryTurnEnd {
-  return { ...end, turnKey: end.turnKey ?? turnKey, errorType: undefined };
+function ended(end: Omit<TelemetryTurnEnd, "errorType">, turnKey: string | undefined, exception: LoggedError | undefined): TelemetryTurnEnd {
+  return { ...end, turnKey: end.turnKey ?? turnKey, errorType: exception?.name, ...(exception === undefined ? {} : { exception }) };
 }
 
 function failed(turnKey: string | undefined, error: unknown): TelemetryTurnEnd {
-  return { turnKey, status: "error", code: undefined, replayed: false, state: undefined, errorType: sanitizeError(error).name };
+  const exception = sanitizeError(error);
+  return { turnKey, status: "error", code: undefined, replayed: false, state: undefined, errorType: exception.name, exception };
 }
 
 async function settle<T>(operation: () => Promise<T>): Promise<Settled<T>> {

@@ -10,6 +10,7 @@ import {
   JsonValueSchema,
   MutationResultSchema,
   type ApprovalStatus,
+  type TurnRecord,
   type JsonValue,
   type MutationResult,
   type MutationStatus,
@@ -120,15 +121,20 @@ export function turnMutation(status: MutationStatus, includeResult: boolean): Tu
 
 /**
  * A turn's outcome: what a finished (or paused) turn answers, stored and replayed.
- * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn;
+ * - `completed`: `answer` is the last model message's text, `calls` every tool call of the turn,
+ *   `mutation` the turn's claim when it made one ({@link TurnMutation}: a refused or ambiguous write
+ *   shows here without reading `calls`; replayed as the claim is now once it was settled);
  * - `awaiting_approval`: the requests the run waits on (stored: every request of the pause;
  *   answered: those still pending, none once all are decided and the resume is still to come);
  * - `refused`: `denied` by moderation, or `input_mismatch` (the turn key was used with other input);
  * - `failed`: a {@link TurnFailure}, with the turn's mutation claim as the failure left it
- *   ({@link TurnMutation}: its result only with `includeToolResults`).
+ *   ({@link TurnMutation}: its result only with `includeToolResults`). A failure before any effect
+ *   was claimed (`run_failed`, `moderation_failed`) says `retryable` (a `submit` of the same key
+ *   runs the turn again, from its checkpoint) and how many `attempts` ran; `retryable: false` once
+ *   `maxAttempts` ran. Without them the failure is final.
  */
 export type TurnOutcome =
-  | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[] }
+  | { readonly status: "completed"; readonly answer: string; readonly calls: TurnCallOutcome[]; readonly mutation?: TurnMutation }
   | { readonly status: "awaiting_approval"; readonly approvals: PendingApproval[] }
   | { readonly status: "refused"; readonly code: "denied" | "input_mismatch" }
   | {
@@ -137,11 +143,13 @@ export type TurnOutcome =
       readonly detail?: string;
       readonly error?: string;
       readonly mutation?: TurnMutation;
+      readonly retryable?: boolean;
+      readonly attempts?: number;
     };
 
 /** Parses a stored {@link TurnOutcome}: the service checks every outcome with it before storing it. */
 export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("status", [
-  z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema) }),
+  z.strictObject({ status: z.literal("completed"), answer: z.string(), calls: z.array(TurnCallOutcomeSchema), mutation: TurnMutationSchema.optional() }),
   z.strictObject({ status: z.literal("awaiting_approval"), approvals: z.array(PendingApprovalSchema).min(1) }),
   z.strictObject({ status: z.literal("refused"), code: z.enum(["denied", "input_mismatch"]) }),
   z.strictObject({
@@ -150,8 +158,21 @@ export const TurnOutcomeSchema: z.ZodType<TurnOutcome> = z.discriminatedUnion("s
     detail: z.string().optional(),
     error: z.string().optional(),
     mutation: TurnMutationSchema.optional(),
+    retryable: z.boolean().optional(),
+    attempts: z.int().min(1).max(10).optional(),
   }),
 ]);
+
+/**
+ * Whether a turn record's stored pause waits on this approval request: the run returned, its
+ * checkpoint holds the interrupt, and the service stored the pause. Only then is a pending request
+ * decidable (a stored outcome that does not parse is no pause).
+ */
+export function pauseWaitsOn(record: TurnRecord, approvalId: string): boolean {
+  if (record.state !== "awaiting_approval") return false;
+  const outcome = TurnOutcomeSchema.safeParse(record.outcome);
+  return outcome.success && outcome.data.status === "awaiting_approval" && outcome.data.approvals.some((each) => each.approvalId === approvalId);
+}
 
 /** Another worker runs the turn now: ask again later. */
 export interface RunningAnswer {

@@ -7,7 +7,7 @@
  * checkpoint. Framework-neutral: an HTTP route maps its answers to status codes (docs/turns.md).
  */
 import { BaseMessage, HumanMessage } from "@langchain/core/messages";
-import { Command } from "@langchain/langgraph";
+import { Command, MemorySaver } from "@langchain/langgraph";
 import { z } from "zod";
 import { admitTurn, resolveTurn, type Moderate } from "../admission.js";
 import {
@@ -27,11 +27,11 @@ import {
   type TurnState,
 } from "../contracts.js";
 import { digest } from "../digest.js";
-import { AdmissionError, ApprovalError, ConfigurationError } from "../errors.js";
+import { AdmissionError, ApprovalError, ConfigurationError, SettlementError } from "../errors.js";
 import { hitlResponse } from "../guardrails/langchain-format.js";
-import { resolveLogger, type GuardrailLogger } from "../logger.js";
+import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import { LoggerSchema, StoreShape } from "../options.js";
-import { withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
+import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 import { parseStoreValue } from "../stores/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
@@ -40,6 +40,7 @@ import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
   completedOutcome,
+  pauseWaitsOn,
   turnMutation,
   TurnOutcomeSchema,
   type DecideAnswer,
@@ -98,6 +99,12 @@ export interface TurnServiceOptions {
   readonly leaseMs?: number;
   /** Who may decide an approval request. Default: only the turn's principal (a turn without one: nobody). */
   readonly mayDecide?: MayDecide;
+  /**
+   * How many runs a turn gets when its runs fail before any effect (default 3, at most 10): such a
+   * failure (a provider outage, say) is stored `retryable`, and a `submit` of the same key runs the
+   * turn again from its checkpoint. A failure after a mutation or side effect was claimed is final.
+   */
+  readonly maxAttempts?: number;
   /** Put each tool call's result text, and a completed mutation's result, in outcomes. Default false. */
   readonly includeToolResults?: boolean;
   /** Clock for admission receipts and decisions. Default: the system clock. */
@@ -107,8 +114,18 @@ export interface TurnServiceOptions {
    * waited: pass the same `openTelemetry()` the guardrails get (docs/telemetry.md#turns).
    */
   readonly telemetry?: GuardrailTelemetry;
-  /** Receives a warning when the telemetry backend throws (nothing else). Default `console.warn`. */
+  /**
+   * Receives a warning for every failed run (the error's class and code, the package's failure
+   * code, never argument values or tool results) and when the telemetry backend throws. Default
+   * `console.warn`.
+   */
   readonly logger?: GuardrailLogger;
+  /**
+   * Accept an agent whose checkpointer is LangGraph's in-memory `MemorySaver`. Default false: a
+   * paused run lives in its checkpoint, and an in-memory one is gone with the process while its
+   * approval requests stay decidable in the store. For tests and demos only.
+   */
+  readonly allowInMemoryCheckpointer?: boolean;
 }
 
 /** `submit`'s input. */
@@ -142,6 +159,7 @@ export interface TurnService {
 }
 
 const DEFAULT_LEASE_MS = 300_000;
+const DEFAULT_MAX_ATTEMPTS = 3;
 
 const OptionsSchema = z.object({
   agent: z.custom<TurnAgent>(
@@ -157,14 +175,18 @@ const OptionsSchema = z.object({
   userMessageLabel: z.string().min(1).optional(),
   leaseMs: z.int().min(1).max(86_400_000).optional(),
   mayDecide: z.custom<MayDecide>((value) => typeof value === "function", "mayDecide must be a function").optional(),
+  maxAttempts: z.int().min(1).max(10).optional(),
   includeToolResults: z.boolean().optional(),
   now: z.custom<() => Date>((value) => typeof value === "function", "now must be a function returning a Date").optional(),
   telemetry: TelemetrySchema.optional(),
   logger: LoggerSchema.optional(),
+  allowInMemoryCheckpointer: z.boolean().optional(),
 });
 
 const DecideInputSchema = z.strictObject({
-  approvalId: DigestSchema,
+  // Any string: one that is no approval id names no request, and is answered `not_found` as an
+  // unknown one is (an HTTP route passes its path segment as it is).
+  approvalId: z.string(),
   principal: z.string().min(1),
   decision: ApprovalDecisionSchema,
 });
@@ -212,10 +234,12 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const label = parsed.data.userMessageLabel ?? "user";
   const leaseMs = parsed.data.leaseMs ?? DEFAULT_LEASE_MS;
   const mayDecide = parsed.data.mayDecide ?? ownPrincipal;
+  const maxAttempts = parsed.data.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const includeToolResults = parsed.data.includeToolResults ?? false;
   const now = parsed.data.now ?? (() => new Date());
   const { telemetry } = parsed.data;
   const logger = resolveLogger(parsed.data.logger);
+  checkDurablePauses(agent, parsed.data.allowInMemoryCheckpointer ?? false);
 
   const threadOf = (record: TurnRecord): ThreadConfig => ({ configurable: { thread_id: record.threadId } });
   const answerOf = (outcome: TurnOutcome, turnKey: string, replayed: boolean): TurnAnswer => ({ ...outcome, turnKey, replayed });
@@ -253,16 +277,66 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return current(record.turnKey);
   }
 
-  /** A run's failure, as a code and what it left: never the error's text. */
-  async function failure(record: TurnRecord, error: unknown): Promise<TurnOutcome> {
-    const mutation = await getMutation(record.turnKey).catch(() => undefined);
-    const left = mutation === undefined ? {} : { mutation };
+  /**
+   * A run's failure, as a code and what it left: never the error's text. A run that failed before
+   * any effect was claimed (`run_failed`, nothing claimed) is retryable while attempts are left.
+   */
+  async function failure(record: TurnRecord, error: unknown, scope: RunScope): Promise<TurnOutcome> {
+    const mutation = await getMutation(record.turnKey).then(
+      (status) => ({ status }),
+      () => undefined,
+    );
+    const left = mutation?.status === undefined ? {} : { mutation: mutation.status };
     const admission = AdmissionError.find(error);
-    if (admission !== undefined) return { status: "failed", code: "admission_failed", detail: admission.code, ...left };
     const approval = ApprovalError.find(error);
-    if (approval !== undefined) return { status: "failed", code: "approval_failed", detail: approval.code, ...left };
-    const name = error instanceof Error && /^[A-Za-z][\w.]{0,63}$/.test(error.name) ? error.name : "Error";
-    return { status: "failed", code: "run_failed", error: name, ...left };
+    let outcome: TurnOutcome;
+    if (admission !== undefined) outcome = { status: "failed", code: "admission_failed", detail: admission.code, ...left };
+    else if (approval !== undefined) outcome = { status: "failed", code: "approval_failed", detail: approval.code, ...left };
+    else {
+      const name = failureClass(sanitizeError(error));
+      // A lookup that failed is no proof that nothing was claimed: final, as after a claim.
+      const noEffect = mutation !== undefined && mutation.status === undefined && SettlementError.find(error) === undefined && !(await effectClaimed(record.turnKey));
+      outcome = { status: "failed", code: "run_failed", error: name, ...left, ...attempts(noEffect, scope.attempt) };
+    }
+    failed(record, outcome, error, scope);
+    return outcome;
+  }
+
+  /** The retry fields of a failure that left no effect: whether a retry of the key runs the turn again. */
+  function attempts(noEffect: boolean, attempt: number): { retryable?: boolean; attempts?: number } {
+    return noEffect ? { retryable: attempt < maxAttempts, attempts: attempt } : {};
+  }
+
+  /** A failed run, told to the host's logger and to telemetry: the error's class and code, never its values. */
+  function failed(record: TurnRecord, outcome: TurnOutcome, error: unknown, scope: RunScope): void {
+    if (outcome.status !== "failed") return;
+    const logged = sanitizeError(error);
+    scope.notes.failure(logged);
+    logger.warn("turn run failed", {
+      turnKey: record.turnKey,
+      code: outcome.code,
+      ...(outcome.detail === undefined ? {} : { detail: outcome.detail }),
+      ...(outcome.retryable === undefined ? {} : { retryable: outcome.retryable, attempts: outcome.attempts }),
+      error: logged,
+    });
+  }
+
+  /**
+   * Whether the turn claimed a side effect that is still claimed (pending, unknown, complete or
+   * pruned). The audit trail names every effect a turn settled or released; a released one has no
+   * claim left. A store that cannot say is taken as yes.
+   */
+  async function effectClaimed(turnKey: string): Promise<boolean> {
+    try {
+      const events = await store.readAudit({ turnKey });
+      const keys = new Set(events.flatMap((event) => (event.effectKey === undefined ? [] : [event.effectKey])));
+      if (keys.size === 0) return false;
+      if (!hasStorePart(store, "effects")) return true;
+      for (const key of keys) if ((await store.getEffect(key)) !== undefined) return true;
+      return false;
+    } catch {
+      return true;
+    }
   }
 
   /** Where a run stopped: paused on approvals, on something the service cannot answer, or done. */
@@ -274,11 +348,19 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return { status: "failed", code: "unsupported_interrupt" };
       return { status: "awaiting_approval", approvals: pending.map((each) => each.approval) };
     }
-    return completedOutcome(messages ?? messagesOf(snapshot.values), includeToolResults);
+    return withMutation(record, completedOutcome(messages ?? messagesOf(snapshot.values), includeToolResults));
+  }
+
+  /** A completed outcome with the turn's mutation claim, so a refused write shows without reading `calls`. */
+  async function withMutation(record: TurnRecord, outcome: TurnOutcome): Promise<TurnOutcome> {
+    if (outcome.status !== "completed") return outcome;
+    const mutation = await getMutation(record.turnKey);
+    return mutation === undefined ? outcome : { ...outcome, mutation };
   }
 
   /** Runs (or resumes) the turn's graph under our lease and stores where it stopped. */
-  async function run(record: TurnRecord, token: string, input: { messages: BaseMessage[] } | Command | null, signal?: AbortSignal) {
+  async function run(record: TurnRecord, token: string, input: { messages: BaseMessage[] } | Command | null, scope: RunScope) {
+    const { signal } = scope;
     let outcome: TurnOutcome;
     const runSignal = perRunSignal(signal);
     try {
@@ -292,7 +374,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     } catch (error) {
       // The caller gave up, the turn did not fail: it stays running, and is taken over once the lease expires.
       if (signal?.aborted === true) throw error;
-      outcome = await failure(record, error);
+      outcome = await failure(record, error, scope);
     } finally {
       runSignal?.dispose();
     }
@@ -300,7 +382,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /** Admits the turn (a stored receipt is reused: moderation runs once per turn) and runs it from the start. */
-  async function first(record: TurnRecord, token: string, messages: BaseMessage[], signal?: AbortSignal): Promise<TurnAnswer> {
+  async function first(record: TurnRecord, token: string, messages: BaseMessage[], scope: RunScope): Promise<TurnAnswer> {
+    const { signal } = scope;
     let allowed: boolean;
     try {
       const receipt = await admitTurn({ store, input: record.input, moderate, now, ...(signal === undefined ? {} : { signal }) });
@@ -308,13 +391,18 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     } catch (error) {
       if (signal?.aborted === true) throw error;
       const admission = AdmissionError.find(error);
-      if (admission?.code === "moderation_failed") return finish(record, token, { status: "failed", code: "moderation_failed" });
+      if (admission?.code === "moderation_failed") {
+        // Nothing ran: the provider's outage does not use up the key.
+        const outcome: TurnOutcome = { status: "failed", code: "moderation_failed", ...attempts(true, scope.attempt) };
+        failed(record, outcome, error, scope);
+        return finish(record, token, outcome);
+      }
       // A receipt for this turn key binds other input (admitted before the service knew the turn).
       if (admission?.code === "input_mismatch") return finish(record, token, { status: "refused", code: "input_mismatch" });
       throw error;
     }
     if (!allowed) return finish(record, token, { status: "refused", code: "denied" });
-    return run(record, token, { messages }, signal);
+    return run(record, token, { messages }, scope);
   }
 
   /**
@@ -366,9 +454,9 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /** Resumes the turn's run with the stored decisions; the taker of the resume tells telemetry how long each waited. */
-  function resumeWith(record: TurnRecord, token: string, resume: Resume, notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer> {
-    for (const wait of resume.waits) notes.approvalWait(wait);
-    return run(record, token, resume.command, signal);
+  function resumeWith(record: TurnRecord, token: string, resume: Resume, scope: RunScope): Promise<TurnAnswer> {
+    for (const wait of resume.waits) scope.notes.approvalWait(wait);
+    return run(record, token, resume.command, scope);
   }
 
   /** The pause's interrupts, if the run waits only on this library's approval requests. */
@@ -382,13 +470,13 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    * Resumes a paused turn whose every request is answered: one caller takes it (`resumeTurn`).
    * `undefined` when something is still pending.
    */
-  async function continueAfterDecisions(record: TurnRecord, notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer | undefined> {
+  async function continueAfterDecisions(record: TurnRecord, scope: RunScope): Promise<TurnAnswer | undefined> {
     const pending = await pausedOn(record);
     const resume = pending === undefined ? undefined : await resumeValue(pending);
     if (resume === undefined) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return resumeWith(taken.record, taken.token, resume, notes, signal);
+    return resumeWith(taken.record, taken.token, resume, scope);
   }
 
   /**
@@ -397,6 +485,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    */
   async function stillWaiting(record: TurnRecord): Promise<TurnOutcome> {
     const outcome = storedOutcome(record);
+    if (outcome.status === "completed" || outcome.status === "failed") return followsClaim(outcome, record);
     if (outcome.status !== "awaiting_approval") return outcome;
     const approvals = [];
     for (const approval of outcome.approvals) {
@@ -407,10 +496,27 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /**
+   * A finished outcome whose write was left `pending` or `unknown` follows the claim once it is
+   * settled (by the tool's `confirm` or an operator's reconcile): its answer then shows the write
+   * as it was resolved, never "in progress" for good. Read only: the stored outcome stays.
+   */
+  async function followsClaim(outcome: Extract<TurnOutcome, { status: "completed" | "failed" }>, record: TurnRecord): Promise<TurnOutcome> {
+    const stored = outcome.mutation;
+    if (stored === undefined || (stored.state !== "pending" && stored.state !== "unknown")) return outcome;
+    const now = await getMutation(record.turnKey);
+    if (now === undefined) {
+      // Reconciled no-effect: the slot reopened, nothing was written.
+      const { mutation: _unresolved, ...rest } = outcome;
+      return rest;
+    }
+    return now.state === stored.state ? outcome : { ...outcome, mutation: now };
+  }
+
+  /**
    * A turn whose worker's lease expired: resume from the checkpoint, never from the start. Paused
    * (decided or not), mid-run, finished but not stored, or not yet checkpointed at all.
    */
-  async function recover(record: TurnRecord, token: string, messages: BaseMessage[], notes: TurnNotes, signal?: AbortSignal): Promise<TurnAnswer> {
+  async function recover(record: TurnRecord, token: string, messages: BaseMessage[], scope: RunScope): Promise<TurnAnswer> {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
@@ -418,17 +524,32 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return finish(record, token, { status: "failed", code: "unsupported_interrupt" });
       const resume = await resumeValue(pending);
       if (resume === undefined) return finish(record, token, { status: "awaiting_approval", approvals: pending.map((each) => each.approval) });
-      return resumeWith(record, token, resume, notes, signal);
+      return resumeWith(record, token, resume, scope);
     }
-    if (snapshot.next.length > 0) return run(record, token, null, signal);
+    if (snapshot.next.length > 0) return run(record, token, null, scope);
     const checkpointed = messagesOf(snapshot.values);
-    if (checkpointed.length === 0) return first(record, token, messages, signal);
-    return finish(record, token, completedOutcome(checkpointed, includeToolResults));
+    if (checkpointed.length === 0) return first(record, token, messages, scope);
+    return finish(record, token, await withMutation(record, completedOutcome(checkpointed, includeToolResults)));
+  }
+
+  /**
+   * A failed turn whose failure left no effect and has attempts left runs again from its
+   * checkpoint, under a new lease (one caller takes it: `resumeTurn` from `failed`); `undefined`
+   * for any other finished turn.
+   */
+  async function retryFailed(record: TurnRecord, messages: BaseMessage[], scope: Omit<RunScope, "attempt">): Promise<TurnAnswer | undefined> {
+    if (record.state !== "failed") return undefined;
+    const outcome = storedOutcome(record);
+    if (outcome.status !== "failed" || outcome.retryable !== true) return undefined;
+    const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs, from: "failed" }), "resumeTurn answer");
+    if (!taken.resumed) return current(record.turnKey);
+    return recover(taken.record, taken.token, messages, { ...scope, attempt: (outcome.attempts ?? 1) + 1 });
   }
 
   async function submit(input: SubmitTurnInput, notes: TurnNotes): Promise<Step<TurnAnswer>> {
     const { turn, messages } = parseSubmit(input, label);
     notes.turn(turn.turnKey);
+    const scope = { notes, ...(input.signal === undefined ? {} : { signal: input.signal }) };
     const start: TurnStart = {
       turnKey: turn.turnKey,
       scopeId: turn.input.scopeId,
@@ -446,12 +567,16 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       case "running":
         return stepOf({ status: "running", turnKey: turn.turnKey });
       case "started":
-        return stepOf(await first(begun.record, begun.token, messages, input.signal));
+        return stepOf(await first(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
       case "taken_over":
-        return stepOf(await recover(begun.record, begun.token, messages, notes, input.signal));
+        return stepOf(await recover(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
       case "finished": {
-        // Decided, but the decider died before resuming: resume now. Otherwise replay.
-        const continued = begun.record.state === "awaiting_approval" ? await continueAfterDecisions(begun.record, notes, input.signal) : undefined;
+        // Decided, but the decider died before resuming: resume now. Failed before any effect:
+        // run again. Otherwise replay.
+        const continued =
+          begun.record.state === "awaiting_approval"
+            ? await continueAfterDecisions(begun.record, { ...scope, attempt: 1 })
+            : await retryFailed(begun.record, messages, scope);
         return stepOf(continued ?? answerOf(await stillWaiting(begun.record), turn.turnKey, true));
       }
     }
@@ -461,6 +586,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const parsedInput = DecideInputSchema.safeParse(input);
     if (!parsedInput.success) throw new TurnServiceError("invalid_input", `invalid decision: ${z.prettifyError(parsedInput.error)}`);
     const { approvalId, principal, decision } = parsedInput.data;
+    if (!DigestSchema.safeParse(approvalId).success) return { answer: { status: "not_found" }, state: undefined };
     const answer = await store.getApproval(approvalId);
     const approval = answer === undefined ? undefined : parseStoreValue(ApprovalRecordSchema, answer, "getApproval answer");
     const record = approval === undefined ? undefined : await getTurn(approval.turnKey);
@@ -469,6 +595,15 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     // Fail closed: only a literal true lets the principal decide.
     const allowed: unknown = await mayDecide(principal, record.input, approval);
     if (allowed !== true) return { answer: { status: "forbidden" }, state: record.state };
+    // A request is decidable only once the pause that waits on it is durable: the run returned,
+    // its checkpoint holds the interrupt, and the turn record lists the request. Before that (the
+    // run is still writing its checkpoint, or died before it) a decision could approve a run that
+    // no longer exists; nothing is recorded. A decided request goes on to the store, which answers
+    // a re-delivered decision as the first time.
+    if (approval.status === "pending" && !pauseWaitsOn(record, approvalId)) {
+      if (record.state === "running") return stepOf({ status: "running", turnKey: record.turnKey });
+      return { answer: { status: "not_found" }, state: record.state };
+    }
     // Asked whatever the request's status: the store answers a re-delivered decision (a retried
     // request) as the first time, `repeated`, and refuses and audits any other on a decided request.
     const decided = await store.decideApproval({ approvalId, decision, operatorRef: principal, decidedAt: now().toISOString() });
@@ -483,7 +618,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     const latest = await getTurn(record.turnKey);
     if (latest === undefined) return { answer: { status: "not_found" }, state: undefined };
     if (latest.state !== "awaiting_approval") return stepOf(await current(latest.turnKey));
-    return stepOf((await continueAfterDecisions(latest, notes)) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
+    return stepOf((await continueAfterDecisions(latest, { notes, attempt: 1 })) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
   }
 
   return {
@@ -515,6 +650,42 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       return step.answer;
     },
   };
+}
+
+/**
+ * The service keeps a paused run in the agent's checkpointer: it needs one, and one that outlives
+ * the process unless the host says this is a test.
+ */
+function checkDurablePauses(agent: TurnAgent, allowInMemory: boolean): void {
+  const own = (agent as { readonly checkpointer?: unknown }).checkpointer;
+  const graph = (agent.graph as { readonly checkpointer?: unknown }).checkpointer;
+  const checkpointer = own ?? graph;
+  if (checkpointer === undefined || checkpointer === false || checkpointer === null) {
+    throw new ConfigurationError("createTurnService needs an agent compiled with a checkpointer (createAgent({ checkpointer })): a turn's run, its pause and its takeover live in the checkpoint");
+  }
+  if (checkpointer instanceof MemorySaver && !allowInMemory) {
+    throw new ConfigurationError(
+      "createTurnService was given an agent whose checkpointer is the in-memory MemorySaver: a paused run would be lost with the process while its approval requests stay decidable. Use a durable checkpointer (SqliteSaver, PostgresSaver), or pass allowInMemoryCheckpointer: true in tests",
+    );
+  }
+}
+
+/**
+ * The class a failed run's answer names: the error's, or, for LangChain's `MiddlewareError` (which
+ * wraps whatever a middleware's hook threw, a provider's error among them), its cause's.
+ */
+function failureClass(error: LoggedError): string {
+  let current = error;
+  while (current.name === "MiddlewareError" && current.cause !== undefined) current = current.cause;
+  return /^[A-Za-z][\w.]{0,63}$/.test(current.name) ? current.name : "Error";
+}
+
+/** What one operation's runs share: the caller's signal, telemetry's notes, and which attempt of the turn this is. */
+interface RunScope {
+  readonly signal?: AbortSignal;
+  readonly notes: TurnNotes;
+  /** 1 for the turn's first run (and a takeover or resume of it); n for the n-th run after failures that left no effect. */
+  readonly attempt: number;
 }
 
 /** An interrupt of a paused run, as `graph.getState` lists it. */

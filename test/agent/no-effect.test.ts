@@ -34,7 +34,7 @@ type Plan = "retryable" | "write";
  * The document's tools, with a rename whose write service refuses a stale revision before
  * writing anything: the tool says so with `NoEffectError`.
  */
-function noEffectTools(service: DocumentService, plan: readonly Plan[] = []) {
+function noEffectTools(service: DocumentService, plan: readonly Plan[] = [], reason?: string) {
   let attempt = 0;
   const readDocument = tool(
     () => {
@@ -48,7 +48,9 @@ function noEffectTools(service: DocumentService, plan: readonly Plan[] = []) {
       attempt += 1;
       if (plan[attempt - 1] === "retryable") throw new RetryableToolError("service busy");
       // The service compares the revision in its transaction and rolls back: nothing is written.
-      if (expectedRevision !== service.revision) throw new NoEffectError("stale revision: nothing was written");
+      if (expectedRevision !== service.revision) {
+        throw new NoEffectError("stale revision: nothing was written", reason === undefined ? undefined : { reason });
+      }
       return service.rename(title, expectedRevision);
     },
     {
@@ -69,12 +71,14 @@ interface RunOptions {
   readonly policies?: Record<string, ToolPolicy>;
   readonly plan?: readonly Plan[];
   readonly readTool?: ClientTool;
+  /** The reason the rename's NoEffectError gives the model, if any. */
+  readonly reason?: string;
 }
 
 /** One run of the turn (admitted first) through a real agent; the messages it ended with. */
 async function runTurn(options: RunOptions) {
   await admit(options.store, options.input);
-  const [readDocument, renameDocument] = noEffectTools(options.service, options.plan);
+  const [readDocument, renameDocument] = noEffectTools(options.service, options.plan, options.reason);
   const agent = createAgent({
     model: new ScriptedModel(options.script),
     tools: [options.readTool ?? readDocument, renameDocument],
@@ -116,6 +120,30 @@ describe("NoEffectError", () => {
     expect(await store.listUnresolved()).toEqual([]);
     expect(await trail(store, input)).toEqual(expect.arrayContaining(["failed:no_effect", "released"]));
     expect(await trail(store, input)).not.toContain("failed:mutation_unknown");
+  });
+
+  it("a reason given explicitly reaches the model as the refusal's reason; the error's message never does", async () => {
+    const store = new InMemoryGuardrailStore();
+    const service = new DocumentService();
+    const reason = "The revision you read (5) is not the current one: read the document again.";
+    const messages = await runTurn({ store, service, input: turnInput(), reason, script: [{ toolCalls: [read("r1")] }, { toolCalls: [stale("w1")] }, { content: "Done." }] });
+    const outcome = outcomeOf(messages, "w1");
+    expect(outcome.code).toBe("no_effect");
+    expect(JSON.parse(outcome.content)).toMatchObject({ guardrail: "no_effect", reason });
+    expect(outcome.content).not.toContain("stale revision");
+    expect(await store.listUnresolved()).toEqual([]);
+  });
+
+  it("a reason that is not plain bounded text is dropped: the model gets the refusal without one", async () => {
+    for (const reason of ["", "line one\nline two", "\u0007bell", "x".repeat(501)]) {
+      const store = new InMemoryGuardrailStore();
+      const service = new DocumentService();
+      const messages = await runTurn({ store, service, input: turnInput(), reason, script: [{ toolCalls: [read("r1")] }, { toolCalls: [stale("w1")] }, { content: "Done." }] });
+      const outcome = outcomeOf(messages, "w1");
+      expect(outcome.code).toBe("no_effect");
+      expect(JSON.parse(outcome.content)).not.toHaveProperty("reason");
+    }
+    expect(new NoEffectError("x", { reason: "x".repeat(500) }).reason).toHaveLength(500);
   });
 
   it("the next turn in the scope is not blocked (no scope_unresolved), and writes", async () => {

@@ -773,6 +773,30 @@ describe("decide", () => {
     store.close();
   });
 
+  it("a request of a turn the turn service runs is not decidable until the turn's pause is stored (its checkpoint written)", async () => {
+    const clock = manualClock(T0 + 10 * 60_000);
+    const { store } = sqliteFile(clock.now);
+    const request = submission(1);
+    await store.requestApproval(request);
+    const input = { scopeId: "doc-1", turnId: "t-1", policyVersion: "v1", segments: [{ label: "user", content: "Rename it" }] };
+    const begun = await store.beginTurn({
+      turn: { turnKey: request.turnKey, scopeId: "doc-1", input, inputDigest: digest(input), requestKey: digest({ request: "t-1" }), threadId: "thread-1" },
+      leaseMs: 60_000,
+    });
+    if (begun.status !== "started") throw new Error(`expected started, got ${begun.status}`);
+    const approve = () => decide(store, { approvalId: request.approvalId, decision: { decision: "approve" }, operatorRef: "OPS-1", now: clock.now }, sink());
+    await expect(approve()).rejects.toMatchObject({ exitCode: EXIT.wrongState });
+    await expect(approve()).rejects.toThrow(/is not decidable yet: its turn is still running and its pause is not stored; nothing decided/);
+    expect((await store.getApproval(request.approvalId))?.status, "nothing decided").toBe("pending");
+    const pause = {
+      status: "awaiting_approval",
+      approvals: [{ approvalId: request.approvalId, tool: "rename_document", toolCallId: "call-1", args: request.args, guardrails: ["approval"] }],
+    };
+    expect(await store.finishTurn({ turnKey: request.turnKey, token: begun.token, state: "awaiting_approval", outcome: pause })).toBe(true);
+    expect(await approve()).toBe(EXIT.ok);
+    expect((await store.getApproval(request.approvalId))?.status).toBe("approved");
+  });
+
   it("refuses to decide a request that is not pending, saying what its status is; an unknown id is not found; nothing changes", async () => {
     const clock = manualClock(T0 + 10 * 60_000);
     const { store } = sqliteFile(clock.now);

@@ -11,7 +11,7 @@
  *   request stays answerable by its user.
  * - Idempotency keys are the user's own: the same key from another user is another turn, with its
  *   own thread, receipt and claim, never the first user's answer, approvals or write.
- * - A key is one request: the same user's key for another note is 409 `input_mismatch`, and runs
+ * - A key is one request: the same user's key for another note is 422 `input_mismatch`, and runs
  *   and writes nothing (the turn service's request key).
  * - A turn's state is its user's: another user's `GET /turns/:turnKey` is 404.
  */
@@ -123,7 +123,7 @@ describe.each(FRAMEWORKS)("the HTTP example on %s", (framework) => {
       expect(server.writes()).toEqual(before);
     });
 
-    it("a user's same key for another note is 409 input_mismatch: no second turn, no second write", async () => {
+    it("a user's same key for another note is 422 input_mismatch: no second turn, no second write", async () => {
       const first = await turn("alice", "one-request-0001", "note-7", "Set note-7 to: Buy oat milk");
       expect(first.status).toBe(200);
       const before = server.writes();
@@ -132,7 +132,7 @@ describe.each(FRAMEWORKS)("the HTTP example on %s", (framework) => {
       // The same key, the same user, another note (and another message): the same request, changed.
       for (const [noteId, message] of [["note-8", "Set note-8 to: Call the plumber"], ["note-8", "Set note-7 to: Buy oat milk"]] as const) {
         const other = await turn("alice", "one-request-0001", noteId, message);
-        expect(other.status).toBe(409);
+        expect(other.status).toBe(422);
         expect(other.body).toMatchObject({ status: "refused", code: "input_mismatch", replayed: false });
         expect(other.body.turnKey).not.toBe(first.body.turnKey);
         expect(await server.get(`/turns/${String(other.body.turnKey)}`, "alice")).toEqual({ status: 404, body: { status: "not_found" } });

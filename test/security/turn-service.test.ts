@@ -57,7 +57,7 @@ function langchainFormatService(store: GuardrailStore, script: readonly ScriptSt
     options.hitlOn === undefined
       ? createAgent({ model, tools, middleware: [guardrails], checkpointer })
       : createAgent({ model, tools, middleware: [humanInTheLoopMiddleware({ interruptOn: { [options.hitlOn]: true } }), guardrails], checkpointer });
-  return { service: createTurnService({ agent, store, moderate: () => true }), notes };
+  return { service: createTurnService({ agent, store, moderate: () => true, allowInMemoryCheckpointer: true }), notes };
 }
 
 /** A lone UTF-16 surrogate: no digest takes it. */

@@ -13,11 +13,13 @@ import { join } from "node:path";
 import { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { MemorySaver } from "@langchain/langgraph";
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { createAgent, tool } from "langchain";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  ConfigurationError,
   createDocumentGuardrails,
   createTurnService,
   InMemoryGuardrailStore,
@@ -118,7 +120,7 @@ function mailHarness(store: GuardrailStore) {
   });
   const tools: (ClientTool | ServerTool)[] = [...turnTools(notes), sendEmail];
   const agent = createAgent({ model, tools, middleware: [guardrails], checkpointer: new MemorySaver() });
-  return { service: createTurnService({ agent, store, moderate: () => true }), notes, outbox };
+  return { service: createTurnService({ agent, store, moderate: () => true, allowInMemoryCheckpointer: true }), notes, outbox };
 }
 
 function awaiting(answer: TurnAnswer | { status: string }) {
@@ -188,6 +190,8 @@ for (const kind of KINDS) {
           { tool: "read_note", callId: "r1", status: "success" },
           { tool: "edit_note", callId: "w1", status: "success" },
         ],
+        // The write, as the claim holds it: its result only with includeToolResults.
+        mutation: { state: "complete", toolName: "edit_note", toolCallId: "w1" },
       });
       expect(JSON.stringify(answer)).not.toContain("Buy milk");
       expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
@@ -282,7 +286,17 @@ for (const kind of KINDS) {
       const missing = await rejection(service.submit({ turn: turnOf({ segments: [{ label: "other", content: "x" }] }) }));
       expect(TurnServiceError.isInstance(missing) && missing.code).toBe("invalid_input");
       expect(await store.getTurn(turnKey(turnOf()))).toBeUndefined();
-      expect(TurnServiceError.isInstance(await rejection(service.decide({ approvalId: "x", principal: "alice", decision: { decision: "approve" } })))).toBe(true);
+      const invalidDecision = await rejection(service.decide({ approvalId: "a".repeat(64), principal: "", decision: { decision: "approve" } }));
+      expect(TurnServiceError.isInstance(invalidDecision) && invalidDecision.code).toBe("invalid_input");
+    });
+
+    it("an approval id that is no approval id answers not_found, as an unknown one does: nothing is read or decided", async () => {
+      const store = await open();
+      const { service } = serviceHarness({ store });
+      for (const approvalId of ["x", "A".repeat(64), "../../turns", "a".repeat(65), ""]) {
+        expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({ status: "not_found" });
+      }
+      expect(await service.decide({ approvalId: "a".repeat(64), principal: "alice", decision: { decision: "approve" } })).toEqual({ status: "not_found" });
     });
 
     it("approvals: the turn pauses awaiting approval; the principal's decision resumes it to one write", async () => {
@@ -488,11 +502,170 @@ for (const kind of KINDS) {
         scopeId: "note-7",
         mutation: { state: "complete", toolName: "edit_note", toolCallId: "w1" },
       });
-      expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: answer.status, answer: answer.answer, calls: answer.calls });
+      expect(view.status === "found" ? view.outcome : undefined).toEqual({ status: answer.status, answer: answer.answer, calls: answer.calls, mutation: answer.mutation });
       expect(view.status === "found" ? view.mutation?.result : "absent").toBeUndefined();
       expect(model.calls).toBe(calls);
     });
 
+    it("a provider outage before any effect does not use up the key: failed retryable, then the same key's retry completes with one write", async () => {
+      const store = await open();
+      const outage = { calls: 2 };
+      const warnings: [string, Readonly<Record<string, unknown>>][] = [];
+      const responder = noteResponder();
+      const { service, notes, model } = serviceHarness({
+        store,
+        // The provider is down for its first two calls: each throws before any tool runs.
+        responder: (messages) => {
+          if (outage.calls > 0) {
+            outage.calls -= 1;
+            throw new Error("503 from the provider: upstream unavailable (the note says Buy milk)");
+          }
+          return responder(messages);
+        },
+        service: { logger: { warn: (message, fields) => void warnings.push([message, fields]) } },
+      });
+      const first = await service.submit({ turn: turnOf() });
+      expect(first).toEqual({ status: "failed", code: "run_failed", error: "Error", retryable: true, attempts: 1, turnKey: turnKey(turnOf()), replayed: false });
+      expect(notes.entries, "no tool ran").toEqual([]);
+      // The cause reached the host's logger: class and code, never the provider's text.
+      // LangChain wraps what the model hook threw in its MiddlewareError: the chain is logged whole.
+      expect(warnings).toEqual([
+        ["turn run failed", { turnKey: turnKey(turnOf()), code: "run_failed", retryable: true, attempts: 1, error: { name: "MiddlewareError", cause: { name: "Error" } } }],
+      ]);
+      expect(JSON.stringify(warnings)).not.toContain("Buy milk");
+      const view = await service.get(turnKey(turnOf()));
+      expect(view.status === "found" ? [view.state, view.outcome] : view).toEqual(["failed", { status: "failed", code: "run_failed", error: "Error", retryable: true, attempts: 1 }]);
+
+      const second = await service.submit({ turn: turnOf() });
+      expect(second, "the second attempt fails too, still retryable").toMatchObject({ status: "failed", retryable: true, attempts: 2, replayed: false });
+      const third = completed(await service.submit({ turn: turnOf() }));
+      expect(third.replayed).toBe(false);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(model.calls, "two failed calls, then read, write and answer").toBe(5);
+      // Finished for good: a further retry replays the completed turn.
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...third, replayed: true });
+      expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a turn that keeps failing before any effect stops after maxAttempts: retryable false, and the key replays the failure", async () => {
+      const store = await open();
+      const { service, notes, model } = serviceHarness({
+        store,
+        responder: () => {
+          throw new TypeError("provider down");
+        },
+        service: { maxAttempts: 2, logger: { warn: () => undefined } },
+      });
+      expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "failed", retryable: true, attempts: 1 });
+      const last = await service.submit({ turn: turnOf() });
+      expect(last).toEqual({ status: "failed", code: "run_failed", error: "TypeError", retryable: false, attempts: 2, turnKey: turnKey(turnOf()), replayed: false });
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...last, replayed: true });
+      expect(model.calls).toBe(2);
+      expect(notes.entries).toEqual([]);
+    });
+
+    it("a failure after the mutation was claimed is final: no retryable, the retry replays it and writes nothing more", async () => {
+      const store = await open();
+      let failAfterWrite = true;
+      const responder = noteResponder();
+      const { service, notes } = serviceHarness({
+        store,
+        responder: (messages) => {
+          const done = messages.some((message) => ToolMessage.isInstance(message) && message.name === "edit_note");
+          if (done && failAfterWrite) {
+            failAfterWrite = false;
+            throw new Error("the provider failed after the write");
+          }
+          return responder(messages);
+        },
+        service: { logger: { warn: () => undefined } },
+      });
+      const failed = await service.submit({ turn: turnOf() });
+      expect(failed).toMatchObject({ status: "failed", code: "run_failed", mutation: { state: "complete" } });
+      expect(failed).not.toHaveProperty("retryable");
+      expect(await service.submit({ turn: turnOf() })).toEqual({ ...failed, replayed: true });
+      expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a moderation provider outage is failed retryable: the retry moderates again and runs the turn", async () => {
+      const store = await open();
+      let down = true;
+      const { service, notes } = serviceHarness({
+        store,
+        service: {
+          logger: { warn: () => undefined },
+          moderate: () => {
+            if (down) throw new Error("moderation unavailable");
+            return true;
+          },
+        },
+      });
+      expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "failed", code: "moderation_failed", retryable: true, attempts: 1 });
+      down = false;
+      completed(await service.submit({ turn: turnOf() }));
+      expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a completed answer shows an ambiguous write, and follows the claim once an operator reconciled it: never 'in progress' for good", async () => {
+      const store = await open();
+      let crash = true;
+      const { service, notes } = serviceHarness({
+        store,
+        hooks: {
+          beforeWrite: () => {
+            // The write service fails without saying whether it wrote: the claim is left unknown.
+            if (crash) {
+              crash = false;
+              throw new Error("connection reset by the write service");
+            }
+          },
+        },
+      });
+      const answer = completed(await service.submit({ turn: turnOf() }));
+      expect(answer.calls.find((call) => call.tool === "edit_note")?.refusal).toBe("mutation_unknown");
+      expect(answer.mutation).toEqual({ state: "unknown", toolName: "edit_note", toolCallId: "w1" });
+      // The operator settles it as the write service reports it (here: completed, with its result).
+      expect(await store.reconcileMutation({ turnKey: turnKey(turnOf()), resolution: "completed", result: { content: "saved", status: "success" }, operatorRef: "OPS-7" })).toMatchObject({ reconciled: true });
+      const retried = completed(await service.submit({ turn: turnOf() }));
+      expect(retried.replayed).toBe(true);
+      expect(retried.mutation).toEqual({ state: "complete", toolName: "edit_note", toolCallId: "w1" });
+      const view = await service.get(turnKey(turnOf()));
+      expect(view.status === "found" ? view.outcome : undefined).toMatchObject({ status: "completed", mutation: { state: "complete" } });
+      expect(notes.writes).toEqual([]);
+    });
+
+    it("an approval request is not decidable before its pause is durable: decide answers running and records nothing", async () => {
+      const store = await open();
+      const early: unknown[] = [];
+      let decideEarly: ((approvalId: string) => Promise<unknown>) | undefined;
+      // The guardrails' store: right after the request is stored, before the run interrupts and
+      // LangGraph writes the checkpoint, the turn's own principal tries to decide it.
+      const agentStore = new Proxy(store, {
+        get(target, property, receiver) {
+          const value: unknown = Reflect.get(target, property, receiver);
+          if (typeof value !== "function") return value;
+          const method = value as (...args: unknown[]) => unknown;
+          if (property !== "requestApproval") return method.bind(target);
+          return async (...args: unknown[]) => {
+            const record = (await method.apply(target, args)) as { approvalId: string };
+            early.push(await decideEarly?.(record.approvalId));
+            return record;
+          };
+        },
+      });
+      const { service, notes } = serviceHarness({ store, agentStore, approvals: true });
+      decideEarly = (approvalId) => service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      expect(early).toEqual([{ status: "running", turnKey: turnKey(turnOf()) }]);
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      expect((await store.getApproval(approvalId))?.status, "the early decision recorded nothing").toBe("pending");
+      expect((await store.readAudit({ approvalId })).map((event) => event.action)).toEqual(["requested"]);
+      expect(notes.writes).toEqual([]);
+      // Once the pause is stored, the same decision is taken and the turn resumes: one write.
+      decideEarly = undefined;
+      completed(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } }));
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+    });
     for (const approvalFormat of APPROVAL_FORMATS) {
       it(`${approvalFormat} approval format: approve resumes the turn to exactly one write`, async () => {
         const store = await open();
@@ -630,6 +803,43 @@ for (const kind of KINDS) {
     }
   });
 }
+
+describe("turn service and its checkpointer", () => {
+  const agentWith = (checkpointer: MemorySaver | undefined) =>
+    createAgent({ model: new ScriptedModel([{ content: "hi" }]), tools: [], ...(checkpointer === undefined ? {} : { checkpointer }) });
+
+  it("an agent without a checkpointer is a ConfigurationError naming it", () => {
+    const build = () => createTurnService({ agent: agentWith(undefined), store: new InMemoryGuardrailStore(), moderate: () => true });
+    expect(build).toThrow(ConfigurationError);
+    expect(build).toThrow(/needs an agent compiled with a checkpointer/);
+  });
+
+  it("an in-memory checkpointer is a ConfigurationError unless allowed for tests", () => {
+    const build = (allowInMemoryCheckpointer?: boolean) =>
+      createTurnService({
+        agent: agentWith(new MemorySaver()),
+        store: new InMemoryGuardrailStore(),
+        moderate: () => true,
+        ...(allowInMemoryCheckpointer === undefined ? {} : { allowInMemoryCheckpointer }),
+      });
+    expect(() => build()).toThrow(ConfigurationError);
+    expect(() => build()).toThrow(/MemorySaver.*allowInMemoryCheckpointer: true/);
+    expect(() => build(false)).toThrow(ConfigurationError);
+    expect(build(true)).toHaveProperty("submit");
+  });
+
+  it("a durable checkpointer needs no flag", () => {
+    const folder = mkdtempSync(join(tmpdir(), "arkah-turns-saver-"));
+    const saver = SqliteSaver.fromConnString(join(folder, "checkpoints.sqlite"));
+    try {
+      const agent = createAgent({ model: new ScriptedModel([{ content: "hi" }]), tools: [], checkpointer: saver });
+      expect(createTurnService({ agent, store: new InMemoryGuardrailStore(), moderate: () => true })).toHaveProperty("decide");
+    } finally {
+      saver.db.close();
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("turn service and the caller's signal", () => {
   it("a long-lived signal given to many submits holds no listener once they finish (LangGraph's would stay, one per run)", async () => {

@@ -136,6 +136,8 @@ export function serviceHarness(options: ServiceHarnessOptions) {
       return !segments.some((segment) => /password/i.test(segment.content));
     },
     ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
+    // The default checkpointer here is a MemorySaver shared between the test's workers.
+    allowInMemoryCheckpointer: true,
     ...options.service,
   });
   return { service, model, notes, agent, moderations: () => moderations };

@@ -214,6 +214,29 @@ describe("a span per turn operation, parenting the run's tool-call spans", () =>
   });
 });
 
+describe("a failed run's cause", () => {
+  it("a provider outage: the submit span is ERROR, names the error's class and records the exception, never the provider's text", async () => {
+    const otel = sdk();
+    const { service } = serviceHarness({
+      store: new InMemoryGuardrailStore(),
+      telemetry: otel.telemetry,
+      responder: () => {
+        throw new RangeError(`provider down while reading ${USER}`);
+      },
+      service: { logger: { warn: () => undefined } },
+    });
+    expect(await service.submit({ turn: turnOf() })).toMatchObject({ status: "failed", code: "run_failed", error: "RangeError", retryable: true });
+    const span = only(otel.turnSpans());
+    expect(span.status.code).toBe(SpanStatusCode.ERROR);
+    // LangChain's MiddlewareError takes the name of what it wraps, and keeps it as its cause.
+    expect(span.attributes[ATTRIBUTES.errorType]).toBe("RangeError");
+    expect(span.events.map((event) => [event.name, event.attributes])).toEqual([
+      ["exception", { "exception.type": "RangeError", "exception.message": "RangeError (cause: RangeError)" }],
+    ]);
+    for (const each of otel.all()) expect(spanText(each)).not.toContain("provider down");
+  });
+});
+
 describe("what never reaches a turn span", () => {
   it("no user text, argument value, answer text, turn id or principal on any span", async () => {
     const otel = sdk();

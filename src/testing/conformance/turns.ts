@@ -227,6 +227,34 @@ export function turnsSuite(test: StoreTest): void {
     expect(await resume(store), "await resume(store) toEqual").toEqual({ resumed: false, record: await getTurn(store) });
   });
 
+  test("resume from failed takes a failed turn back to running under a new lease, once; nothing else is taken from failed", async ({ store, clock }) => {
+    const FAILED: JsonValue = { status: "failed", code: "run_failed", retryable: true };
+    const token = await started(store);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "failed", outcome: FAILED }), true, "finishing failed");
+    // The default is from awaiting_approval: a failed turn is not resumed by it.
+    expect(await resume(store), "a plain resume of a failed turn").toEqual({ resumed: false, record: await getTurn(store) });
+    clock.advance(5000);
+    const fromFailed = () => store.resumeTurn({ turnKey: TURN_START.turnKey, leaseMs: LEASE_MS, from: "failed" });
+    const answers = await Promise.all(Array.from({ length: 8 }, fromFailed));
+    const won = answers.filter((answer) => answer.resumed);
+    expect(won, "of 8 concurrent resumes from failed, one resumes").toHaveLength(1);
+    const answer = conform(ResumeTurnResultSchema, won[0], "resumeTurn's answer");
+    if (!answer.resumed) throw new Error("expected the turn to resume");
+    expect(answer.record, "running again, without the failed outcome").toMatchObject({ state: "running", lease: { token: answer.token } });
+    expect(answer.record.outcome, "the outcome is dropped").toBeUndefined();
+    expectInstant(answer.record.lease?.expiresAt, clock.ms + LEASE_MS, "the new lease's expiry");
+    expect(await getTurn(store), "getTurn reads the running record").toEqual(answer.record);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token: answer.token, state: "completed", outcome: COMPLETED }), true, "finishing the new run");
+    expect(await fromFailed(), "a completed turn is not taken from failed").toEqual({ resumed: false, record: await getTurn(store) });
+    const paused = start(turnInput("turn-paused-not-failed"));
+    const pausedToken = await started(store, paused);
+    await store.finishTurn({ turnKey: paused.turnKey, token: pausedToken, state: "awaiting_approval", outcome: AWAITING });
+    expect(await store.resumeTurn({ turnKey: paused.turnKey, leaseMs: LEASE_MS, from: "failed" }), "a paused turn is not taken from failed").toEqual({
+      resumed: false,
+      record: await getTurn(store, paused.turnKey),
+    });
+  });
+
   test("16 concurrent begins of one new turn: one starts, the others answer running", async ({ store }) => {
     const answers = await Promise.all(Array.from({ length: 16 }, () => begin(store)));
     expect(answers.filter((answer) => answer.status === "started"), "answers.filter((answer) => answer.status === \"started\") toHaveLength").toHaveLength(1);
