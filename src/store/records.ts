@@ -45,6 +45,8 @@ export const KEY_VALUE_COLLECTIONS = {
   cursors: "cursors",
   /** turn key -> {@link TurnRecord}. */
   turns: "turns",
+  /** turn key -> {@link LiveTurnEntry}: the index of turns `running` or `awaiting_approval`, for `listTurns`. */
+  liveTurns: "liveTurns",
   /** effect key -> {@link StoredEffect}: one side effect's claim. */
   effects: "effects",
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
@@ -194,6 +196,16 @@ export const UnknownScopeEntrySchema: z.ZodType<UnknownScopeEntry> = z.strictObj
   turnKeys: z.array(DigestSchema).min(1),
 });
 
+/** A live turn's entry in the `liveTurns` index: its key and state (the record itself is in `turns`). */
+export interface LiveTurnEntry {
+  /** The turn. */
+  readonly turnKey: string;
+  /** Its state while it is live. */
+  readonly state: "running" | "awaiting_approval";
+}
+/** Parses a {@link LiveTurnEntry}. */
+export const LiveTurnEntrySchema: z.ZodType<LiveTurnEntry> = z.strictObject({ turnKey: DigestSchema, state: z.enum(["running", "awaiting_approval"]) });
+
 /** An approval request as stored: the record and its request number (the tie-break of `listApprovals`). */
 export interface StoredApproval {
   /** The approval counter's number for it: request order. */
@@ -249,6 +261,7 @@ export const RECORD_KINDS = {
   audit: kind<StoredAuditEvent>(KEY_VALUE_COLLECTIONS.audit, "audit event", StoredAuditEventSchema, (event) => sequenceKey(event.seq)),
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
+  liveTurn: kind<LiveTurnEntry>(KEY_VALUE_COLLECTIONS.liveTurns, "live-turn index entry", LiveTurnEntrySchema, (entry) => entry.turnKey),
   effect: kind<StoredEffect>(KEY_VALUE_COLLECTIONS.effects, "side-effect claim", StoredEffectSchema, (record) => record.identity.effectKey),
   effectGroup: kind<EffectGroup>(KEY_VALUE_COLLECTIONS.effectGroups, "side-effect group", EffectGroupSchema, (record) =>
     effectGroupKey(record.turnKey, record.toolName),

@@ -215,6 +215,15 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX approvals_decided ON ${s}.approvals (requested_ms, approval_order) WHERE status IN ('approved', 'edited')`,
     ],
   },
+  {
+    version: 7,
+    description: "live turns by state, for listTurns",
+    statements: (s) => [
+      // listTurns (the turn service's recovery): the live turns, by state and key; finished ones
+      // (nearly every row) are never walked.
+      `CREATE INDEX turns_live ON ${s}.turns (state, turn_key) WHERE state IN ('running', 'awaiting_approval')`,
+    ],
+  },
 ];
 
 /** The schema version this code writes and reads: the newest migration's. */

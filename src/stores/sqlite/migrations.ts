@@ -8,7 +8,7 @@ import { encodeText, type Row } from "./encoding.js";
 import { ownError } from "./errors.js";
 
 /** The newest schema version this module knows. */
-export const SQLITE_SCHEMA_VERSION = 6;
+export const SQLITE_SCHEMA_VERSION = 7;
 
 /**
  * Migration N brings a version N-1 database to version N. Never edit a shipped migration: add the
@@ -265,6 +265,14 @@ export const MIGRATIONS: readonly SqliteMigration[] = [
       CREATE INDEX approvals_by_turn ON approvals (turn_key);
       -- orphanApprovals: the decided requests not yet applied.
       CREATE INDEX approvals_decided ON approvals (status) WHERE status IN ('approved', 'edited');
+    `,
+  },
+  {
+    version: 7,
+    sql: `
+      -- listTurns (the turn service's recovery): the live turns, by state and key; finished ones
+      -- (nearly every row) are never walked.
+      CREATE INDEX turns_live ON turns (state, turn_key) WHERE state IN ('running', 'awaiting_approval');
     `,
   },
 ];
