@@ -36,6 +36,7 @@ import { parseStoreValue } from "../stores/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
 import { TurnServiceError } from "./errors.js";
+import { keepLease } from "./lease.js";
 import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
@@ -90,9 +91,9 @@ export interface TurnServiceOptions {
   /** The segment whose text is the user's message when `submit` is given no messages. Default `"user"`. */
   readonly userMessageLabel?: string;
   /**
-   * How long a worker holds a running turn before another may take it over, in ms (default
-   * 300 000). Longer than your longest run: a run past its lease may be taken over while it runs
-   * (the mutation claim still allows one write; the later worker's outcome is the one stored).
+   * How long a running turn's lease lasts, in ms (default 30 000). The worker running the turn
+   * renews it every third of that while the run lives, so a live run is never taken over however
+   * long it takes; a worker that died (no renewals) loses the turn about one lease later.
    */
   readonly leaseMs?: number;
   /** Who may decide an approval request. Default: only the turn's principal (a turn without one: nobody). */
@@ -156,7 +157,7 @@ export interface TurnService {
   decide(input: DecideTurnInput): Promise<DecideAnswer>;
 }
 
-const DEFAULT_LEASE_MS = 300_000;
+const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_MAX_ATTEMPTS = 3;
 
 const OptionsSchema = z.object({
@@ -425,7 +426,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     if (resume === undefined) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return resumeWith(taken.record, taken.token, resume, scope);
+    return holding(taken.record, taken.token, scope, (held) => resumeWith(taken.record, taken.token, resume, held));
   }
 
   /** A paused turn's outcome with only the requests still pending. */
@@ -471,7 +472,32 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     if (outcome.status !== "failed" || outcome.retryable !== true) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs, from: "failed" }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return recover(taken.record, taken.token, messages, { ...scope, attempt: (outcome.attempts ?? 1) + 1 });
+    const attempt = (outcome.attempts ?? 1) + 1;
+    return holding(taken.record, taken.token, { ...scope, attempt }, (held) => recover(taken.record, taken.token, messages, held));
+  }
+
+  /**
+   * Runs `body` while holding the turn's lease (`token`): renewed every third of the lease until
+   * `body` settles. If a renewal answers false another worker took the turn over: the run is
+   * aborted through its signal, and the answer is the turn as that worker leaves it.
+   */
+  async function holding(record: TurnRecord, token: string, scope: RunScope, body: (held: RunScope) => Promise<TurnAnswer>): Promise<TurnAnswer> {
+    const lease = keepLease({
+      renew: async () => parseStoreValue(z.boolean(), await store.renewTurn({ turnKey: record.turnKey, token, leaseMs }), "renewTurn answer"),
+      everyMs: Math.floor(leaseMs / 3),
+      signal: scope.signal,
+      failed: (error) => {
+        logger.warn("turn lease renewal failed", { turnKey: record.turnKey, error: sanitizeError(error) });
+      },
+    });
+    try {
+      return await body({ ...scope, signal: lease.signal });
+    } catch (error) {
+      if (lease.lost()) return await current(record.turnKey);
+      throw error;
+    } finally {
+      lease.stop();
+    }
   }
 
   async function submit(input: SubmitTurnInput, notes: TurnNotes): Promise<Step<TurnAnswer>> {
@@ -494,9 +520,9 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       case "running":
         return stepOf({ status: "running", turnKey: turn.turnKey });
       case "started":
-        return stepOf(await first(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
+        return stepOf(await holding(begun.record, begun.token, { ...scope, attempt: 1 }, (held) => first(begun.record, begun.token, messages, held)));
       case "taken_over":
-        return stepOf(await recover(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
+        return stepOf(await holding(begun.record, begun.token, { ...scope, attempt: 1 }, (held) => recover(begun.record, begun.token, messages, held)));
       case "finished": {
         // Decided, but the decider died before resuming: resume now. Failed before any effect:
         // run again. Otherwise replay.

@@ -24,11 +24,12 @@ import {
   type GuardrailStore,
   type TurnAnswer,
 } from "arkah-agent-guardrails";
+import type { RenewTurnInput } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
-import { deferred, rejection } from "../support/fixtures.js";
+import { deferred, ForwardingStore, rejection } from "../support/fixtures.js";
 import { NotesService } from "../security/support.js";
 import { NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf } from "./support.js";
 
@@ -74,6 +75,33 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   await pool?.end();
 });
+
+/**
+ * The store, watched: `renewed()` resolves once a renewal that started after it was asked has
+ * answered; while `renewalsDown`, a renewal fails before it reaches the store (an outage) and
+ * `renewalFailed()` resolves.
+ */
+class RenewalWatch extends ForwardingStore {
+  renewalsDown = false;
+  #renewed: (() => void)[] = [];
+  #failed: (() => void)[] = [];
+  override async renewTurn(input: RenewTurnInput): Promise<boolean> {
+    const waiting = this.#renewed.splice(0);
+    if (this.renewalsDown) {
+      for (const done of this.#failed.splice(0)) done();
+      throw new Error("connection refused");
+    }
+    const answer = await super.renewTurn(input);
+    for (const done of waiting) done();
+    return answer;
+  }
+  renewed(): Promise<void> {
+    return new Promise((resolve) => this.#renewed.push(resolve));
+  }
+  renewalFailed(): Promise<void> {
+    return new Promise((resolve) => this.#failed.push(resolve));
+  }
+}
 
 function completed(answer: TurnAnswer | { status: string }) {
   if (answer.status !== "completed") throw new Error(`expected completed, got ${JSON.stringify(answer)}`);
@@ -368,6 +396,80 @@ for (const kind of KINDS) {
       expect(dying.model.calls + taker.model.calls).toBe(3);
       expect(dying.moderations() + taker.moderations()).toBe(1);
       never.resolve();
+    });
+
+    it("a running turn's lease is renewed while its run lives: submits across four leases answer running, and the run completes with one write", async () => {
+      const store = new RenewalWatch(await open());
+      const notes = new NotesService();
+      const reading = deferred();
+      const release = deferred();
+      const holder = serviceHarness({
+        store,
+        notes,
+        hooks: {
+          beforeRead: async () => {
+            reading.resolve();
+            await release.promise;
+          },
+        },
+        service: { leaseMs: 200 },
+      });
+      const other = serviceHarness({ store, notes, service: { leaseMs: 200 } });
+      const running = holder.service.submit({ turn: turnOf() });
+      await reading.promise;
+      // Half a lease of the store's clock at a time, each followed by a renewal at the new time:
+      // eight steps are four leases, and the holder is never taken over.
+      for (let step = 0; step < 8; step++) {
+        clock.advance(100);
+        await store.renewed();
+        expect(await other.service.submit({ turn: turnOf() }), `step ${String(step)}`).toEqual({ status: "running", turnKey: turnKey(turnOf()) });
+      }
+      release.resolve();
+      expect(completed(await running).replayed).toBe(false);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(other.model.calls + other.moderations()).toBe(0);
+      // The run ended: its lease is gone with it, and nothing renews a finished turn.
+      expect((await store.getTurn(turnKey(turnOf())))?.lease).toBeUndefined();
+    });
+
+    it("a renewal that fails is logged and tried again; one that finds the turn taken over aborts the run, which answers the taker's outcome: one write", async () => {
+      const inner = await open();
+      const store = new RenewalWatch(inner);
+      const notes = new NotesService();
+      const checkpointer = new MemorySaver();
+      const reading = deferred();
+      const release = deferred();
+      const warnings: [string, unknown][] = [];
+      const holder = serviceHarness({
+        store,
+        notes,
+        checkpointer,
+        hooks: {
+          beforeRead: async () => {
+            reading.resolve();
+            await release.promise;
+          },
+        },
+        service: { leaseMs: 200, logger: { warn: (message, fields) => warnings.push([message, fields]) } },
+      });
+      store.renewalsDown = true;
+      const running = holder.service.submit({ turn: turnOf() });
+      await reading.promise;
+      await store.renewalFailed();
+      await store.renewalFailed();
+      // The second failure is the first one tried again, at the next tick.
+      expect(warnings.filter(([message]) => message === "turn lease renewal failed").length).toBeGreaterThanOrEqual(1);
+      expect(warnings[0]?.[1]).toMatchObject({ turnKey: turnKey(turnOf()), error: { name: "Error" } });
+      expect(JSON.stringify(warnings)).not.toContain("oat milk");
+      // No renewal went through: a lease later the turn is another worker's.
+      clock.advance(200);
+      const taker = serviceHarness({ store: inner, notes, checkpointer, service: { leaseMs: 200 } });
+      const answer = completed(await taker.service.submit({ turn: turnOf() }));
+      store.renewalsDown = false;
+      // The holder's next renewal answers false: its run is aborted, and it answers the turn as the taker left it.
+      expect(await running).toEqual({ ...answer, replayed: true });
+      release.resolve();
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
     });
 
     it("get reads the turn's state, outcome and mutation claim without running anything", async () => {
