@@ -147,6 +147,34 @@ export interface DecideTurnInput {
   readonly decision: ApprovalDecision;
 }
 
+/** `recover`'s options. */
+export interface RecoverTurnsOptions {
+  /** At most this many turns per call (1 to 1000; default 100), so a backlog does not hold up startup: call again for more. */
+  readonly limit?: number;
+  /** Aborts the runs this call makes: an aborted turn stays running and is recovered once its lease expired. */
+  readonly signal?: AbortSignal;
+}
+
+/** One turn a `recover` call looked at, and where it left it. */
+export interface RecoveredTurn {
+  /** The turn. */
+  readonly turnKey: string;
+  /**
+   * Its answer's status: `completed`, `refused`, `failed` or `awaiting_approval` (driven to an
+   * outcome or a new pause by this call), `running` (another worker holds it), or `error` (its
+   * recovery threw; the logger has the error, and the turn is looked at again by a later call).
+   */
+  readonly status: TurnAnswer["status"] | "error";
+}
+
+/** What one `recover` call did. */
+export interface RecoverySummary {
+  /** Every turn it looked at, in the order it did. */
+  readonly turns: readonly RecoveredTurn[];
+  /** How many turns ended in each status. */
+  readonly counts: Readonly<Partial<Record<RecoveredTurn["status"], number>>>;
+}
+
 /** Runs turns: see the module comment and docs/turns.md. */
 export interface TurnService {
   /** Runs the turn once; a retry answers the stored outcome (`replayed: true`) without running anything. */
@@ -155,10 +183,27 @@ export interface TurnService {
   get(turnKey: string): Promise<TurnView>;
   /** Records a decision on a pending approval request and, once the pause is fully answered, resumes the turn. */
   decide(input: DecideTurnInput): Promise<DecideAnswer>;
+  /**
+   * Recovers turns no client comes back for: takes over every running turn whose lease expired
+   * (its worker died) and resumes every paused turn whose requests were all decided but that
+   * never resumed (its decider died), each exactly as a `submit` of it would, from the stored turn
+   * input. Call it at startup and on an interval; with several workers each turn is recovered by
+   * one (the takeover and the resume are compare-and-sets). One turn's failure is logged and
+   * answered `error`, never thrown; it rejects only when the store cannot list the turns.
+   */
+  recover(options?: RecoverTurnsOptions): Promise<RecoverySummary>;
 }
 
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_MAX_ATTEMPTS = 3;
+const DEFAULT_RECOVER_LIMIT = 100;
+
+const RecoverOptionsSchema = z
+  .strictObject({
+    limit: z.int().min(1).max(1000).optional(),
+    signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal, "signal must be an AbortSignal").optional(),
+  })
+  .optional();
 
 const OptionsSchema = z.object({
   agent: z.custom<TurnAgent>(
@@ -574,7 +619,48 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return stepOf((await continueAfterDecisions(latest, { notes, attempt: 1 })) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
   }
 
+  /** Where the last `recover` listing of each kind stopped: the next call goes on from there, so a turn that cannot be recovered never hides the ones after it. */
+  const recoveryCursor: { running?: string; awaiting_approval?: string } = {};
+
+  /** One page of stalled turns of `state`, from where the last call stopped (from the start again once a page comes back short). */
+  async function stalled(state: "running" | "awaiting_approval", limit: number): Promise<TurnRecord[]> {
+    const after = recoveryCursor[state];
+    const query = state === "running" ? { state, expired: true } : { state, decided: true };
+    const answer = await store.listTurns({ ...query, limit, ...(after === undefined ? {} : { after }) });
+    const records = parseStoreValue(z.array(TurnRecordSchema).max(limit), answer, "listTurns answer");
+    recoveryCursor[state] = records.length < limit ? undefined : records.at(-1)?.turnKey;
+    return records;
+  }
+
+  /** See `TurnService.recover`: each listed turn goes the way a `submit` of it goes. */
+  async function recoverStalled(options: RecoverTurnsOptions | undefined): Promise<RecoverySummary> {
+    const parsedOptions = RecoverOptionsSchema.safeParse(options);
+    if (!parsedOptions.success) throw new TurnServiceError("invalid_input", `invalid recover options: ${z.prettifyError(parsedOptions.error)}`);
+    const limit = parsedOptions.data?.limit ?? DEFAULT_RECOVER_LIMIT;
+    const signal = parsedOptions.data?.signal;
+    const expired = await stalled("running", limit);
+    const decided = expired.length < limit ? await stalled("awaiting_approval", limit - expired.length) : [];
+    const turns: RecoveredTurn[] = [];
+    for (const record of [...expired, ...decided]) {
+      if (signal?.aborted === true) break;
+      try {
+        const step = await observeTurn(telemetry, logger, { operation: "submit" }, (notes) => submit({ turn: record.input, ...(signal === undefined ? {} : { signal }) }, notes), endOf);
+        turns.push({ turnKey: record.turnKey, status: step.answer.status });
+      } catch (error) {
+        logger.warn("turn recovery failed", { turnKey: record.turnKey, error: sanitizeError(error) });
+        turns.push({ turnKey: record.turnKey, status: "error" });
+      }
+    }
+    const counts: Partial<Record<RecoveredTurn["status"], number>> = {};
+    for (const { status } of turns) counts[status] = (counts[status] ?? 0) + 1;
+    return { turns, counts };
+  }
+
   return {
+    async recover(options) {
+      return recoverStalled(options);
+    },
+
     async submit(input) {
       const step = await observeTurn(telemetry, logger, { operation: "submit" }, (notes) => submit(input, notes), endOf);
       return step.answer;

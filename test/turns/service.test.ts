@@ -472,6 +472,68 @@ for (const kind of KINDS) {
       expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
     });
 
+    it("recover takes over a turn whose worker died once its lease expired, and completes it with one write; a live or finished turn is left alone", async () => {
+      const store = await open();
+      const notes = new NotesService();
+      const checkpointer = new MemorySaver();
+      const reading = deferred();
+      const never = deferred();
+      const dying = serviceHarness({
+        store,
+        notes,
+        checkpointer,
+        hooks: {
+          beforeRead: async () => {
+            reading.resolve();
+            await never.promise;
+          },
+        },
+        service: { leaseMs: 200 },
+      });
+      const controller = new AbortController();
+      const abandoned = rejection(dying.service.submit({ turn: turnOf(), signal: controller.signal }));
+      await reading.promise;
+      controller.abort(new Error("the worker went away"));
+      await abandoned;
+      expect((await store.getTurn(turnKey(turnOf())))?.state).toBe("running");
+
+      const recoverer = serviceHarness({ store, notes, checkpointer, service: { leaseMs: 200 } });
+      expect(await recoverer.service.recover(), "the lease has not expired").toEqual({ turns: [], counts: {} });
+      clock.advance(200);
+      expect(await recoverer.service.recover()).toEqual({ turns: [{ turnKey: turnKey(turnOf()), status: "completed" }], counts: { completed: 1 } });
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      // Recovered from the checkpoint: the model's first step was not asked again, nor moderation.
+      expect(dying.model.calls + recoverer.model.calls).toBe(3);
+      expect(dying.moderations() + recoverer.moderations()).toBe(1);
+      expect(await recoverer.service.recover(), "nothing is left to recover").toEqual({ turns: [], counts: {} });
+      expect(await recoverer.service.submit({ turn: turnOf() })).toMatchObject({ status: "completed", replayed: true });
+      never.resolve();
+    });
+
+    it("recover resumes a decided pause whose decider died before resuming, to its one write; a pause still waiting on a person is left alone", async () => {
+      const store = await open();
+      const { service, notes, model } = serviceHarness({ store, approvals: true });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      expect(await service.recover(), "nobody decided yet").toEqual({ turns: [], counts: {} });
+      // What decide records before it resumes; the decider goes away here.
+      await store.decideApproval({ approvalId, decision: { decision: "approve" }, operatorRef: "alice", decidedAt: clock.now().toISOString() });
+      const calls = model.calls;
+      expect(await service.recover()).toEqual({ turns: [{ turnKey: turnKey(turnOf()), status: "completed" }], counts: { completed: 1 } });
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(model.calls).toBe(calls + 1);
+      expect(await service.recover()).toEqual({ turns: [], counts: {} });
+    });
+
+    it("recover rejects invalid options as invalid_input and recovers nothing", async () => {
+      const { service } = serviceHarness({ store: await open() });
+      for (const options of [{ limit: 0 }, { limit: 1001 }, { limit: 1.5 }, { signal: "stop" }, { other: 1 }]) {
+        const error = await rejection(service.recover(options as never));
+        expect(error, JSON.stringify(options)).toBeInstanceOf(TurnServiceError);
+        expect((error as TurnServiceError).code).toBe("invalid_input");
+      }
+    });
+
     it("get reads the turn's state, outcome and mutation claim without running anything", async () => {
       const store = await open();
       const { service, model } = serviceHarness({ store });
