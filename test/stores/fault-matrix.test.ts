@@ -92,18 +92,20 @@ async function checkMatrix(name: string, store: GuardrailStore, prefix: string):
   return cells;
 }
 
-/** The turn-record calls `createTurnService` makes: a plain turn, an approval turn (submit, then decide), and `get`. */
+/** The turn-record calls `createTurnService` makes: a plain turn, an approval turn (submit, then decide), `get`, and `recover` of a dead worker's turn. */
 const TURN_SERVICE_CALLS = {
   submit: ["beginTurn#1", "finishTurn#1"],
   // Submit stores the pause; decide reads the turn, records the decision, reads it again, takes the resume, stores the outcome.
   approval: ["beginTurn#1", "finishTurn#1", "getTurn#1", "getTurn#2", "resumeTurn#1", "finishTurn#2"],
   get: ["getTurn#1", "getMutation#1"],
+  // A worker died mid-run: recover lists the expired turns (then the decided pauses), takes the turn over and stores its outcome.
+  recover: ["listTurns#1", "listTurns#2", "beginTurn#1", "finishTurn#1"],
 } as const;
 
 /** The turn service's rows (test/support/turn-fault-matrix.ts) on a store whose clock is `clock`. */
 async function checkTurnMatrix(name: string, store: GuardrailStore, clock: TestClock): Promise<void> {
   for (const [scenario, calls] of Object.entries(TURN_SERVICE_CALLS)) {
-    expect(await turnServiceCalls(scenario as keyof typeof TURN_SERVICE_CALLS, store)).toEqual(calls);
+    expect(await turnServiceCalls(scenario as keyof typeof TURN_SERVICE_CALLS, store, clock)).toEqual(calls);
   }
   const rows = await runTurnMatrix(store, clock, TURN_SERVICE_CALLS);
   console.log(`Turn service fault-injection rows, ${name} store\n\n${renderTurnMatrix(rows)}`);
