@@ -8,7 +8,9 @@
  * The hot path (record a read, claim, settle, release) does only gets and puts; the index it needs
  * (a scope's `unknown` claims, which block the scope) is a record the base keeps itself. Operator
  * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a
- * collection, and so does `readAudit` (any filter, `approvalId` included).
+ * collection, and so does `readAudit` (any filter, `approvalId` included). `listTurns` walks the
+ * `liveTurns` index the turn transitions keep (never the finished turns); its `decided` filter scans
+ * the approval requests.
  */
 import { randomUUID } from "node:crypto";
 import {
