@@ -1156,6 +1156,53 @@ export const ResumeTurnResultSchema: z.ZodType<ResumeTurnResult> = z.discriminat
   z.strictObject({ resumed: z.literal(false), record: TurnRecordSchema.optional() }),
 ]);
 
+/** `renewTurn`'s input: extend a running turn's lease, compare-and-set by its token. */
+export interface RenewTurnInput {
+  /** The turn. */
+  readonly turnKey: string;
+  /** The lease token `beginTurn` or `resumeTurn` issued. */
+  readonly token: string;
+  /** The lease's new length in ms (1 to 86 400 000), from the store's clock now. */
+  readonly leaseMs: number;
+}
+/** Parses a {@link RenewTurnInput}. */
+export const RenewTurnInputSchema: z.ZodType<RenewTurnInput> = z.strictObject({ turnKey: DigestSchema, token: IdSchema, leaseMs: LeaseMsSchema });
+
+/** The most turns one `listTurns` answers. */
+export const MAX_LIST_TURNS = 1000;
+
+/**
+ * `listTurns`' query: the live turns a recovery sweep looks for, in turn key order, at most
+ * `limit` (default 100), after the turn key `after` (paging).
+ */
+export interface ListTurnsQuery {
+  /** `running` or `awaiting_approval`: finished turns are never listed. */
+  readonly state: "running" | "awaiting_approval";
+  /** With `running`: only turns whose lease expired at the store's clock (any other worker may take them over). */
+  readonly expired?: boolean;
+  /** With `awaiting_approval`: only turns none of whose approval requests is `pending` (every one decided or expired). */
+  readonly decided?: boolean;
+  /** Only turns whose key sorts after this one (the last key of the previous page). */
+  readonly after?: string;
+  /** At most this many turns (1 to {@link MAX_LIST_TURNS}; default 100). */
+  readonly limit?: number;
+}
+/** Parses a {@link ListTurnsQuery}: `expired` only with `running`, `decided` only with `awaiting_approval`. */
+export const ListTurnsQuerySchema: z.ZodType<ListTurnsQuery> = z
+  .strictObject({
+    state: z.enum(["running", "awaiting_approval"]),
+    expired: z.boolean().optional(),
+    decided: z.boolean().optional(),
+    after: DigestSchema.optional(),
+    limit: z.int().min(1).max(MAX_LIST_TURNS).optional(),
+  })
+  .superRefine((query, ctx) => {
+    if (query.expired !== undefined && query.state !== "running") ctx.addIssue({ code: "custom", path: ["expired"], message: "expired filters running turns only" });
+    if (query.decided !== undefined && query.state !== "awaiting_approval") {
+      ctx.addIssue({ code: "custom", path: ["decided"], message: "decided filters awaiting_approval turns only" });
+    }
+  });
+
 /** A turn's mutation claim as `getMutation` reads it: its state, the call, and the result once complete. */
 export interface MutationStatus {
   /** `pruned`: a tombstone, the result is gone. */
@@ -1313,6 +1360,18 @@ export interface GuardrailStore {
    * lease, dropping the outcome: of concurrent callers, one resumes. Anything else changes nothing.
    */
   resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult>;
+  /**
+   * Extends a running turn's lease to `leaseMs` from the store's clock now: compare-and-set by the
+   * lease token while the turn is `running` (expired or not, as long as nobody took it over).
+   * False, changing nothing, otherwise: the holder lost the turn. Changes nothing else (not `updatedAt`).
+   */
+  renewTurn(input: RenewTurnInput): Promise<boolean>;
+  /**
+   * Live turns, in turn key order: `running` ones (with `expired`, only those whose lease expired
+   * at the store's clock) or `awaiting_approval` ones (with `decided`, only those with no `pending`
+   * approval request). Read only; served by an index of live turns, never a scan of finished ones.
+   */
+  listTurns(query: ListTurnsQuery): Promise<TurnRecord[]>;
   /** The stored turn, whatever its state; `undefined` when there is none. */
   getTurn(turnKey: string): Promise<TurnRecord | undefined>;
   /**

@@ -46,7 +46,7 @@ export const STORE_PARTS = {
   /** Operator work: needed by the CLI's `inspect` and `reconcile`, and by hosts that prune. */
   operator: ["listUnresolved", "reconcileMutation", "prune"],
   /** Turn records: needed by `createTurnService`. */
-  turns: ["beginTurn", "finishTurn", "resumeTurn", "getTurn"],
+  turns: ["beginTurn", "finishTurn", "resumeTurn", "renewTurn", "listTurns", "getTurn"],
   /** Side-effect claims: needed when a `side-effect` tool is configured (and by the CLI for them). */
   effects: ["claimEffect", "settleEffect", "releaseEffect", "getEffect", "listUnresolvedEffects", "reconcileEffect"],
 } as const satisfies Record<string, readonly (keyof GuardrailStore)[]>;

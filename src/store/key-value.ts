@@ -8,7 +8,9 @@
  * The hot path (record a read, claim, settle, release) does only gets and puts; the index it needs
  * (a scope's `unknown` claims, which block the scope) is a record the base keeps itself. Operator
  * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a
- * collection, and so does `readAudit` (any filter, `approvalId` included).
+ * collection, and so does `readAudit` (any filter, `approvalId` included). `listTurns` walks the
+ * `liveTurns` index the turn transitions keep (never the finished turns); its `decided` filter scans
+ * the approval requests.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -69,6 +71,8 @@ import {
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ListTurnsQuery,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type StoredAuditEvent,
@@ -94,6 +98,11 @@ import {
   beginTransition,
   finishTransition,
   liveTurnKeys,
+  listedTurn,
+  parseListTurns,
+  parseRenewTurn,
+  renewTransition,
+  type ParsedListTurns,
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
@@ -774,10 +783,8 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     // one request conflict on it even on storage with optimistic concurrency.
     const holder = existing === undefined ? yield* this.#requestHolder(tx, requestKey) : undefined;
     const { answer, write } = beginTransition(existing, input, this.#timestamp(), randomUUID(), holder);
-    if (write !== undefined) {
-      this.#put(tx, K.turn, write.turnKey, write);
-      if (existing === undefined) this.#put(tx, K.turnRequest, requestKey, { requestKey, turnKey });
-    }
+    this.#putTurn(tx, existing, write);
+    if (write !== undefined && existing === undefined) this.#put(tx, K.turnRequest, requestKey, { requestKey, turnKey });
     return structuredClone(answer);
   }
 
@@ -796,7 +803,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#finishTurn(tx: StepTransaction, input: FinishTurnInput): Step<boolean> {
     const existing = yield* this.#get(tx, K.turn, input.turnKey);
     const { answer, write } = finishTransition(existing, input, this.#timestamp());
-    if (write !== undefined) this.#put(tx, K.turn, write.turnKey, write);
+    this.#putTurn(tx, existing, write);
     return answer;
   }
 
@@ -808,13 +815,65 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#resumeTurn(tx: StepTransaction, input: ResumeTurnInput): Step<ResumeTurnResult> {
     const existing = yield* this.#get(tx, K.turn, input.turnKey);
     const { answer, write } = resumeTransition(existing, input, this.#timestamp(), randomUUID());
-    if (write !== undefined) this.#put(tx, K.turn, write.turnKey, write);
+    this.#putTurn(tx, existing, write);
     return structuredClone(answer);
   }
 
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const key = parseDigest(turnKey, "turn key");
     return this.#run((tx) => this.#getCopy(tx, K.turn, key));
+  }
+
+  /** Writes a turn's new record (none: nothing changes) and keeps the live-turn index in step with its state. */
+  #putTurn(tx: StepTransaction, existing: TurnRecord | undefined, write: TurnRecord | undefined): void {
+    if (write === undefined) return;
+    this.#put(tx, K.turn, write.turnKey, write);
+    if (write.state === existing?.state) return;
+    if (write.state === "running" || write.state === "awaiting_approval") this.#put(tx, K.liveTurn, write.turnKey, { turnKey: write.turnKey, state: write.state });
+    else tx.delete(C.liveTurns, write.turnKey);
+  }
+
+  async renewTurn(input: RenewTurnInput): Promise<boolean> {
+    const parsed = parseRenewTurn(input);
+    return this.#run((tx) => this.#renewTurn(tx, parsed));
+  }
+
+  *#renewTurn(tx: StepTransaction, input: RenewTurnInput): Step<boolean> {
+    const existing = yield* this.#get(tx, K.turn, input.turnKey);
+    const { answer, write } = renewTransition(existing, input, this.#timestamp());
+    this.#putTurn(tx, existing, write);
+    return answer;
+  }
+
+  async listTurns(query: ListTurnsQuery): Promise<TurnRecord[]> {
+    const parsed = parseListTurns(query);
+    return this.#run((tx) => this.#listTurns(tx, parsed));
+  }
+
+  /**
+   * Walks the live-turn index (never the finished turns) in key order. `decided` scans the
+   * approval requests for pending ones, as the base's other operator listings scan.
+   */
+  *#listTurns(tx: StepTransaction, query: ParsedListTurns): Step<TurnRecord[]> {
+    const now = this.#timestamp();
+    const waiting = new Set<string>();
+    if (query.decided) for (const [, { record }] of yield* this.#all(tx, K.approval)) if (record.status === "pending") waiting.add(record.turnKey);
+    const listed: TurnRecord[] = [];
+    let after = query.after;
+    for (;;) {
+      const page = yield* this.#scan(tx, C.liveTurns, after);
+      for (const [key, value] of page) {
+        const entry = this.#check(K.liveTurn, key, value);
+        if (entry?.state !== query.state || waiting.has(key)) continue;
+        const record = yield* this.#get(tx, K.turn, key);
+        if (record === undefined || !listedTurn(record, query, now)) continue;
+        listed.push(structuredClone(record));
+        if (listed.length === query.limit) return listed;
+      }
+      const last = page.at(-1);
+      if (page.length < SCAN_PAGE || last === undefined) return listed;
+      after = last[0];
+    }
   }
   // -- side effects ---------------------------------------------------------------------------
 

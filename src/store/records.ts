@@ -47,6 +47,8 @@ export const KEY_VALUE_COLLECTIONS = {
   turns: "turns",
   /** request key -> {@link TurnRequestEntry}: the turn that holds the request, written in the turn's first step. */
   turnRequests: "turnRequests",
+  /** turn key -> {@link LiveTurnEntry}: the index of turns `running` or `awaiting_approval`, for `listTurns`. */
+  liveTurns: "liveTurns",
   /** effect key -> {@link StoredEffect}: one side effect's claim. */
   effects: "effects",
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
@@ -205,6 +207,15 @@ export interface TurnRequestEntry {
 }
 /** Parses a {@link TurnRequestEntry}. */
 export const TurnRequestEntrySchema: z.ZodType<TurnRequestEntry> = z.strictObject({ requestKey: DigestSchema, turnKey: DigestSchema });
+/** A live turn's entry in the `liveTurns` index: its key and state (the record itself is in `turns`). */
+export interface LiveTurnEntry {
+  /** The turn. */
+  readonly turnKey: string;
+  /** Its state while it is live. */
+  readonly state: "running" | "awaiting_approval";
+}
+/** Parses a {@link LiveTurnEntry}. */
+export const LiveTurnEntrySchema: z.ZodType<LiveTurnEntry> = z.strictObject({ turnKey: DigestSchema, state: z.enum(["running", "awaiting_approval"]) });
 
 /** An approval request as stored: the record and its request number (the tie-break of `listApprovals`). */
 export interface StoredApproval {
@@ -262,6 +273,7 @@ export const RECORD_KINDS = {
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
   turnRequest: kind<TurnRequestEntry>(KEY_VALUE_COLLECTIONS.turnRequests, "turn request entry", TurnRequestEntrySchema, (record) => record.requestKey),
+  liveTurn: kind<LiveTurnEntry>(KEY_VALUE_COLLECTIONS.liveTurns, "live-turn index entry", LiveTurnEntrySchema, (entry) => entry.turnKey),
   effect: kind<StoredEffect>(KEY_VALUE_COLLECTIONS.effects, "side-effect claim", StoredEffectSchema, (record) => record.identity.effectKey),
   effectGroup: kind<EffectGroup>(KEY_VALUE_COLLECTIONS.effectGroups, "side-effect group", EffectGroupSchema, (record) =>
     effectGroupKey(record.turnKey, record.toolName),

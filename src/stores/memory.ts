@@ -66,6 +66,8 @@ import {
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ListTurnsQuery,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type StoredAuditEvent,
@@ -91,10 +93,14 @@ import {
   beginTransition,
   finishTransition,
   liveTurnKeys,
+  listedTurn,
   parseBeginTurn,
   parseFinishTurn,
+  parseListTurns,
+  parseRenewTurn,
   parseResumeTurn,
   PRUNABLE_TURN_STATES,
+  renewTransition,
   resumeTransition,
 } from "./turns.js";
 import {
@@ -519,6 +525,25 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     const { answer, write } = resumeTransition(this.#turns.get(parsed.turnKey), parsed, this.#timestamp(), randomUUID());
     if (write !== undefined) this.#turns.set(write.turnKey, write);
     return structuredClone(answer);
+  }
+
+  async renewTurn(input: RenewTurnInput): Promise<boolean> {
+    const parsed = parseRenewTurn(input);
+    const { answer, write } = renewTransition(this.#turns.get(parsed.turnKey), parsed, this.#timestamp());
+    if (write !== undefined) this.#turns.set(write.turnKey, write);
+    return answer;
+  }
+
+  async listTurns(query: ListTurnsQuery): Promise<TurnRecord[]> {
+    const parsed = parseListTurns(query);
+    const now = this.#timestamp();
+    const waiting = new Set<string>();
+    if (parsed.decided) for (const approval of this.#approvals.values()) if (approval.status === "pending") waiting.add(approval.turnKey);
+    return [...this.#turns.values()]
+      .filter((record) => (parsed.after === undefined || record.turnKey > parsed.after) && listedTurn(record, parsed, now) && !waiting.has(record.turnKey))
+      .sort((a, b) => (a.turnKey < b.turnKey ? -1 : 1))
+      .slice(0, parsed.limit)
+      .map((record) => structuredClone(record));
   }
 
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {

@@ -6,12 +6,16 @@
 import {
   BeginTurnInputSchema,
   FinishTurnInputSchema,
+  ListTurnsQuerySchema,
+  RenewTurnInputSchema,
   ResumeTurnInputSchema,
   TurnRecordSchema,
   type ApprovalRecord,
   type BeginTurnInput,
   type BeginTurnResult,
   type FinishTurnInput,
+  type ListTurnsQuery,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type TurnRecord,
@@ -34,6 +38,28 @@ export const parseBeginTurn = (input: unknown): BeginTurnInput => parseStoreValu
 export const parseFinishTurn = (input: unknown): FinishTurnInput => parseStoreValue(FinishTurnInputSchema, input, "finishTurn input");
 /** `resumeTurn`'s input, detached. */
 export const parseResumeTurn = (input: unknown): ResumeTurnInput => parseStoreValue(ResumeTurnInputSchema, input, "resumeTurn input");
+/** `renewTurn`'s input, detached. */
+export const parseRenewTurn = (input: unknown): RenewTurnInput => parseStoreValue(RenewTurnInputSchema, input, "renewTurn input");
+
+/** A `listTurns` query with its defaults: every field a store's listing needs. */
+export interface ParsedListTurns {
+  /** The state listed. */
+  readonly state: ListTurnsQuery["state"];
+  /** Only running turns whose lease expired. */
+  readonly expired: boolean;
+  /** Only paused turns with no pending approval request. */
+  readonly decided: boolean;
+  /** Only turn keys after this one; undefined: from the first. */
+  readonly after: string | undefined;
+  /** At most this many. */
+  readonly limit: number;
+}
+/** `listTurns`' query, detached, with its defaults (limit 100). */
+export function parseListTurns(query: unknown): ParsedListTurns {
+  const parsed = parseStoreValue(ListTurnsQuerySchema, query, "listTurns query");
+  return { state: parsed.state, expired: parsed.expired ?? false, decided: parsed.decided ?? false, after: parsed.after, limit: parsed.limit ?? 100 };
+}
+
 /** A stored turn record, as read back (a row, a map entry): a corrupt one fails closed. */
 export const parseTurnRecord = (value: unknown, what = "turn record"): TurnRecord => parseStoreValue(TurnRecordSchema, value, what);
 
@@ -86,6 +112,27 @@ export function resumeTransition(
   const { outcome: _previous, ...rest } = existing;
   const record: TurnRecord = { ...rest, state: "running", lease: { token, expiresAt: plus(now, input.leaseMs) }, updatedAt: now };
   return { answer: { resumed: true, token, record }, write: record };
+}
+
+/**
+ * `renewTurn`: compare-and-set by the lease token while `running`; moves only the lease's expiry
+ * (expired or not: a holder nobody took over is still the holder).
+ */
+export function renewTransition(existing: TurnRecord | undefined, input: RenewTurnInput, now: string): TurnTransition<boolean> {
+  if (existing?.state !== "running" || existing.lease?.token !== input.token) return { answer: false, write: undefined };
+  return { answer: true, write: { ...existing, lease: { token: input.token, expiresAt: plus(now, input.leaseMs) } } };
+}
+
+/**
+ * Whether `listTurns` lists a record of the query's state (the caller has selected the state and,
+ * for `decided`, the absence of pending requests): with `expired`, a lease that expired at `now`.
+ * An unparseable expiry never expires, as in `beginTurn`.
+ */
+export function listedTurn(record: TurnRecord, query: ParsedListTurns, now: string): boolean {
+  if (record.state !== query.state) return false;
+  if (!query.expired) return true;
+  const expires = Date.parse(record.lease?.expiresAt ?? "");
+  return expires <= Date.parse(now);
 }
 
 /** Finished states `prune` may remove: a paused or running turn is kept. */

@@ -36,6 +36,7 @@ import { parseStoreValue } from "../stores/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
 import { TurnServiceError } from "./errors.js";
+import { keepLease } from "./lease.js";
 import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
@@ -92,9 +93,9 @@ export interface TurnServiceOptions {
   /** The segment whose text is the user's message when `submit` is given no messages. Default `"user"`. */
   readonly userMessageLabel?: string;
   /**
-   * How long a worker holds a running turn before another may take it over, in ms (default
-   * 300 000). Longer than your longest run: a run past its lease may be taken over while it runs
-   * (the mutation claim still allows one write; the later worker's outcome is the one stored).
+   * How long a running turn's lease lasts, in ms (default 30 000). The worker running the turn
+   * renews it every third of that while the run lives, so a live run is never taken over however
+   * long it takes; a worker that died (no renewals) loses the turn about one lease later.
    */
   readonly leaseMs?: number;
   /** Who may decide an approval request. Default: only the turn's principal (a turn without one: nobody). */
@@ -148,6 +149,34 @@ export interface DecideTurnInput {
   readonly decision: ApprovalDecision;
 }
 
+/** `recover`'s options. */
+export interface RecoverTurnsOptions {
+  /** At most this many turns per call (1 to 1000; default 100), so a backlog does not hold up startup: call again for more. */
+  readonly limit?: number;
+  /** Aborts the runs this call makes: an aborted turn stays running and is recovered once its lease expired. */
+  readonly signal?: AbortSignal;
+}
+
+/** One turn a `recover` call looked at, and where it left it. */
+export interface RecoveredTurn {
+  /** The turn. */
+  readonly turnKey: string;
+  /**
+   * Its answer's status: `completed`, `refused`, `failed` or `awaiting_approval` (driven to an
+   * outcome or a new pause by this call), `running` (another worker holds it), or `error` (its
+   * recovery threw; the logger has the error, and the turn is looked at again by a later call).
+   */
+  readonly status: TurnAnswer["status"] | "error";
+}
+
+/** What one `recover` call did. */
+export interface RecoverySummary {
+  /** Every turn it looked at, in the order it did. */
+  readonly turns: readonly RecoveredTurn[];
+  /** How many turns ended in each status. */
+  readonly counts: Readonly<Partial<Record<RecoveredTurn["status"], number>>>;
+}
+
 /** Runs turns: see the module comment and docs/turns.md. */
 export interface TurnService {
   /** Runs the turn once; a retry answers the stored outcome (`replayed: true`) without running anything. */
@@ -156,10 +185,27 @@ export interface TurnService {
   get(turnKey: string): Promise<TurnView>;
   /** Records a decision on a pending approval request and, once the pause is fully answered, resumes the turn. */
   decide(input: DecideTurnInput): Promise<DecideAnswer>;
+  /**
+   * Recovers turns no client comes back for: takes over every running turn whose lease expired
+   * (its worker died) and resumes every paused turn whose requests were all decided but that
+   * never resumed (its decider died), each exactly as a `submit` of it would, from the stored turn
+   * input. Call it at startup and on an interval; with several workers each turn is recovered by
+   * one (the takeover and the resume are compare-and-sets). One turn's failure is logged and
+   * answered `error`, never thrown; it rejects only when the store cannot list the turns.
+   */
+  recover(options?: RecoverTurnsOptions): Promise<RecoverySummary>;
 }
 
-const DEFAULT_LEASE_MS = 300_000;
+const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_MAX_ATTEMPTS = 3;
+const DEFAULT_RECOVER_LIMIT = 100;
+
+const RecoverOptionsSchema = z
+  .strictObject({
+    limit: z.int().min(1).max(1000).optional(),
+    signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal, "signal must be an AbortSignal").optional(),
+  })
+  .optional();
 
 const OptionsSchema = z.object({
   agent: z.custom<TurnAgent>(
@@ -476,7 +522,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     if (resume === undefined) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return resumeWith(taken.record, taken.token, resume, scope);
+    return holding(taken.record, taken.token, scope, (held) => resumeWith(taken.record, taken.token, resume, held));
   }
 
   /**
@@ -543,7 +589,32 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     if (outcome.status !== "failed" || outcome.retryable !== true) return undefined;
     const taken = parseStoreValue(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: record.turnKey, leaseMs, from: "failed" }), "resumeTurn answer");
     if (!taken.resumed) return current(record.turnKey);
-    return recover(taken.record, taken.token, messages, { ...scope, attempt: (outcome.attempts ?? 1) + 1 });
+    const attempt = (outcome.attempts ?? 1) + 1;
+    return holding(taken.record, taken.token, { ...scope, attempt }, (held) => recover(taken.record, taken.token, messages, held));
+  }
+
+  /**
+   * Runs `body` while holding the turn's lease (`token`): renewed every third of the lease until
+   * `body` settles. If a renewal answers false another worker took the turn over: the run is
+   * aborted through its signal, and the answer is the turn as that worker leaves it.
+   */
+  async function holding(record: TurnRecord, token: string, scope: RunScope, body: (held: RunScope) => Promise<TurnAnswer>): Promise<TurnAnswer> {
+    const lease = keepLease({
+      renew: async () => parseStoreValue(z.boolean(), await store.renewTurn({ turnKey: record.turnKey, token, leaseMs }), "renewTurn answer"),
+      everyMs: Math.floor(leaseMs / 3),
+      signal: scope.signal,
+      failed: (error) => {
+        logger.warn("turn lease renewal failed", { turnKey: record.turnKey, error: sanitizeError(error) });
+      },
+    });
+    try {
+      return await body({ ...scope, signal: lease.signal });
+    } catch (error) {
+      if (lease.lost()) return await current(record.turnKey);
+      throw error;
+    } finally {
+      lease.stop();
+    }
   }
 
   async function submit(input: SubmitTurnInput, notes: TurnNotes): Promise<Step<TurnAnswer>> {
@@ -567,9 +638,9 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       case "running":
         return stepOf({ status: "running", turnKey: turn.turnKey });
       case "started":
-        return stepOf(await first(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
+        return stepOf(await holding(begun.record, begun.token, { ...scope, attempt: 1 }, (held) => first(begun.record, begun.token, messages, held)));
       case "taken_over":
-        return stepOf(await recover(begun.record, begun.token, messages, { ...scope, attempt: 1 }));
+        return stepOf(await holding(begun.record, begun.token, { ...scope, attempt: 1 }, (held) => recover(begun.record, begun.token, messages, held)));
       case "finished": {
         // Decided, but the decider died before resuming: resume now. Failed before any effect:
         // run again. Otherwise replay.
@@ -621,7 +692,48 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return stepOf((await continueAfterDecisions(latest, { notes, attempt: 1 })) ?? answerOf(await stillWaiting(latest), latest.turnKey, false));
   }
 
+  /** Where the last `recover` listing of each kind stopped: the next call goes on from there, so a turn that cannot be recovered never hides the ones after it. */
+  const recoveryCursor: { running?: string; awaiting_approval?: string } = {};
+
+  /** One page of stalled turns of `state`, from where the last call stopped (from the start again once a page comes back short). */
+  async function stalled(state: "running" | "awaiting_approval", limit: number): Promise<TurnRecord[]> {
+    const after = recoveryCursor[state];
+    const query = state === "running" ? { state, expired: true } : { state, decided: true };
+    const answer = await store.listTurns({ ...query, limit, ...(after === undefined ? {} : { after }) });
+    const records = parseStoreValue(z.array(TurnRecordSchema).max(limit), answer, "listTurns answer");
+    recoveryCursor[state] = records.length < limit ? undefined : records.at(-1)?.turnKey;
+    return records;
+  }
+
+  /** See `TurnService.recover`: each listed turn goes the way a `submit` of it goes. */
+  async function recoverStalled(options: RecoverTurnsOptions | undefined): Promise<RecoverySummary> {
+    const parsedOptions = RecoverOptionsSchema.safeParse(options);
+    if (!parsedOptions.success) throw new TurnServiceError("invalid_input", `invalid recover options: ${z.prettifyError(parsedOptions.error)}`);
+    const limit = parsedOptions.data?.limit ?? DEFAULT_RECOVER_LIMIT;
+    const signal = parsedOptions.data?.signal;
+    const expired = await stalled("running", limit);
+    const decided = expired.length < limit ? await stalled("awaiting_approval", limit - expired.length) : [];
+    const turns: RecoveredTurn[] = [];
+    for (const record of [...expired, ...decided]) {
+      if (signal?.aborted === true) break;
+      try {
+        const step = await observeTurn(telemetry, logger, { operation: "submit" }, (notes) => submit({ turn: record.input, ...(signal === undefined ? {} : { signal }) }, notes), endOf);
+        turns.push({ turnKey: record.turnKey, status: step.answer.status });
+      } catch (error) {
+        logger.warn("turn recovery failed", { turnKey: record.turnKey, error: sanitizeError(error) });
+        turns.push({ turnKey: record.turnKey, status: "error" });
+      }
+    }
+    const counts: Partial<Record<RecoveredTurn["status"], number>> = {};
+    for (const { status } of turns) counts[status] = (counts[status] ?? 0) + 1;
+    return { turns, counts };
+  }
+
   return {
+    async recover(options) {
+      return recoverStalled(options);
+    },
+
     async submit(input) {
       const step = await observeTurn(telemetry, logger, { operation: "submit" }, (notes) => submit(input, notes), endOf);
       return step.answer;

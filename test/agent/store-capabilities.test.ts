@@ -156,7 +156,7 @@ describe("a configuration that needs a part fails at build, naming it, and write
     const agent = createAgent({ model: new ScriptedModel([{ content: "hi" }]), tools: [] });
     const error = buildFailure(() => createTurnService({ agent: agent as never, store: coreOnly(inner), moderate: () => true }));
     expect(ConfigurationError.isInstance(error), "a ConfigurationError at build").toBe(true);
-    expect(error.message, "names both parts").toMatch(/"turns" \(beginTurn, finishTurn, resumeTurn, getTurn\) and "approvals"/);
+    expect(error.message, "names both parts").toMatch(/"turns" \(beginTurn, finishTurn, resumeTurn, renewTurn, listTurns, getTurn\) and "approvals"/);
     expect(await inner.getTurn("0".repeat(64)), "no turn was written").toBeUndefined();
   });
 

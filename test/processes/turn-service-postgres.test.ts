@@ -6,6 +6,10 @@
  * - A worker SIGKILLed mid-run (blocked inside the read tool's body, before the write) holds the
  *   turn only until its lease expires: another worker (whose clock is past the lease) takes it
  *   over, resumes from the checkpoint and completes it with exactly one write.
+ * - Leases that track liveness (real clocks, a short lease): a run three leases long, its worker
+ *   renewing, is never taken over by other workers' `submit` or `recover`; a SIGKILLed worker's
+ *   turn is recovered by one of three workers calling `recover()` once its lease ran out, with one
+ *   write.
  */
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type pg from "pg";
@@ -19,6 +23,10 @@ import { adminPool, dropSchema, freshSchema, describePostgres, requirePostgres }
 requirePostgres();
 
 const LEASE_MS = 600_000;
+/** The lease of the liveness tests, on the real clock: renewed every second. */
+const SHORT_LEASE_MS = 3_000;
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describePostgres("PostgreSQL: the turn service across worker processes", (url) => {
   const schema = freshSchema("arkah_turnsvc");
@@ -41,6 +49,14 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
     const report = await answered;
     if (report.type !== "answer") throw new Error(`worker failed: ${JSON.stringify(report)}`);
     return report.answer;
+  };
+
+  const recover = async (worker: Worker<TurnServiceWorkerReport>) => {
+    const answered = worker.next((report) => report.type === "recovered" || report.type === "error");
+    worker.child.send({ type: "recover" });
+    const report = await answered;
+    if (report.type !== "recovered") throw new Error(`worker failed: ${JSON.stringify(report)}`);
+    return report.summary;
   };
 
   const writesOf = async (turnId: string) =>
@@ -111,5 +127,70 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
     expect((await store.getReceipt(turnKey(workerTurn(turnId))))?.allowed).toBe(true);
     expect(await submit(early, turnId)).toEqual({ ...answer, replayed: true });
     expect(await writesOf(turnId)).toEqual(["later"]);
+  }, 120_000);
+
+  it("a run three leases long, its worker renewing, is never taken over by other workers' submit or recover", async () => {
+    const turnId = "long-1";
+    const key = turnKey(workerTurn(turnId));
+    const runner = await start("long-runner", { blockRead: "until-release", leaseMs: SHORT_LEASE_MS });
+    const others = [await start("long-other-1", { leaseMs: SHORT_LEASE_MS }), await start("long-other-2", { leaseMs: SHORT_LEASE_MS })];
+    const reading = runner.next((report) => report.type === "reading" || report.type === "error");
+    const answered = runner.next((report) => report.type === "answer" || report.type === "error");
+    runner.child.send({ type: "submit", turnId });
+    expect(await reading).toEqual({ type: "reading", turnId });
+    const firstExpiry = Date.parse((await store.getTurn(key))?.lease?.expiresAt ?? "");
+    // Until the runner's renewals carried its lease two more leases past the first: all that
+    // time, the others find it running, and recovery finds nothing to take.
+    for (;;) {
+      for (const other of others) {
+        expect(await recover(other)).toEqual({ turns: [], counts: {} });
+        expect(await submit(other, turnId)).toEqual({ status: "running", turnKey: key });
+      }
+      const record = await store.getTurn(key);
+      expect(record?.state).toBe("running");
+      if (Date.parse(record?.lease?.expiresAt ?? "") >= firstExpiry + 2 * SHORT_LEASE_MS) break;
+      await pause(250);
+    }
+    runner.child.send({ type: "release" });
+    const report = await answered;
+    if (report.type !== "answer") throw new Error(JSON.stringify(report));
+    expect(report.answer).toMatchObject({ status: "completed", replayed: false });
+    expect(await writesOf(turnId)).toEqual(["long-runner"]);
+  }, 120_000);
+
+  it("a SIGKILLed worker's turn is recovered by one of three workers calling recover once its lease ran out: one write", async () => {
+    const turnId = "recovered-1";
+    const key = turnKey(workerTurn(turnId));
+    const victim = await start("doomed", { blockRead: "forever", leaseMs: SHORT_LEASE_MS });
+    const reading = victim.next((report) => report.type === "reading" || report.type === "error");
+    victim.child.send({ type: "submit", turnId });
+    expect(await reading).toEqual({ type: "reading", turnId });
+    victim.child.kill("SIGKILL");
+    expect(await victim.exited).toEqual({ code: null, signal: "SIGKILL" });
+    const sweepers = [
+      await start("sweeper-1", { leaseMs: SHORT_LEASE_MS }),
+      await start("sweeper-2", { leaseMs: SHORT_LEASE_MS }),
+      await start("sweeper-3", { leaseMs: SHORT_LEASE_MS }),
+    ];
+    // Every sweeper calls recover on its own interval until the turn is finished.
+    const seen: { worker: string; status: string }[] = [];
+    const sweep = async (worker: Worker<TurnServiceWorkerReport>, name: string) => {
+      while ((await store.getTurn(key))?.state === "running") {
+        for (const turn of (await recover(worker)).turns) seen.push({ worker: name, status: turn.status });
+        await pause(200);
+      }
+    };
+    await Promise.all(sweepers.map((worker, i) => sweep(worker, `sweeper-${String(i + 1)}`)));
+    const record = await store.getTurn(key);
+    expect(record?.state).toBe("completed");
+    const completers = seen.filter((entry) => entry.status === "completed").map((entry) => entry.worker);
+    expect(completers.length).toBeGreaterThanOrEqual(1);
+    expect(seen.every((entry) => entry.status === "completed" || entry.status === "running")).toBe(true);
+    // Exactly one write, by a sweeper that recovered the turn; the killed worker wrote nothing.
+    const writes = await writesOf(turnId);
+    expect(writes).toHaveLength(1);
+    expect(completers).toContain(writes[0]);
+    expect(await submit(sweepers[0] as Worker<TurnServiceWorkerReport>, turnId)).toMatchObject({ status: "completed", replayed: true });
+    expect(await writesOf(turnId)).toEqual(writes);
   }, 120_000);
 });

@@ -92,7 +92,7 @@ async function checkMatrix(name: string, store: GuardrailStore, prefix: string):
   return cells;
 }
 
-/** The turn-record calls `createTurnService` makes: a plain turn, an approval turn (submit, then decide), `get`, and a turn failing after its write. */
+/** The turn-record calls `createTurnService` makes: a plain turn, an approval turn (submit, then decide), `get`, a turn failing after its write, and `recover` of a dead worker's turn. */
 const TURN_SERVICE_CALLS = {
   submit: ["beginTurn#1", "finishTurn#1"],
   // Submit stores the pause; decide reads the turn, records the decision, reads it again, takes the resume, stores the outcome.
@@ -100,12 +100,14 @@ const TURN_SERVICE_CALLS = {
   get: ["getTurn#1", "getMutation#1"],
   // The model fails after the write: the failure reads the claim (kept in the failed outcome), then stores it.
   "write-then-fail": ["beginTurn#1", "getMutation#1", "finishTurn#1"],
+  // A worker died mid-run: recover lists the expired turns (then the decided pauses), takes the turn over and stores its outcome.
+  recover: ["listTurns#1", "listTurns#2", "beginTurn#1", "finishTurn#1"],
 } as const;
 
 /** The turn service's rows (test/support/turn-fault-matrix.ts) on a store whose clock is `clock`. */
 async function checkTurnMatrix(name: string, store: GuardrailStore, clock: TestClock): Promise<void> {
   for (const [scenario, calls] of Object.entries(TURN_SERVICE_CALLS)) {
-    expect(await turnServiceCalls(scenario as keyof typeof TURN_SERVICE_CALLS, store)).toEqual(calls);
+    expect(await turnServiceCalls(scenario as keyof typeof TURN_SERVICE_CALLS, store, clock)).toEqual(calls);
   }
   const rows = await runTurnMatrix(store, clock, TURN_SERVICE_CALLS);
   console.log(`Turn service fault-injection rows, ${name} store\n\n${renderTurnMatrix(rows)}`);

@@ -40,6 +40,8 @@ export const STORE_METHODS = [
   "beginTurn",
   "finishTurn",
   "resumeTurn",
+  "renewTurn",
+  "listTurns",
   "getTurn",
   "claimEffect",
   "settleEffect",

@@ -51,6 +51,8 @@ import {
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ListTurnsQuery,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type StoredAuditEvent,
@@ -361,6 +363,12 @@ export class ForwardingStore implements GuardrailStore {
   }
   resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
     return this.inner.resumeTurn(input);
+  }
+  renewTurn(input: RenewTurnInput): Promise<boolean> {
+    return this.inner.renewTurn(input);
+  }
+  listTurns(query: ListTurnsQuery): Promise<TurnRecord[]> {
+    return this.inner.listTurns(query);
   }
   getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     return this.inner.getTurn(turnKey);

@@ -1,7 +1,8 @@
 /**
  * The turn service's rows of the store fault-injection matrix (issue 21): `createTurnService`
  * drives the real `createAgent` loop (test/turns/support.ts) while one call the service makes to a
- * turn-record method (`beginTurn`, `finishTurn`, `resumeTurn`, `getTurn`; `getMutation` for `get`)
+ * turn-record method (`beginTurn`, `finishTurn`, `resumeTurn`, `getTurn`; `getMutation` for `get`;
+ * `listTurns` for `recover`, which takes over a turn whose worker died once its lease expired)
  * throws before it reaches the store, or reaches it, commits, and answers malformed (the answer is
  * lost). The agent's guardrails use the healthy store: their own calls are the main matrix's rows.
  * Then a healthy worker, same store, notes and checkpointer, retries (`submit`, and `decide` while
@@ -19,13 +20,14 @@ import { MemorySaver } from "@langchain/langgraph";
 import { StoreContractError, turnKey, type GuardrailStore, type TurnAnswer } from "arkah-agent-guardrails";
 import { NotesService } from "../security/support.js";
 import { failsAfterWrite, serviceHarness, type TestClock, turnOf } from "../turns/support.js";
+import { deferred } from "./fixtures.js";
 import { FaultPlan, FAULT_MARKER, InjectedStoreFault, type Fault, type StoreMethod } from "./faults.js";
 
 /** The turn-record methods the service calls; only these are faulted here. */
-const TURN_METHODS: ReadonlySet<StoreMethod> = new Set(["beginTurn", "finishTurn", "resumeTurn", "getTurn", "getMutation"]);
+const TURN_METHODS: ReadonlySet<StoreMethod> = new Set(["beginTurn", "finishTurn", "resumeTurn", "getTurn", "getMutation", "listTurns"]);
 /** Throw: before the call reaches the store. Malformed: after it committed, its answer lost. */
 export const TURN_FAULT_KINDS = ["throw", "malformed"] as const;
-export const TURN_SCENARIOS = ["submit", "approval", "get", "write-then-fail"] as const;
+export const TURN_SCENARIOS = ["submit", "approval", "get", "write-then-fail", "recover"] as const;
 export type TurnScenario = (typeof TURN_SCENARIOS)[number];
 
 /** How a scenario's turn ends once it converged. */
@@ -73,8 +75,35 @@ async function attempt<T extends { status: string }>(into: Attempt, operation: (
   }
 }
 
-/** The faulted worker's work for a scenario: submit; then, for approvals, decide what it paused on; or read the turn. */
-async function faultedWork(scenario: TurnScenario, store: GuardrailStore, plan: FaultPlan, notes: NotesService, checkpointer: MemorySaver) {
+/**
+ * A worker that dies mid-run: its run is aborted inside the read tool's body (the turn stays
+ * `running`), and the store's clock moves past its lease.
+ */
+async function diedMidRun(store: GuardrailStore, clock: TestClock, notes: NotesService, checkpointer: MemorySaver, turn: ReturnType<typeof turnOf>) {
+  const reading = deferred();
+  const never = deferred();
+  const dying = serviceHarness({
+    store,
+    notes,
+    checkpointer,
+    hooks: {
+      beforeRead: async () => {
+        reading.resolve();
+        await never.promise;
+      },
+    },
+    service: { leaseMs: LEASE_MS },
+  });
+  const controller = new AbortController();
+  const abandoned = dying.service.submit({ turn, signal: controller.signal }).catch(() => undefined);
+  await reading.promise;
+  controller.abort(new Error("the worker went away"));
+  await abandoned;
+  clock.advance(LEASE_MS);
+}
+
+/** The faulted worker's work for a scenario: submit; then, for approvals, decide what it paused on; or read the turn; or recover it. */
+async function faultedWork(scenario: TurnScenario, store: GuardrailStore, clock: TestClock, plan: FaultPlan, notes: NotesService, checkpointer: MemorySaver) {
   const into: Attempt = { outcomes: [], violations: [] };
   const worker = serviceHarness({
     store: plan.store(store),
@@ -83,13 +112,29 @@ async function faultedWork(scenario: TurnScenario, store: GuardrailStore, plan: 
     checkpointer,
     approvals: scenario === "approval",
     ...responderOf(scenario),
-    service: { leaseMs: LEASE_MS },
+    service: {
+      leaseMs: LEASE_MS,
+      logger: {
+        warn: (message, fields) => {
+          if (JSON.stringify(fields ?? {}).includes(FAULT_MARKER)) into.violations.push(`store detail logged with "${message}"`);
+        },
+      },
+    },
   });
   const turn = turnOf({ turnId: plan.fault === undefined ? `healthy-${scenario}` : `${scenario}-${plan.fault.method}-${String(plan.fault.occurrence)}-${plan.fault.kind}` });
   if (scenario === "get") {
     // The healthy store runs the turn; `get` reads it through the faulted view.
     await serviceHarness({ store, notes, checkpointer, service: { leaseMs: LEASE_MS } }).service.submit({ turn });
     await attempt(into, () => worker.service.get(turnKey(turn)));
+    return { turn, into };
+  }
+  if (scenario === "recover") {
+    await diedMidRun(store, clock, notes, checkpointer, turn);
+    // Each turn recover looked at, as `status` (a turn whose recovery failed is `error`, logged).
+    await attempt(into, async () => {
+      const summary = await worker.service.recover();
+      return { status: summary.turns.map((each) => each.status).join("+") || "none", summary };
+    });
     return { turn, into };
   }
   const answer = await attempt(into, () => worker.service.submit({ turn }));
@@ -101,10 +146,10 @@ async function faultedWork(scenario: TurnScenario, store: GuardrailStore, plan: 
 }
 
 /** The turn-record calls a healthy scenario makes through the service, in order. */
-export async function turnServiceCalls(scenario: TurnScenario, store: GuardrailStore): Promise<string[]> {
+export async function turnServiceCalls(scenario: TurnScenario, store: GuardrailStore, clock: TestClock): Promise<string[]> {
   const plan = new FaultPlan(undefined);
   const notes = new NotesService();
-  const { into } = await faultedWork(scenario, store, plan, notes, new MemorySaver());
+  const { into } = await faultedWork(scenario, store, clock, plan, notes, new MemorySaver());
   await plan.drain();
   if (into.violations.length > 0 || notes.writes.length !== 1) throw new Error(`a healthy ${scenario} turn: ${into.outcomes.join(", ")}`);
   return plan.calls.filter((call) => TURN_METHODS.has(call.split("#")[0] as StoreMethod));
@@ -115,7 +160,7 @@ export async function runTurnRow(scenario: TurnScenario, store: GuardrailStore, 
   const notes = new NotesService();
   const checkpointer = new MemorySaver();
   const plan = new FaultPlan(fault);
-  const { turn, into } = await faultedWork(scenario, store, plan, notes, checkpointer);
+  const { turn, into } = await faultedWork(scenario, store, clock, plan, notes, checkpointer);
   await plan.drain();
   const violations = [...into.violations];
   if (!plan.fired) violations.push("the fault never fired");

@@ -30,10 +30,11 @@ import {
   type ToolPolicy,
   type TurnAnswer,
 } from "arkah-agent-guardrails";
+import type { RenewTurnInput } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
-import { deferred, rejection } from "../support/fixtures.js";
+import { deferred, ForwardingStore, rejection } from "../support/fixtures.js";
 import { ScriptedModel, type ScriptResponder } from "arkah-agent-guardrails/testing";
 import { NOTE_POLICIES, NotesService } from "../security/support.js";
 import { failsAfterWrite, NEW_BODY, noteResponder, serviceHarness, TestClock, turnOf, turnTools } from "./support.js";
@@ -80,6 +81,33 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   await pool?.end();
 });
+
+/**
+ * The store, watched: `renewed()` resolves once a renewal that started after it was asked has
+ * answered; while `renewalsDown`, a renewal fails before it reaches the store (an outage) and
+ * `renewalFailed()` resolves.
+ */
+class RenewalWatch extends ForwardingStore {
+  renewalsDown = false;
+  #renewed: (() => void)[] = [];
+  #failed: (() => void)[] = [];
+  override async renewTurn(input: RenewTurnInput): Promise<boolean> {
+    const waiting = this.#renewed.splice(0);
+    if (this.renewalsDown) {
+      for (const done of this.#failed.splice(0)) done();
+      throw new Error("connection refused");
+    }
+    const answer = await super.renewTurn(input);
+    for (const done of waiting) done();
+    return answer;
+  }
+  renewed(): Promise<void> {
+    return new Promise((resolve) => this.#renewed.push(resolve));
+  }
+  renewalFailed(): Promise<void> {
+    return new Promise((resolve) => this.#failed.push(resolve));
+  }
+}
 
 function completed(answer: TurnAnswer | { status: string }) {
   if (answer.status !== "completed") throw new Error(`expected completed, got ${JSON.stringify(answer)}`);
@@ -486,6 +514,142 @@ for (const kind of KINDS) {
       expect(await store.getApproval(approvalId)).toBeUndefined();
       expect(outbox).toHaveLength(1);
       expect(notes.writes).toHaveLength(1);
+    });
+
+    it("a running turn's lease is renewed while its run lives: submits across four leases answer running, and the run completes with one write", async () => {
+      const store = new RenewalWatch(await open());
+      const notes = new NotesService();
+      const reading = deferred();
+      const release = deferred();
+      const holder = serviceHarness({
+        store,
+        notes,
+        hooks: {
+          beforeRead: async () => {
+            reading.resolve();
+            await release.promise;
+          },
+        },
+        service: { leaseMs: 200 },
+      });
+      const other = serviceHarness({ store, notes, service: { leaseMs: 200 } });
+      const running = holder.service.submit({ turn: turnOf() });
+      await reading.promise;
+      // Half a lease of the store's clock at a time, each followed by a renewal at the new time:
+      // eight steps are four leases, and the holder is never taken over.
+      for (let step = 0; step < 8; step++) {
+        clock.advance(100);
+        await store.renewed();
+        expect(await other.service.submit({ turn: turnOf() }), `step ${String(step)}`).toEqual({ status: "running", turnKey: turnKey(turnOf()) });
+      }
+      release.resolve();
+      expect(completed(await running).replayed).toBe(false);
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(other.model.calls + other.moderations()).toBe(0);
+      // The run ended: its lease is gone with it, and nothing renews a finished turn.
+      expect((await store.getTurn(turnKey(turnOf())))?.lease).toBeUndefined();
+    });
+
+    it("a renewal that fails is logged and tried again; one that finds the turn taken over aborts the run, which answers the taker's outcome: one write", async () => {
+      const inner = await open();
+      const store = new RenewalWatch(inner);
+      const notes = new NotesService();
+      const checkpointer = new MemorySaver();
+      const reading = deferred();
+      const release = deferred();
+      const warnings: [string, unknown][] = [];
+      const holder = serviceHarness({
+        store,
+        notes,
+        checkpointer,
+        hooks: {
+          beforeRead: async () => {
+            reading.resolve();
+            await release.promise;
+          },
+        },
+        service: { leaseMs: 200, logger: { warn: (message, fields) => warnings.push([message, fields]) } },
+      });
+      store.renewalsDown = true;
+      const running = holder.service.submit({ turn: turnOf() });
+      await reading.promise;
+      await store.renewalFailed();
+      await store.renewalFailed();
+      // The second failure is the first one tried again, at the next tick.
+      expect(warnings.filter(([message]) => message === "turn lease renewal failed").length).toBeGreaterThanOrEqual(1);
+      expect(warnings[0]?.[1]).toMatchObject({ turnKey: turnKey(turnOf()), error: { name: "Error" } });
+      expect(JSON.stringify(warnings)).not.toContain("oat milk");
+      // No renewal went through: a lease later the turn is another worker's.
+      clock.advance(200);
+      const taker = serviceHarness({ store: inner, notes, checkpointer, service: { leaseMs: 200 } });
+      const answer = completed(await taker.service.submit({ turn: turnOf() }));
+      store.renewalsDown = false;
+      // The holder's next renewal answers false: its run is aborted, and it answers the turn as the taker left it.
+      expect(await running).toEqual({ ...answer, replayed: true });
+      release.resolve();
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+    });
+
+    it("recover takes over a turn whose worker died once its lease expired, and completes it with one write; a live or finished turn is left alone", async () => {
+      const store = await open();
+      const notes = new NotesService();
+      const checkpointer = new MemorySaver();
+      const reading = deferred();
+      const never = deferred();
+      const dying = serviceHarness({
+        store,
+        notes,
+        checkpointer,
+        hooks: {
+          beforeRead: async () => {
+            reading.resolve();
+            await never.promise;
+          },
+        },
+        service: { leaseMs: 200 },
+      });
+      const controller = new AbortController();
+      const abandoned = rejection(dying.service.submit({ turn: turnOf(), signal: controller.signal }));
+      await reading.promise;
+      controller.abort(new Error("the worker went away"));
+      await abandoned;
+      expect((await store.getTurn(turnKey(turnOf())))?.state).toBe("running");
+
+      const recoverer = serviceHarness({ store, notes, checkpointer, service: { leaseMs: 200 } });
+      expect(await recoverer.service.recover(), "the lease has not expired").toEqual({ turns: [], counts: {} });
+      clock.advance(200);
+      expect(await recoverer.service.recover()).toEqual({ turns: [{ turnKey: turnKey(turnOf()), status: "completed" }], counts: { completed: 1 } });
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      // Recovered from the checkpoint: the model's first step was not asked again, nor moderation.
+      expect(dying.model.calls + recoverer.model.calls).toBe(3);
+      expect(dying.moderations() + recoverer.moderations()).toBe(1);
+      expect(await recoverer.service.recover(), "nothing is left to recover").toEqual({ turns: [], counts: {} });
+      expect(await recoverer.service.submit({ turn: turnOf() })).toMatchObject({ status: "completed", replayed: true });
+      never.resolve();
+    });
+
+    it("recover resumes a decided pause whose decider died before resuming, to its one write; a pause still waiting on a person is left alone", async () => {
+      const store = await open();
+      const { service, notes, model } = serviceHarness({ store, approvals: true });
+      const paused = awaiting(await service.submit({ turn: turnOf() }));
+      const approvalId = paused.approvals[0]?.approvalId ?? "";
+      expect(await service.recover(), "nobody decided yet").toEqual({ turns: [], counts: {} });
+      // What decide records before it resumes; the decider goes away here.
+      await store.decideApproval({ approvalId, decision: { decision: "approve" }, operatorRef: "alice", decidedAt: clock.now().toISOString() });
+      const calls = model.calls;
+      expect(await service.recover()).toEqual({ turns: [{ turnKey: turnKey(turnOf()), status: "completed" }], counts: { completed: 1 } });
+      expect(notes.writes).toEqual([{ noteId: "note-7", body: NEW_BODY }]);
+      expect(model.calls).toBe(calls + 1);
+      expect(await service.recover()).toEqual({ turns: [], counts: {} });
+    });
+
+    it("recover rejects invalid options as invalid_input and recovers nothing", async () => {
+      const { service } = serviceHarness({ store: await open() });
+      for (const options of [{ limit: 0 }, { limit: 1001 }, { limit: 1.5 }, { signal: "stop" }, { other: 1 }]) {
+        const error = await rejection(service.recover(options as never));
+        expect(error, JSON.stringify(options)).toBeInstanceOf(TurnServiceError);
+        expect((error as TurnServiceError).code).toBe("invalid_input");
+      }
     });
 
     it("get reads the turn's state, outcome and mutation claim without running anything", async () => {

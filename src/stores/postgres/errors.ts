@@ -40,6 +40,7 @@ export const FAILURE_STATE: Readonly<Record<string, string>> = {
   beginTurn: "the turn was begun (or taken over) or not, in one transaction; check getTurn",
   finishTurn: "the turn's outcome was stored or not, in one transaction; check getTurn",
   resumeTurn: "the turn was resumed or not, in one transaction; check getTurn",
+  renewTurn: "the lease was renewed or not, in one transaction; check getTurn",
   advanceAuditCursor: "the cursor moved or did not (one statement); check getAuditCursor",
   prune: "the prune was applied whole or not at all",
 };

@@ -217,13 +217,16 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 7,
-    description: "turn request keys",
+    description: "turn request keys; live turns by state, for listTurns",
     statements: (s) => [
       // The turn's request key (a copy of the record's requestKey): one turn per request, so the
       // same idempotency key for another scope is refused. NULL for a turn stored before version 7
       // (a UNIQUE index lets NULLs repeat).
       `ALTER TABLE ${s}.turns ADD COLUMN request_key text`,
       `CREATE UNIQUE INDEX turns_request_key ON ${s}.turns (request_key)`,
+      // listTurns (the turn service's recovery): the live turns, by state and key; finished ones
+      // (nearly every row) are never walked.
+      `CREATE INDEX turns_live ON ${s}.turns (state, turn_key) WHERE state IN ('running', 'awaiting_approval')`,
     ],
   },
 ];

@@ -196,6 +196,20 @@ export function statements(schema: string) {
       `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record, request_key) VALUES ($1, $2, $3::bigint, $4, $5) ON CONFLICT DO NOTHING`,
     ),
     updateTurn: statement("update_turn", `UPDATE ${s}.turns SET state = $2, updated_ms = $3::bigint, record = $4 WHERE turn_key = $1`),
+    // $1: the state, $2: the key after which to list ('' from the first), $3: the page. By turns_live.
+    listTurns: statement(
+      "list_turns",
+      `SELECT turn_key, record FROM ${s}.turns
+       WHERE state = $1 AND state IN ('running', 'awaiting_approval') AND turn_key > $2 ORDER BY turn_key LIMIT $3::integer`,
+    ),
+    // Paused turns with no pending request (approvals_turn): $1 the key after which, $2 the page.
+    listDecidedTurns: statement(
+      "list_decided_turns",
+      `SELECT turn_key, record FROM ${s}.turns AS t
+       WHERE t.state = 'awaiting_approval' AND t.turn_key > $1
+         AND NOT EXISTS (SELECT 1 FROM ${s}.approvals AS a WHERE a.turn_key = t.turn_key AND a.status = 'pending')
+       ORDER BY t.turn_key LIMIT $2::integer`,
+    ),
     pruneTurns: statement(
       "prune_turns",
       `DELETE FROM ${s}.turns WHERE state IN ('completed', 'refused', 'failed') AND updated_ms < $1::bigint`,

@@ -73,6 +73,8 @@ import {
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ListTurnsQuery,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type StoredAuditEvent,
@@ -130,7 +132,7 @@ import { DEFAULT_SCHEMA } from "./schema-name.js";
 import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
 import * as effects from "./effects.js";
-import { parseBeginTurn, parseFinishTurn, parseResumeTurn } from "../turns.js";
+import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../turns.js";
 import * as turns from "./turns.js";
 
 /**
@@ -647,6 +649,16 @@ export class PostgresGuardrailStore implements GuardrailStore {
   async resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
     const parsed = parseResumeTurn(input);
     return this.#run("resumeTurn", () => turns.resumeTurn(this.#session, parsed));
+  }
+
+  async renewTurn(input: RenewTurnInput): Promise<boolean> {
+    const parsed = parseRenewTurn(input);
+    return this.#run("renewTurn", () => turns.renewTurn(this.#session, parsed));
+  }
+
+  async listTurns(query: ListTurnsQuery): Promise<TurnRecord[]> {
+    const parsed = parseListTurns(query);
+    return this.#run("listTurns", () => turns.listTurns(this.#session, parsed));
   }
 
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {

@@ -10,12 +10,22 @@ import {
   type BeginTurnResult,
   type FinishTurnInput,
   type MutationStatus,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type TurnRecord,
 } from "../../contracts.js";
 import { StoreContractError } from "../../errors.js";
-import { beginTransition, finishTransition, parseTurnRecord, resumeTransition, type TurnTransition } from "../turns.js";
+import {
+  beginTransition,
+  finishTransition,
+  listedTurn,
+  parseTurnRecord,
+  renewTransition,
+  resumeTransition,
+  type ParsedListTurns,
+  type TurnTransition,
+} from "../turns.js";
 import { parseStoreValue } from "../validate.js";
 import { query, transaction, type Queryable, type Session } from "./connection.js";
 import { claimedIdentityFromRow, decodeJson, decodeOptionalText } from "./encoding.js";
@@ -93,6 +103,36 @@ export function finishTurn(session: Session, input: FinishTurnInput): Promise<bo
 
 export function resumeTurn(session: Session, input: ResumeTurnInput): Promise<ResumeTurnResult> {
   return locked(session, input.turnKey, (existing) => resumeTransition(existing, input, session.timestamp(), randomUUID()));
+}
+
+export function renewTurn(session: Session, input: RenewTurnInput): Promise<boolean> {
+  return locked(session, input.turnKey, (existing) => renewTransition(existing, input, session.timestamp()));
+}
+
+/** Rows of the listing read at once: the expiry filter runs on parsed records, so a page may list fewer. */
+const LIST_PAGE = 500;
+
+/** `listTurns`: live turns of the query's state in key order, by the turns_live index, each row parsed (a corrupt one fails closed). */
+export async function listTurns(session: Session, listing: ParsedListTurns): Promise<TurnRecord[]> {
+  const now = session.timestamp();
+  const listed: TurnRecord[] = [];
+  let after = listing.after ?? "";
+  for (;;) {
+    const { rows } = listing.decided
+      ? await query(session.pool, session.sql.listDecidedTurns, [after, LIST_PAGE])
+      : await query(session.pool, session.sql.listTurns, [listing.state, after, LIST_PAGE]);
+    for (const row of rows) {
+      const key = row.turn_key;
+      if (typeof key !== "string") throw new StoreContractError("corrupt turn row: its turn_key is not text");
+      const record = fromRow(row, key);
+      if (record === undefined || !listedTurn(record, listing, now)) continue;
+      listed.push(record);
+      if (listed.length === listing.limit) return listed;
+    }
+    const last = rows.at(-1);
+    if (rows.length < LIST_PAGE || last === undefined) return listed;
+    after = String(last.turn_key);
+  }
 }
 
 export async function getMutation(session: Session, turnKey: string): Promise<MutationStatus | undefined> {

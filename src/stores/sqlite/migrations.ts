@@ -275,6 +275,9 @@ export const MIGRATIONS: readonly SqliteMigration[] = [
       -- (SQLite's UNIQUE lets NULLs repeat).
       ALTER TABLE turns ADD COLUMN request_key TEXT;
       CREATE UNIQUE INDEX turns_by_request ON turns (request_key);
+      -- listTurns (the turn service's recovery): the live turns, by state and key; finished ones
+      -- (nearly every row) are never walked.
+      CREATE INDEX turns_live ON turns (state, turn_key) WHERE state IN ('running', 'awaiting_approval');
     `,
   },
 ];

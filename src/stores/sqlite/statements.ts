@@ -108,6 +108,15 @@ const SQL = {
     "INSERT INTO turns (turn_key, state, updated_at_ms, record, request_key) VALUES (?, ?, ?, ?, ?) " +
       "ON CONFLICT (turn_key) DO UPDATE SET state = excluded.state, updated_at_ms = excluded.updated_at_ms, record = excluded.record",
   pruneTurns: "DELETE FROM turns WHERE state IN ('completed', 'refused', 'failed') AND updated_at_ms < ?",
+  // Named parameters: @state, @after ('' : from the first key), @limit. By the turns_live index.
+  listTurns:
+    "SELECT turn_key, record FROM turns WHERE state = @state AND state IN ('running', 'awaiting_approval') AND turn_key > @after " +
+      "ORDER BY turn_key LIMIT @limit",
+  // The same, only paused turns with no pending request (approvals_by_turn).
+  listDecidedTurns:
+    "SELECT turn_key, record FROM turns WHERE state = 'awaiting_approval' AND turn_key > @after " +
+      "AND NOT EXISTS (SELECT 1 FROM approvals WHERE approvals.turn_key = turns.turn_key AND approvals.status = 'pending') " +
+      "ORDER BY turn_key LIMIT @limit",
   pruneClaims:
     `UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL WHERE ${PRUNABLE_CLAIM}`,
   getEffect: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE effect_key = ?`,

@@ -86,6 +86,8 @@ import {
   type RecordReadOptions,
   type Reconciliation,
   type ReconcileResult,
+  type ListTurnsQuery,
+  type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
   type StoredAuditEvent,
@@ -114,8 +116,8 @@ import { migrate } from "./migrations.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import { prepareSteps, type Steps } from "./steps.js";
 import { appendEvent, prepareTransactions, type Transactions } from "./transactions.js";
-import { parseBeginTurn, parseFinishTurn, parseResumeTurn } from "../turns.js";
-import { prepareTurnSteps, readTurn, type TurnSteps } from "./turns.js";
+import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../turns.js";
+import { listTurns, prepareTurnSteps, readTurn, type TurnSteps } from "./turns.js";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -465,6 +467,14 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
   async resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult> {
     return this.#run("resumeTurn", () => this.#turns.resume.immediate(parseResumeTurn(input)));
+  }
+
+  async renewTurn(input: RenewTurnInput): Promise<boolean> {
+    return this.#run("renewTurn", () => this.#turns.renew.immediate(parseRenewTurn(input)));
+  }
+
+  async listTurns(query: ListTurnsQuery): Promise<TurnRecord[]> {
+    return this.#run("listTurns", () => listTurns(this.#db, this.#sql, parseListTurns(query), this.#timestamp()));
   }
 
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts.js";
-import { beginTransition, finishTransition, parseTurnRecord, resumeTransition } from "../turns.js";
+import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, RenewTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts.js";
+import { beginTransition, finishTransition, listedTurn, parseTurnRecord, renewTransition, resumeTransition, type ParsedListTurns } from "../turns.js";
 import { parseJson } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
@@ -15,6 +15,38 @@ export interface TurnSteps {
   readonly begin: Database.Transaction<(input: BeginTurnInput) => BeginTurnResult>;
   readonly finish: Database.Transaction<(input: FinishTurnInput) => boolean>;
   readonly resume: Database.Transaction<(input: ResumeTurnInput) => ResumeTurnResult>;
+  readonly renew: Database.Transaction<(input: RenewTurnInput) => boolean>;
+}
+
+/** Rows of the listing read at once: the expiry filter runs on parsed records, so a page may list fewer. */
+const LIST_PAGE = 500;
+
+/**
+ * `listTurns`: live turns of the query's state in key order, by the turns_live index, each row
+ * parsed (a corrupt one fails closed). One read transaction, so the pages are one snapshot.
+ */
+export function listTurns(db: Database.Database, sql: Statements, query: ParsedListTurns, now: string): TurnRecord[] {
+  return db.transaction(() => {
+    const listed: TurnRecord[] = [];
+    let after = query.after ?? "";
+    for (;;) {
+      const rows = query.decided
+        ? sql.listDecidedTurns.all({ after, limit: LIST_PAGE })
+        : sql.listTurns.all({ state: query.state, after, limit: LIST_PAGE });
+      for (const row of rows) {
+        const key = row.turn_key;
+        if (typeof key !== "string") throw corrupt("turn row", "its turn_key is not text");
+        const record = parseTurnRecord(parseJson(row.record, `turn ${key}`), `turn ${key}`);
+        if (record.turnKey !== key) throw corrupt(`turn ${key}`, "the record names another turn key");
+        if (!listedTurn(record, query, now)) continue;
+        listed.push(record);
+        if (listed.length === query.limit) return listed;
+      }
+      const last = rows.at(-1);
+      if (rows.length < LIST_PAGE || last === undefined) return listed;
+      after = String(last.turn_key);
+    }
+  })();
 }
 
 /** The stored record for `turnKey`, parsed; one stored under another key is corrupt. */
@@ -57,5 +89,10 @@ export function prepareTurnSteps(db: Database.Database, sql: Statements, timesta
     write(record);
     return answer;
   });
-  return { begin, finish, resume };
+  const renew = db.transaction((input: RenewTurnInput): boolean => {
+    const { answer, write: record } = renewTransition(readTurn(sql, input.turnKey), input, timestamp());
+    write(record);
+    return answer;
+  });
+  return { begin, finish, resume, renew };
 }

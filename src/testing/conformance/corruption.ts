@@ -160,6 +160,8 @@ export function corruptionSuite(test: StoreTest): void {
       const token = begun.status === "started" ? begun.token : "t";
       await expectContractError(() => store.finishTurn({ turnKey: first.turnKey, token, state: "completed", outcome: null }), `finishTurn of a turn stored ${mode}`);
       await expectContractError(() => store.resumeTurn({ turnKey: first.turnKey, leaseMs: LEASE_MS }), `resumeTurn of a turn stored ${mode}`);
+      await expectContractError(() => store.renewTurn({ turnKey: first.turnKey, token, leaseMs: LEASE_MS }), `renewTurn of a turn stored ${mode}`);
+      await expectContractError(() => store.listTurns({ state: "running" }), `listTurns over a turn stored ${mode}: never listed as something it is not`);
       expect((await store.getTurn(second.turnKey))?.turnKey, "the other turn's record is intact").toBe(second.turnKey);
     }, ["turns"]);
   }

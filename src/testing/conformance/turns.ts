@@ -19,7 +19,7 @@ import {
 } from "../../contracts.js";
 import { digest } from "../../digest.js";
 import { turnKey } from "../../keys.js";
-import { conform, expectBoolean, expectContractError, expectInstant, SCOPE } from "./fixtures.js";
+import { approvalRequest, conform, expectBoolean, expectContractError, expectInstant, requestApproval, SCOPE } from "./fixtures.js";
 import type { StoreTest } from "./harness.js";
 
 const LEASE_MS = 30_000;
@@ -80,13 +80,27 @@ async function resume(store: GuardrailStore, key: string = TURN_START.turnKey) {
   return conform(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: key, leaseMs: LEASE_MS }), "resumeTurn's answer");
 }
 
-async function awaiting(store: GuardrailStore): Promise<void> {
-  const token = await started(store);
-  expectBoolean(
-    await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "awaiting_approval", outcome: AWAITING }),
-    true,
-    "finishing awaiting_approval",
-  );
+async function awaiting(store: GuardrailStore, of: TurnStart = TURN_START): Promise<void> {
+  const token = await started(store, of);
+  expectBoolean(await store.finishTurn({ turnKey: of.turnKey, token, state: "awaiting_approval", outcome: AWAITING }), true, "finishing awaiting_approval");
+}
+
+async function renew(store: GuardrailStore, token: string, key: string = TURN_START.turnKey, leaseMs = LEASE_MS): Promise<boolean> {
+  const answer: unknown = await store.renewTurn({ turnKey: key, token, leaseMs });
+  if (typeof answer !== "boolean") throw new Error(`renewTurn must answer a boolean, got ${JSON.stringify(answer)}`);
+  return answer;
+}
+
+/** `listTurns(query)`, each record checked, answered as turn keys (in the store's order). */
+async function listed(store: GuardrailStore, query: Parameters<GuardrailStore["listTurns"]>[0]): Promise<string[]> {
+  const answer: unknown = await store.listTurns(query);
+  if (!Array.isArray(answer)) throw new Error("listTurns must answer an array");
+  return answer.map((record, i) => conform(TurnRecordSchema, record, `listTurns' record ${String(i)}`).turnKey);
+}
+
+/** Turn starts for `ids`, in ascending turn key order (the order `listTurns` answers in). */
+function byKey(ids: readonly string[]): TurnStart[] {
+  return ids.map((id) => start(turnInput(id))).sort((a, b) => (a.turnKey < b.turnKey ? -1 : 1));
 }
 
 export function turnsSuite(test: StoreTest): void {
@@ -253,6 +267,126 @@ export function turnsSuite(test: StoreTest): void {
       resumed: false,
       record: await getTurn(store, paused.turnKey),
     });
+  });
+
+  test("renew extends a running lease from the store's clock, by its token only, and changes nothing else", async ({ store, clock }) => {
+    const token = await started(store);
+    const before = await getTurn(store);
+    clock.advance(LEASE_MS - 1);
+    expectBoolean(await renew(store, "not-the-token"), false, "renewing with another token");
+    expect(await getTurn(store), "another token changes nothing").toEqual(before);
+    expectBoolean(await renew(store, token, TURN_START.turnKey, 2 * LEASE_MS), true, "renewing with the token");
+    const after = await getTurn(store);
+    expectInstant(after?.lease?.expiresAt, clock.ms + 2 * LEASE_MS, "the renewed lease's expiry");
+    expect(after, "only the lease's expiry moved").toEqual({ ...before, lease: { token, expiresAt: after?.lease?.expiresAt } });
+    // Past the first expiry, the renewed lease still holds the turn.
+    clock.advance(LEASE_MS + 1);
+    expect(await begin(store), "a begin after the old expiry").toEqual({ status: "running", record: after });
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "completed", outcome: COMPLETED }), true, "the holder finishes");
+  });
+
+  test("renew of a lease that expired and nobody took over succeeds; after a takeover the stale token renews nothing", async ({ store, clock }) => {
+    const old = await started(store);
+    clock.advance(LEASE_MS * 2);
+    expectBoolean(await renew(store, old), true, "renewing an expired lease nobody took");
+    expect(await begin(store), "the renewed holder keeps the turn").toMatchObject({ status: "running" });
+    clock.advance(LEASE_MS);
+    const taken = await begin(store);
+    if (taken.status !== "taken_over") throw new Error(`expected taken_over, got ${taken.status}`);
+    const record = await getTurn(store);
+    expectBoolean(await renew(store, old), false, "renewing with the stale token after a takeover");
+    expect(await getTurn(store), "the taker's lease is untouched").toEqual(record);
+    expectBoolean(await renew(store, taken.token), true, "the taker renews");
+  });
+
+  test("renew answers false for no turn, a paused one and a finished one, and changes nothing", async ({ store }) => {
+    expectBoolean(await renew(store, "t"), false, "renewing nothing");
+    expect(await getTurn(store), "nothing is created").toBeUndefined();
+    const token = await started(store);
+    expectBoolean(await store.finishTurn({ turnKey: TURN_START.turnKey, token, state: "awaiting_approval", outcome: AWAITING }), true, "pausing");
+    const paused = await getTurn(store);
+    expectBoolean(await renew(store, token), false, "renewing a paused turn");
+    expect(await getTurn(store), "the paused turn is unchanged").toEqual(paused);
+    const done = start(turnInput("renew-finished"));
+    const doneToken = await started(store, done);
+    await store.finishTurn({ turnKey: done.turnKey, token: doneToken, state: "completed", outcome: COMPLETED });
+    expectBoolean(await renew(store, doneToken, done.turnKey), false, "renewing a finished turn");
+    expect((await getTurn(store, done.turnKey))?.lease, "a finished turn gets no lease").toBeUndefined();
+  });
+
+  test("listTurns lists running turns in key order; with expired, only those whose lease expired at the store's clock", async ({ store, clock }) => {
+    const [a, b, c, d] = byKey(["list-a", "list-b", "list-c", "list-d"]);
+    if (a === undefined || b === undefined || c === undefined || d === undefined) throw new Error("four turns");
+    await started(store, c, LEASE_MS);
+    await started(store, a, LEASE_MS);
+    const bToken = await started(store, b, 3 * LEASE_MS);
+    const dToken = await started(store, d, LEASE_MS);
+    await store.finishTurn({ turnKey: d.turnKey, token: dToken, state: "completed", outcome: COMPLETED });
+    expect(await listed(store, { state: "running" }), "every running turn, in key order").toEqual([a.turnKey, b.turnKey, c.turnKey]);
+    expect(await listed(store, { state: "running", expired: true }), "no lease expired yet").toEqual([]);
+    clock.advance(LEASE_MS);
+    expect(await listed(store, { state: "running", expired: true }), "the expired ones, in key order").toEqual([a.turnKey, c.turnKey]);
+    expect(await listed(store, { state: "running", expired: false }), "expired: false lists them all").toEqual([a.turnKey, b.turnKey, c.turnKey]);
+    expect(await listed(store, { state: "running", expired: true, limit: 1 }), "limit").toEqual([a.turnKey]);
+    expect(await listed(store, { state: "running", expired: true, after: a.turnKey }), "after a key").toEqual([c.turnKey]);
+    // A renewed lease is not expired; a taken-over one is not either (the taker holds a fresh lease).
+    expectBoolean(await renew(store, bToken, b.turnKey), true, "renewing b");
+    const taken = await begin(store, a);
+    expect(taken.status, "a is taken over").toBe("taken_over");
+    expect(await listed(store, { state: "running", expired: true }), "after a takeover").toEqual([c.turnKey]);
+    const record = await getTurn(store, c.turnKey);
+    expect(await store.listTurns({ state: "running", expired: true }), "listed records are the stored records").toEqual([record]);
+  });
+
+  test("listTurns lists paused turns; with decided, only those none of whose approval requests is pending", async ({ store }) => {
+    const [a, b, c] = byKey(["paused-a", "paused-b", "paused-c"]);
+    if (a === undefined || b === undefined || c === undefined) throw new Error("three turns");
+    for (const of of [a, b, c]) await awaiting(store, of);
+    await started(store, start(turnInput("paused-running")));
+    const call = (id: string) => ({ id, name: "rename_document", args: { title: id } });
+    const ref = (of: TurnStart) => ({ scopeId: of.scopeId, turnId: of.input.turnId });
+    // a: one request, pending. b: two, one decided, one pending. c: one, decided.
+    await requestApproval(store, approvalRequest(ref(a), call("a-1")));
+    const b1 = await requestApproval(store, approvalRequest(ref(b), call("b-1")));
+    await requestApproval(store, approvalRequest(ref(b), call("b-2")));
+    const c1 = await requestApproval(store, approvalRequest(ref(c), call("c-1")));
+    const decide = (approvalId: string) => store.decideApproval({ approvalId, decision: { decision: "approve" }, operatorRef: "alice", decidedAt: new Date(0).toISOString() });
+    await decide(b1.approvalId);
+    await decide(c1.approvalId);
+    expect(await listed(store, { state: "awaiting_approval" }), "every paused turn, in key order").toEqual([a.turnKey, b.turnKey, c.turnKey]);
+    expect(await listed(store, { state: "awaiting_approval", decided: true }), "only c is decided").toEqual([c.turnKey]);
+    const b2 = approvalRequest(ref(b), call("b-2")).approvalId;
+    await decide(b2);
+    expect(await listed(store, { state: "awaiting_approval", decided: true }), "b, once its last request is decided").toEqual([b.turnKey, c.turnKey]);
+    expect(await listed(store, { state: "awaiting_approval", decided: true, after: b.turnKey }), "after b").toEqual([c.turnKey]);
+    const resumed = await resume(store, c.turnKey);
+    expect(resumed.resumed, "c resumes").toBe(true);
+    expect(await listed(store, { state: "awaiting_approval", decided: true }), "a resumed turn is no longer paused").toEqual([b.turnKey]);
+  }, ["approvals"]);
+
+  test("listTurns never lists a finished turn, and rejects a malformed query, changing nothing", async ({ store, clock }) => {
+    for (const state of ["completed", "refused", "failed"] as const) {
+      const of = start(turnInput(`listed-${state}`));
+      const token = await started(store, of);
+      await store.finishTurn({ turnKey: of.turnKey, token, state, outcome: { state } });
+    }
+    clock.advance(LEASE_MS * 2);
+    expect(await listed(store, { state: "running" }), "no running turn").toEqual([]);
+    expect(await listed(store, { state: "awaiting_approval" }), "no paused turn").toEqual([]);
+    const bad: [string, unknown][] = [
+      ["a finished state", { state: "completed" }],
+      ["no state", {}],
+      ["expired with awaiting_approval", { state: "awaiting_approval", expired: true }],
+      ["decided with running", { state: "running", decided: true }],
+      ["a zero limit", { state: "running", limit: 0 }],
+      ["a limit over the maximum", { state: "running", limit: 1001 }],
+      ["an after that is no turn key", { state: "running", after: "zzz" }],
+      ["an unknown field", { state: "running", extra: 1 }],
+    ];
+    for (const [what, query] of bad) await expectContractError(() => store.listTurns(query as never), `listTurns with ${what}`);
+    await expectContractError(() => store.renewTurn({ turnKey: "not-a-digest", token: "t", leaseMs: LEASE_MS }), "renewTurn of a bad key");
+    await expectContractError(() => store.renewTurn({ turnKey: TURN_START.turnKey, token: "", leaseMs: LEASE_MS }), "renewTurn with an empty token");
+    await expectContractError(() => store.renewTurn({ turnKey: TURN_START.turnKey, token: "t", leaseMs: 0 }), "renewTurn with a zero lease");
   });
 
   test("16 concurrent begins of one new turn: one starts, the others answer running", async ({ store }) => {

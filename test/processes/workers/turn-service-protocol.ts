@@ -1,5 +1,5 @@
 /** What the turn-service test and its worker processes (turn-service-worker.ts) say to each other. */
-import type { TurnAnswer, TurnInput } from "arkah-agent-guardrails";
+import type { RecoverySummary, TurnAnswer, TurnInput } from "arkah-agent-guardrails";
 
 export interface TurnServiceWorkerSpec {
   readonly schema: string;
@@ -12,12 +12,17 @@ export interface TurnServiceWorkerSpec {
   readonly blockRead?: "until-release" | "forever";
 }
 
-export type TurnServiceWorkerCommand = { readonly type: "submit"; readonly turnId: string } | { readonly type: "release" } | { readonly type: "exit" };
+export type TurnServiceWorkerCommand =
+  | { readonly type: "submit"; readonly turnId: string }
+  | { readonly type: "recover" }
+  | { readonly type: "release" }
+  | { readonly type: "exit" };
 
 export type TurnServiceWorkerReport =
   | { readonly type: "ready" }
   | { readonly type: "reading"; readonly turnId: string }
   | { readonly type: "answer"; readonly answer: TurnAnswer }
+  | { readonly type: "recovered"; readonly summary: RecoverySummary }
   | { readonly type: "error"; readonly message: string };
 
 export const TURN_SCOPE = "note-7";

@@ -6,10 +6,11 @@
  *
  *   ARKAH_PG_URL=... node --import tsx turn-service-worker.ts '<TurnServiceWorkerSpec as JSON>'
  *
- * parent -> worker: `{ type: "submit", turnId }`, `{ type: "release" }` (unblocks a blocked read),
- *   `{ type: "exit" }`.
+ * parent -> worker: `{ type: "submit", turnId }`, `{ type: "recover" }` (`service.recover()`),
+ *   `{ type: "release" }` (unblocks a blocked read), `{ type: "exit" }`.
  * worker -> parent: `{ type: "ready" }`, `{ type: "reading", turnId }` (inside the read tool's body,
- *   before it returns), `{ type: "answer", answer }`, `{ type: "error", message }`.
+ *   before it returns), `{ type: "answer", answer }`, `{ type: "recovered", summary }`,
+ *   `{ type: "error", message }`.
  *
  * The edit tool's body inserts one row into `<schema>.writes` (committed before it returns): the
  * durable count of writes, whatever process ran them.
@@ -103,6 +104,17 @@ process.on("message", (command: TurnServiceWorkerCommand) => {
   }
   if (command.type === "release") {
     release();
+    return;
+  }
+  if (command.type === "recover") {
+    service.recover().then(
+      (summary) => {
+        send({ type: "recovered", summary });
+      },
+      (error: unknown) => {
+        send({ type: "error", message: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+      },
+    );
     return;
   }
   service.submit({ turn: workerTurn(command.turnId) }).then(
