@@ -170,6 +170,7 @@ export {
   type StoredCursor,
   type StoredEffect,
   type StoredReads,
+  type LiveTurnEntry,
   type TurnRequestEntry,
   type UnknownScopeEntry,
 } from "./records.js";
