@@ -212,7 +212,7 @@ const gates = new WeakMap<object, Map<string, TurnGate>>();
  *
  * Answers the admitted turn. Throws `AdmissionError` with the middleware's codes and messages:
  * `invalid_input` (no turn in the context, or an invalid one; a config that is not an object),
- * `not_admitted`, `moderation_denied`, `transcript_mismatch`, ...; `ConfigurationError` for
+ * `not_admitted`, `denied`, `input_mismatch`, `transcript_mismatch`; `ConfigurationError` for
  * invalid options.
  */
 export async function admittedTurn(state: unknown, config: unknown, options: AdmittedTurnOptions): Promise<TurnInput> {
