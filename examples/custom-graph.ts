@@ -3,7 +3,7 @@ import { tool } from "@langchain/core/tools";
 import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
 import { z } from "zod";
-import { admitTurn, guardTools, InMemoryGuardrailStore, turnContext, type TurnInput } from "arkah-agent-guardrails";
+import { admittedTurn, admitTurn, guardTools, InMemoryGuardrailStore, turnContext, type GuardToolsOptions, type TurnInput } from "arkah-agent-guardrails";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 
 const notes = new Map([["note-7", { body: "Buy milk", revision: 3 }]]);
@@ -24,12 +24,13 @@ const editNote = tool(
 
 // Governed twins: same names, descriptions and schemas; createDocumentGuardrails' options.
 const store = new InMemoryGuardrailStore();
-const tools = guardTools([readNote, editNote], {
+const options: GuardToolsOptions = {
   store,
   userMessageLabel: "user",
   authorize: (_call, turn) => turn.scopeId === "note-7",
   tools: { read_note: { kind: "document-read" }, edit_note: { kind: "mutation" } },
-});
+};
+const tools = guardTools([readNote, editNote], options);
 
 // Your own graph: any tool-calling model given the twins, and LangGraph's ToolNode running them.
 const model = new ScriptedModel([
@@ -38,7 +39,11 @@ const model = new ScriptedModel([
   { content: "Done." },
 ]).bindTools(tools);
 const graph = new StateGraph(MessagesAnnotation)
-  .addNode("agent", async ({ messages }) => ({ messages: [await model.invoke(messages)] }))
+  // The model node is yours: admittedTurn first, so the model never sees a turn nobody admitted.
+  .addNode("agent", async (state, config) => {
+    await admittedTurn(state, config, options);
+    return { messages: [await model.invoke(state.messages)] };
+  })
   // handleToolErrors: false lets the guardrails' own errors fail the run, as they do in createAgent.
   .addNode("tools", new ToolNode(tools, { handleToolErrors: false }))
   .addEdge(START, "agent")

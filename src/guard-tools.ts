@@ -11,12 +11,14 @@ import { StructuredTool, type ToolRunnableConfig } from "@langchain/core/tools";
 import { isCommand } from "@langchain/langgraph";
 import type { ToolCallHandler, ToolCallRequest } from "langchain";
 import { z } from "zod";
+import type { GuardrailStore, TurnInput } from "./contracts.js";
 import { ConfigurationError, AdmissionError } from "./errors.js";
 import { invocation } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";
-import { documentCore, type DocumentCore, type DocumentGuardrailsOptions } from "./middleware.js";
+import { documentCore, fixedTurn, type DocumentCore, type DocumentGuardrailsOptions } from "./middleware.js";
 import { markTwin } from "./one-middleware.js";
 import type { ToolResult } from "./tool-messages.js";
+import { TurnGate } from "./turn-gate.js";
 
 /**
  * `guardTools`' options: `createDocumentGuardrails`' options, so one object can configure both.
@@ -164,12 +166,89 @@ class GovernedTool extends StructuredTool {
  */
 function transcriptOf(config: z.infer<typeof InvokeConfigSchema>): readonly BaseMessage[] {
   const scratchpad = config.configurable?.__pregel_scratchpad as { currentTaskInput?: unknown } | undefined;
-  const state = config.state ?? scratchpad?.currentTaskInput;
-  const messages = Array.isArray(state) ? state : isRecord(state) ? state.messages : undefined;
-  const parsed = MessagesSchema.safeParse(messages);
-  return parsed.success ? parsed.data : [];
+  return messagesOf(config.state ?? scratchpad?.currentTaskInput);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * What `admittedTurn` needs: pass the options you gave `guardTools` (they have these three), so the
+ * model node checks the turn exactly as the twins do.
+ */
+export interface AdmittedTurnOptions {
+  /** The store the turn was admitted in (`admitTurn`), the one the twins use. */
+  readonly store: Pick<GuardrailStore, "getReceipt">;
+  /** The label of the turn's segment the user typed, as for `guardTools`. */
+  readonly userMessageLabel: string;
+  /** For a graph built for one turn: that turn (as `guardTools`' `input`); else the run's context holds it. */
+  readonly input?: TurnInput | undefined;
+}
+
+const AdmittedTurnOptionsSchema = z.looseObject({
+  store: z.custom<Pick<GuardrailStore, "getReceipt">>(
+    (value) => typeof value === "object" && value !== null && typeof (value as { getReceipt?: unknown }).getReceipt === "function",
+    "store must be the GuardrailStore the turn was admitted in",
+  ),
+  userMessageLabel: z.string().min(1),
+  input: z.unknown().optional(),
+});
+
+/** What `admittedTurn` reads of a node's config: the run's `context`, nothing else. */
+const NodeConfigSchema = z.looseObject({ context: z.unknown().optional() });
+
+/** Gates per store and label: a gate keeps what it learned of a turn's user segment. */
+const gates = new WeakMap<object, Map<string, TurnGate>>();
+
+/**
+ * The admission check of a model call, for a graph built without `createAgent`: call it first in
+ * your model node, with the node's own `state` and `config`, so the model is never called for a
+ * turn that was not admitted. `guardTools`' twins check each tool call; the model node is yours,
+ * and this is the check `createDocumentGuardrails` makes before every model call, from the same
+ * code: the turn from `config.context` (`turnContext(turn)`, validated), or `options.input`; its
+ * allowed admission receipt in the store; and the transcript's latest user message (`state.messages`,
+ * or `state` itself when it is an array) equal to the admitted user text.
+ *
+ * Answers the admitted turn. Throws `AdmissionError` with the middleware's codes and messages:
+ * `invalid_input` (no turn in the context, or an invalid one; a config that is not an object),
+ * `not_admitted`, `denied`, `input_mismatch`, `transcript_mismatch`; `ConfigurationError` for
+ * invalid options.
+ */
+export async function admittedTurn(state: unknown, config: unknown, options: AdmittedTurnOptions): Promise<TurnInput> {
+  const parsedOptions = AdmittedTurnOptionsSchema.safeParse(options);
+  if (!parsedOptions.success) {
+    throw new ConfigurationError(`invalid admittedTurn options: ${z.prettifyError(parsedOptions.error)}`);
+  }
+  const { store, userMessageLabel, input } = parsedOptions.data;
+  const parsedConfig = NodeConfigSchema.safeParse(config ?? {});
+  if (!parsedConfig.success) {
+    throw new AdmissionError("invalid_input", "admittedTurn: the node's config is not a LangChain RunnableConfig");
+  }
+  const fixed = fixedTurn(input, userMessageLabel, "admittedTurn");
+  const admitted = await gateFor(store, userMessageLabel, fixed).admit(parsedConfig.data.context, messagesOf(state));
+  return admitted.turn.input;
+}
+
+function gateFor(store: Pick<GuardrailStore, "getReceipt">, userMessageLabel: string, fixed: ReturnType<typeof fixedTurn>): TurnGate {
+  // A fixed turn is checked by a gate of its own (cheap); a gate per store and label otherwise.
+  if (fixed !== undefined) return new TurnGate(store as GuardrailStore, userMessageLabel, fixed);
+  let byLabel = gates.get(store);
+  if (byLabel === undefined) {
+    byLabel = new Map();
+    gates.set(store, byLabel);
+  }
+  let gate = byLabel.get(userMessageLabel);
+  if (gate === undefined) {
+    gate = new TurnGate(store as GuardrailStore, userMessageLabel, undefined);
+    byLabel.set(userMessageLabel, gate);
+  }
+  return gate;
+}
+
+/** A node's transcript: `state.messages`, or the state itself when it is an array; else none, which admission refuses. */
+function messagesOf(state: unknown): readonly BaseMessage[] {
+  const messages = Array.isArray(state) ? state : isRecord(state) ? state.messages : undefined;
+  const parsed = MessagesSchema.safeParse(messages);
+  return parsed.success ? parsed.data : [];
 }

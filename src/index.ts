@@ -156,7 +156,7 @@ export {
   type TurnServiceOptions,
   type TurnView,
 } from "./turns/index.js";
-export { guardTools, type GovernedTools, type GuardToolsOptions } from "./guard-tools.js";
+export { admittedTurn, guardTools, type AdmittedTurnOptions, type GovernedTools, type GuardToolsOptions } from "./guard-tools.js";
 // Tool identity and the pinned inventory (issue 22 items 3 and 4).
 export { IdentityFieldError, type ToolIdentityOptions } from "./keys.js";
 export { type InventoryOptions } from "./pipeline/coverage.js";

@@ -413,7 +413,8 @@ export function documentCore(options: DocumentGuardrailsOptions, factory: "creat
   return { options: parsed.data, policies, governance, gate, checkSealable, govern };
 }
 
-function fixedTurn(input: unknown, userMessageLabel: string, factory: string): ResolvedTurn | undefined {
+/** The turn given as `input` (a graph or middleware built for one turn), checked; `ConfigurationError` naming `factory`. */
+export function fixedTurn(input: unknown, userMessageLabel: string, factory: string): ResolvedTurn | undefined {
   if (input === undefined) return undefined;
   try {
     const turn = resolveTurn(input);

@@ -23,6 +23,7 @@
  * What the seal saw afterwards says whether the body provably never started, which releases a claim.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
 import { SealError, type SealViolation } from "../errors.js";
 import type { JsonValue } from "../contracts.js";
 import { copyJson, digest } from "../digest.js";
@@ -33,6 +34,7 @@ import {
   guardedTools,
   originalBodies,
   originalClassBodies,
+  racesSignal,
   takesInputString,
   type SealableTool,
 } from "./tool.js";
@@ -88,6 +90,11 @@ export class Seal {
   readonly #invoke: SealableTool["invoke"];
   /** Aborts the body's run besides the run's own signal (the tool policy's `timeoutMs`). */
   readonly #bodySignal: AbortSignal | undefined;
+  /**
+   * Whether the handler answers the body's own end after an abort (`callUnraced`): for a claimed
+   * call, whose claim is settled with what the body did.
+   */
+  readonly awaitsBody: boolean;
   #open = true;
   /** The sealed invocation happened (there is one). */
   #invoked = false;
@@ -103,10 +110,11 @@ export class Seal {
   /** The sealed tool for the handler's request. */
   readonly tool: SealableTool;
 
-  constructor(tool: SealableTool, call: SealedCall, bodySignal?: AbortSignal) {
+  constructor(tool: SealableTool, call: SealedCall, options: { readonly bodySignal?: AbortSignal | undefined; readonly awaitsBody?: boolean } = {}) {
     this.#call = call;
     this.#tool = tool;
-    this.#bodySignal = bodySignal;
+    this.#bodySignal = options.bodySignal;
+    this.awaitsBody = options.awaitsBody === true;
     this.#invoke = guardTool(tool).invoke;
     const SealedCopy = sealedCopyOf(tool);
     this.tool = new SealedCopy((sealed, input, config) => this.#run(sealed, input, config));
@@ -301,17 +309,43 @@ export function guardTool(tool: SealableTool): Originals {
   });
   if (typeof func === "function") {
     const body = func as Method;
+    const races = racesSignal(body);
     // `tool()` and `DynamicTool` run their function through `this.func`, synchronously from `_call`.
     define("func", function guardedFunc(this: unknown, ...args: unknown[]) {
       const seal = current.getStore();
       if (seal === undefined) return body.apply(this, args);
       const refused = seal.pass(tool, guardedFunc);
-      return refused === undefined ? body.apply(tool, args) : Promise.reject(refused);
+      if (refused !== undefined) return Promise.reject(refused);
+      return races && seal.awaitsBody ? callUnraced(body, tool, args) : body.apply(tool, args);
     });
   }
   guarded.set(tool, originals);
   guardedTools.add(tool);
   return originals;
+}
+
+/**
+ * Calls `tool()`'s wrapper (`racesSignal`) so that it does not race the tool's function against
+ * the signal, while the function still gets that signal as `config.signal`: the wrapper is given
+ * the config without it, and the function's config (which LangChain completes from the runnable
+ * config in its async context) gets it from there. The handler then answers what the function
+ * really did after an abort: a `NoEffectError` that releases the claim, or a result settled
+ * `complete`, instead of the abort that would leave the claim `unknown`. Without LangChain's async
+ * context (nothing to carry the signal), the wrapper is called as it was.
+ */
+function callUnraced(wrapper: Method, tool: object, args: readonly unknown[]): unknown {
+  const [input, runManager, config] = args;
+  const signal = (config as { signal?: unknown } | undefined)?.signal;
+  if (!(signal instanceof AbortSignal)) return wrapper.apply(tool, [...args]);
+  const implicit = AsyncLocalStorageProviderSingleton.getRunnableConfig() as object | undefined;
+  return AsyncLocalStorageProviderSingleton.runWithConfig(
+    { ...implicit, signal },
+    () => {
+      const carried = (AsyncLocalStorageProviderSingleton.getRunnableConfig() as { signal?: unknown } | undefined)?.signal;
+      if (carried !== signal) return wrapper.apply(tool, [...args]);
+      return wrapper.apply(tool, [input, runManager, { ...(config as object), signal: undefined }]);
+    },
+  );
 }
 
 /** Per guarded class prototype, the guard that stands in its `_call`. */

@@ -3,8 +3,9 @@
  * whose body entry points (`invoke`, `_call`, `func`, and a subclass's `_call` on its class) the
  * seal can replace by guards (src/execution/seal.ts).
  */
-import { DynamicStructuredTool, DynamicTool } from "@langchain/core/tools";
+import { DynamicStructuredTool, DynamicTool, tool as makeTool } from "@langchain/core/tools";
 import { interopSafeParse, isInteropZodSchema } from "@langchain/core/utils/types";
+import { z } from "zod";
 
 /** What `StructuredTool.call` needs of a tool: the schema it parses with and the body it runs. */
 export interface SealableTool {
@@ -114,3 +115,20 @@ export function takesInputString(tool: SealableTool): boolean {
   return known;
 }
 
+
+/** The source text of the function `tool()` wraps a structured tool's function in, read once. */
+let racingWrapperText: string | undefined;
+
+/**
+ * Whether `func` is the function `tool()` wraps a structured tool's function in. That wrapper
+ * races the function against `config.signal`: at an abort it rejects with the signal's reason and
+ * drops whatever the function does afterwards (a `NoEffectError`, a result). Known by its source
+ * text, which is the same for every tool `tool()` makes.
+ */
+export function racesSignal(func: unknown): boolean {
+  if (typeof func !== "function") return false;
+  racingWrapperText ??= Function.prototype.toString.call(
+    Reflect.get(makeTool(() => "", { name: "probe", description: "probe", schema: z.object({}) }), "func"),
+  );
+  return Function.prototype.toString.call(func) === racingWrapperText;
+}

@@ -105,7 +105,10 @@ async function sealedRun(
   if (call.tool === undefined) throw new Error("unreachable: the step check sets the tool");
   for (let attempt = 1; ; attempt++) {
     const timer = attempts.timeoutMs === undefined ? undefined : new AttemptTimer(attempts.timeoutMs);
-    const seal = new Seal(call.tool, { id: call.id, name: call.name, rawDigest: checked.rawDigest, args: checked.args }, timer?.signal);
+    // A claimed call's claim is settled with what its body did, so its handler waits for the body
+    // to end even after an abort; a read's or auxiliary call's need not.
+    const awaitsBody = call.kind === "mutation" || call.kind === "side-effect";
+    const seal = new Seal(call.tool, { id: call.id, name: call.name, rawDigest: checked.rawDigest, args: checked.args }, { bodySignal: timer?.signal, awaitsBody });
     const sealed = { ...request, tool: seal.tool, toolCall: { ...request.toolCall, args: checked.raw } };
     // `around` awaits inside its own try: a handler that throws synchronously is caught there.
     const running = seal.around(() => handler(sealed as Parameters<ToolCallHandler>[0]));

@@ -116,7 +116,8 @@ const renameSchema = z.object({ title: z.string().min(1), expectedRevision: z.nu
 
 /**
  * A rename tool that really ignores cancellation: a `StructuredTool` subclass, whose result the
- * framework waits for (the `tool()` helper instead abandons its function when the signal aborts).
+ * framework waits for (the `tool()` helper would abandon its function when the signal aborts; the
+ * seal has it wait for a mutation's too, as the `tool()` test below shows).
  */
 class SignalIgnoringRename extends StructuredTool<typeof renameSchema> {
   name = "rename_document";
@@ -286,7 +287,7 @@ describe("cancellation after the claim", () => {
     expect(service.writes).toBe(1);
   });
 
-  it("settles unknown when a tool() function ignores the signal: the framework abandons it at the abort", async () => {
+  it("settles and replays a result that completed after the abort, from a tool() function that ignores the signal", async () => {
     const inner = new InMemoryGuardrailStore();
     const store = new SettlementWatchStore(inner);
     const service = new DocumentService();
@@ -313,12 +314,13 @@ describe("cancellation after the claim", () => {
 
     releaseWrite.open(undefined);
     await written.opened;
-    // The write did land, but the middleware only saw the abort: the outcome stays closed.
+    // `tool()` would drop its function at the abort; the seal has it run unraced for a claimed
+    // call, so the guardrails wait for it as for a subclass, and settle the write it made.
     expect(service.writes).toBe(1);
-    expect(await store.settled).toEqual({ outcome: "unknown", accepted: true });
+    expect(await store.settled).toEqual({ outcome: "complete", accepted: true });
 
     const retry = await attempt({ store: inner, service, input }, "r2", rename("w1"));
-    expect(outcomeOf(retry, "w1")).toMatchObject({ status: "error", code: "mutation_unknown" });
+    expect(outcomeOf(retry, "w1")).toMatchObject({ status: "success", content: RENAMED });
     expect(service.writes).toBe(1);
   });
 });

@@ -13,12 +13,16 @@ import {
   AdmissionError,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
+  NoEffectError,
   type ToolPolicy,
   type TurnInput,
 } from "arkah-agent-guardrails";
 import {
   type ClaimOptions,
   type ClaimResult,
+  type EffectClaimOptions,
+  type EffectClaimResult,
+  type EffectIdentity,
   type MutationIdentity,
   type ReadEvidence,
 } from "arkah-agent-guardrails/store";
@@ -70,6 +74,24 @@ class RecordingStore extends InMemoryGuardrailStore {
     this.claims.push(identity);
     return super.claimMutation(identity, options);
   }
+
+  /** Claims the side effect, then awaits `afterEffectClaim`: between a side effect's claim and its body. */
+  afterEffectClaim: (() => Promise<void>) | undefined;
+
+  override async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
+    const claimed = await super.claimEffect(identity, options);
+    await this.afterEffectClaim?.();
+    return claimed;
+  }
+}
+
+/** Resolves when `signal` aborts: a body honouring its signal waits on this instead of its client. */
+function aborted(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal === undefined) return;
+    if (signal.aborted) resolve();
+    signal.addEventListener("abort", () => resolve(), { once: true });
+  });
 }
 
 /** An outer wrapper (outside the guardrails) that resolves once per settled tool call. */
@@ -107,20 +129,21 @@ function settleObserver() {
 function cancellableAgent(options: {
   script: readonly ScriptStep[];
   hooks?: ToolHooks;
-  beforeRemember?: () => unknown;
+  beforeRemember?: (signal: AbortSignal | undefined) => unknown;
   policies?: Record<string, ToolPolicy>;
   store?: RecordingStore;
   checkpointer?: MemorySaver;
   outer?: AgentMiddleware;
+  input?: TurnInput;
 }) {
   const store = options.store ?? new RecordingStore();
-  const input = turnInput();
+  const input = options.input ?? turnInput();
   const service = new DocumentService();
   const effects = { remembered: 0, answers: [] as unknown[] };
   const { readDocument, renameDocument } = documentTools(service, options.hooks);
   const rememberTool = tool(
-    () => {
-      const answer = options.beforeRemember?.();
+    async (_args, config) => {
+      const answer = await options.beforeRemember?.(config.signal as AbortSignal | undefined);
       effects.answers.push(answer);
       effects.remembered += 1;
       return "Preference saved";
@@ -238,7 +261,7 @@ describe("an aborted run executes nothing", () => {
     expect(retry.service.writes).toBe(1);
   });
 
-  it("an abort during a mutation that ignores the signal: the write lands, the claim is unknown, a retry does not rerun it", async () => {
+  it("an abort during a mutation that ignores the signal: the write lands and is settled complete, a retry replays it", async () => {
     const store = new RecordingStore();
     const writing = deferred();
     const releaseWrite = deferred();
@@ -269,12 +292,13 @@ describe("an aborted run executes nothing", () => {
     await observer.untilSettled(2);
     expect(first.service.writes).toBe(1);
 
-    // The tool's invocation was cut short by the abort, so the guardrails never saw its result:
-    // the outcome is ambiguous and stays closed for an operator, even though the write landed.
-    expect(observer.settled.at(-1)).toEqual({ callId: "w1", how: "threw" });
+    // The guardrails waited for the body (the run itself had already ended) and settled the write
+    // it made: the retry replays it and writes nothing.
+    expect(observer.settled.at(-1)).toEqual({ callId: "w1", how: "returned" });
+    expect(await store.listUnresolved()).toEqual([]);
     const retry = cancellableAgent({ script: READ_THEN_RENAME, store });
     const messages = await runTurn(retry.agent, retry.input);
-    expect(outcomeOf(messages, "w1").code).toBe("mutation_unknown");
+    expect(outcomeOf(messages, "w1").status).toBe("success");
     expect(first.service.writes + retry.service.writes).toBe(1);
     expect(store.claims).toHaveLength(2);
   });
@@ -314,6 +338,143 @@ describe("an aborted run executes nothing", () => {
     const messages = await runTurn(retry.agent, retry.input);
     expect(outcomeOf(messages, "w1").code).toBe("mutation_unknown");
     expect(first.service.writes + retry.service.writes).toBe(0);
+  });
+});
+
+describe("a cancel needs no operator unless a body may have written", () => {
+  it.each([
+    ["throws NoEffectError: the claim is released, the next turn on the document writes", "no-effect"],
+    ["throws an ordinary error (control): the claim is unknown, the next turn is scope_unresolved", "error"],
+  ] as const)("a mutation that honours the signal and %s", async (_name, answer) => {
+    const store = new RecordingStore();
+    const writing = deferred();
+    const observer = settleObserver();
+    const first = cancellableAgent({
+      script: READ_THEN_RENAME,
+      store,
+      outer: observer.middleware,
+      hooks: {
+        beforeWrite: async (signal) => {
+          writing.resolve();
+          await aborted(signal);
+          // The write service was never called: the body knows nothing was written.
+          throw answer === "no-effect" ? new NoEffectError("cancelled before the write") : new Error("write cancelled");
+        },
+      },
+    });
+    await admit(store, first.input);
+    const controller = new AbortController();
+    const outcome = first.agent
+      .invoke({ messages: [new HumanMessage(userText(first.input))] }, { signal: controller.signal })
+      .then(
+        () => "resolved",
+        () => "rejected",
+      );
+    await writing.promise;
+    controller.abort(new Error("client went away"));
+    expect(await outcome).toBe("rejected");
+    await observer.untilSettled(2);
+    expect(first.service.writes).toBe(0);
+    const w1 = (await store.readAudit()).filter((event) => event.toolCallId === "w1").map((event) => [event.decision, event.code]);
+    const unresolved = await store.listUnresolved();
+
+    // The next turn on the same document.
+    const next = cancellableAgent({ script: READ_THEN_RENAME, store, input: turnInput({ turnId: "turn-2" }) });
+    await admit(store, next.input);
+    const messages = await runTurn(next.agent, next.input);
+    if (answer === "no-effect") {
+      expect(w1).toEqual([
+        ["failed", "no_effect"],
+        ["released", undefined],
+      ]);
+      expect(unresolved).toEqual([]);
+      expect(outcomeOf(messages, "w1").status).toBe("success");
+      expect(next.service.writes).toBe(1);
+    } else {
+      expect(w1).toEqual([["failed", "mutation_unknown"]]);
+      expect(unresolved.map((claim) => [claim.toolCallId, claim.state])).toEqual([["w1", "unknown"]]);
+      expect(outcomeOf(messages, "w1").code).toBe("scope_unresolved");
+      expect(next.service.writes).toBe(0);
+    }
+  });
+
+  it("a side effect that honours the signal and throws NoEffectError is released: the same call runs again, once", async () => {
+    const store = new RecordingStore();
+    const sending = deferred();
+    const observer = settleObserver();
+    let cancel = true;
+    const policies = { ...TOOL_POLICIES, remember: { kind: "side-effect" } } satisfies Record<string, ToolPolicy>;
+    const script: ScriptStep[] = [{ toolCalls: [remember("m1")] }, { content: "done" }];
+    const first = cancellableAgent({
+      script,
+      store,
+      policies,
+      outer: observer.middleware,
+      beforeRemember: async (signal) => {
+        if (!cancel) return;
+        sending.resolve();
+        await aborted(signal);
+        throw new NoEffectError("cancelled before sending");
+      },
+    });
+    await admit(store, first.input);
+    const controller = new AbortController();
+    const outcome = first.agent
+      .invoke({ messages: [new HumanMessage(userText(first.input))] }, { signal: controller.signal })
+      .then(
+        () => "resolved",
+        () => "rejected",
+      );
+    await sending.promise;
+    controller.abort(new Error("client went away"));
+    expect(await outcome).toBe("rejected");
+    await observer.untilSettled(1);
+    expect(first.effects.remembered).toBe(0);
+    expect(await store.listUnresolvedEffects()).toEqual([]);
+    expect((await store.readAudit()).filter((event) => event.toolCallId === "m1").map((event) => event.decision)).toEqual(["failed", "released"]);
+
+    // The transport retry of the turn: the same call claims afresh and runs once.
+    cancel = false;
+    const retry = cancellableAgent({ script, store, policies, beforeRemember: () => undefined });
+    const messages = await runTurn(retry.agent, retry.input);
+    expect(outcomeOf(messages, "m1")).toMatchObject({ status: "success", content: "Preference saved" });
+    expect(first.effects.remembered + retry.effects.remembered).toBe(1);
+  });
+
+  it("an abort between a side effect's claim and its body: the body never starts, the claim is released", async () => {
+    const store = new RecordingStore();
+    const claimed = deferred();
+    const releaseClaim = deferred();
+    const observer = settleObserver();
+    const policies = { ...TOOL_POLICIES, remember: { kind: "side-effect" } } satisfies Record<string, ToolPolicy>;
+    const script: ScriptStep[] = [{ toolCalls: [remember("m1")] }, { content: "done" }];
+    const first = cancellableAgent({ script, store, policies, outer: observer.middleware });
+    await admit(store, first.input);
+    store.afterEffectClaim = async () => {
+      claimed.resolve();
+      await releaseClaim.promise;
+    };
+    const controller = new AbortController();
+    const outcome = first.agent
+      .invoke({ messages: [new HumanMessage(userText(first.input))] }, { signal: controller.signal })
+      .then(
+        () => "resolved",
+        () => "rejected",
+      );
+    await claimed.promise;
+    controller.abort(new Error("client went away"));
+    releaseClaim.resolve();
+    expect(await outcome).toBe("rejected");
+    await observer.untilSettled(1);
+    expect(first.effects.remembered).toBe(0);
+    expect(await store.listUnresolvedEffects()).toEqual([]);
+    expect((await store.readAudit()).filter((event) => event.toolCallId === "m1").map((event) => event.decision)).toEqual(["released"]);
+
+    store.afterEffectClaim = undefined;
+    const retry = cancellableAgent({ script, store, policies });
+    const messages = await runTurn(retry.agent, retry.input);
+    expect(outcomeOf(messages, "m1").status).toBe("success");
+    expect(first.effects.remembered + retry.effects.remembered).toBe(1);
   });
 });
 

@@ -8,6 +8,7 @@ import { Annotation, END, MemorySaver, MessagesAnnotation, START, StateGraph, ty
 import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
 import type { StructuredTool } from "@langchain/core/tools";
 import {
+  admittedTurn,
   admitTurn,
   guardTools,
   InMemoryGuardrailStore,
@@ -38,6 +39,8 @@ export interface NotesGraphOptions {
   readonly hooks?: NoteHooks;
   /** More tools beside the notes tools, governed too (their policies in `guardrails.tools`). */
   readonly extraTools?: readonly StructuredTool[];
+  /** The model node calls `admittedTurn` (with guardTools' options) before the model. */
+  readonly admitInModelNode?: boolean;
 }
 
 /** A graph whose tools node runs the governed twins of the notes tools. */
@@ -47,18 +50,22 @@ export function notesGraph(options: NotesGraphOptions) {
   const service = options.service ?? new NotesService();
   const warnings: string[] = [];
   const originals = noteTools(service, options.hooks);
-  const twins = guardTools([...originals.all, ...(options.extraTools ?? [])], {
+  const guardOptions: GuardToolsOptions = {
     store,
     userMessageLabel: "user",
     authorize: () => true,
     tools: NOTE_POLICIES,
     logger: { warn: (message) => warnings.push(message) },
     ...options.guardrails,
-  });
+  };
+  const twins = guardTools([...originals.all, ...(options.extraTools ?? [])], guardOptions);
   const model = new ScriptedModel(options.script);
   const bound = model.bindTools(twins);
   const graph = new StateGraph(GraphState)
-    .addNode("agent", async (state) => ({ messages: [await bound.invoke(state.messages)] }))
+    .addNode("agent", async (state, config) => {
+      if (options.admitInModelNode === true) await admittedTurn(state, config, guardOptions);
+      return { messages: [await bound.invoke(state.messages)] };
+    })
     .addNode("tools", new ToolNode(twins, { handleToolErrors: options.handleToolErrors ?? true }))
     .addEdge(START, "agent")
     .addConditionalEdges("agent", toolsCondition, ["tools", END])

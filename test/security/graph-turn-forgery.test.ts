@@ -15,6 +15,23 @@ import { AdmissionError, admitTurn, guardTools, InMemoryGuardrailStore, SealErro
 import { notesGraph, readThenWrite, toolResults } from "../graphs/support.js";
 import { NOTE_POLICIES, noteTools, noteTurn, NotesService, USER } from "./support.js";
 
+describe("a custom graph's model node never sees a turn nobody admitted (admittedTurn)", () => {
+  it.each([
+    ["an admitted turn copied into graph state, none in context", { context: { user: "mallory" } }, "invalid_input"],
+    ["a turn never admitted in context, the admitted one in state", { context: turnContext(noteTurn({ turnId: "turn-2" })) }, "not_admitted"],
+  ] as const)("%s: refused before the model is called, nothing runs", async (_name, forged, code) => {
+    const g = notesGraph({ script: readThenWrite, admitInModelNode: true });
+    await g.admit();
+    const failure = await g.graph
+      .invoke({ messages: [new HumanMessage(USER)], arkahTurn: g.input }, { configurable: { thread_id: "forged-model" }, ...forged })
+      .catch((error: unknown) => error);
+    expect(AdmissionError.isInstance(failure) && failure.code).toBe(code);
+    expect(g.model.calls).toBe(0);
+    expect(g.service.entries).toEqual([]);
+    expect(await g.store.readAudit()).toEqual([]);
+  });
+});
+
 describe("a custom graph's turn cannot be forged", () => {
   it("a run without a turn in its context: the twin throws AdmissionError before anything runs (ToolNode without handleToolErrors fails the run)", async () => {
     const g = notesGraph({ script: readThenWrite, handleToolErrors: false });

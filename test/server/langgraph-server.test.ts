@@ -4,7 +4,9 @@
  * `support/graph.ts`, driven over HTTP by `@langchain/langgraph-sdk`'s `Client`. The test is the
  * API layer in front of the server: it admits each turn (`admitTurn`) before it creates a run and
  * passes the turn in the run's `context`. Writes are counted from the notes service's own log;
- * approvals are read from the guardrail store the server's graph writes.
+ * approvals and claims are read from the guardrail store the server's graph writes. The
+ * `cancellable` graph's edit reports over IPC when its body started and when the guardrails
+ * answered it, so a cancel lands inside the body and its claim is read only once settled.
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -15,7 +17,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { admitTurn, turnContext, turnKey, type ApprovalRequest, type TurnInput } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
-import { EDIT_CALL, NEW_BODY, NOTE_ID, SAVED, STATE_ENV, storePath, writesIn } from "./support/shared.js";
+import { EDIT_CALL, NEW_BODY, NOTE_ID, SAVED, STATE_ENV, storePath, writesIn, type ServerMessage, type TestMessage } from "./support/shared.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -35,6 +37,31 @@ let serverLog = "";
 let client: Client;
 let store: SqliteGuardrailStore;
 
+/** What the graph module told the test and nobody took yet, in order. */
+const inbox: ServerMessage[] = [];
+let delivered: (() => void) | undefined;
+
+function receive(message: unknown): void {
+  if (typeof message !== "object" || message === null || !("type" in message)) return;
+  inbox.push(message as ServerMessage);
+  delivered?.();
+}
+
+/** The graph module's next message of this type (taken from the inbox), when it comes. */
+async function nextMessage<T extends ServerMessage["type"]>(type: T): Promise<Extract<ServerMessage, { type: T }>> {
+  for (;;) {
+    const at = inbox.findIndex((message) => message.type === type);
+    if (at >= 0) return inbox.splice(at, 1)[0] as Extract<ServerMessage, { type: T }>;
+    await new Promise<void>((resolve) => {
+      delivered = resolve;
+    });
+  }
+}
+
+function tellServer(message: TestMessage): void {
+  server.send(message);
+}
+
 /** Starts the server; rejects (the suite fails) if the process exits before it listens. */
 function startServer(): Promise<string> {
   server = fork(join(here, "support", "serve.ts"), [stateDir], {
@@ -48,6 +75,7 @@ function startServer(): Promise<string> {
   };
   server.stdout?.on("data", collect);
   server.stderr?.on("data", collect);
+  server.on("message", receive);
   return new Promise((resolveUrl, reject) => {
     server.once("message", (message) => {
       resolveUrl((message as { url: string }).url);
@@ -169,5 +197,99 @@ describe("the guarded agent on LangGraph Server, driven by the SDK", () => {
     const state = await client.threads.getState(thread.thread_id);
     expect(messagesOf(state.values).filter((message) => message.type === "tool")).toEqual([]);
     expect(writesIn(stateDir)).toHaveLength(before);
+  });
+});
+
+describe("a cancelled run on LangGraph Server: what becomes of the edit's claim", () => {
+  /** Admits the turn and starts a `cancellable` run on a new thread; resolves once its edit's body started. */
+  async function startEdit(turnId: string) {
+    const input = turn(turnId);
+    await admit(input);
+    const thread = await client.threads.create();
+    const run = await client.runs.create(thread.thread_id, "cancellable", { input: runInput(), context: turnContext(input) });
+    await nextMessage("edit-started");
+    return { input, threadId: thread.thread_id, runId: run.run_id };
+  }
+
+  /** The next turn on the note, on the plain `agent` graph: its edit's result and the writes it made. */
+  async function nextTurn(turnId: string, threadId?: string) {
+    const input = turn(turnId);
+    await admit(input);
+    const thread = threadId ?? (await client.threads.create()).thread_id;
+    const before = writesIn(stateDir).length;
+    const messages = messagesOf(await client.runs.wait(thread, "agent", { input: runInput(), context: turnContext(input) }));
+    return { input, edits: editResults(messages).map((message) => [message.status, message.content]), writes: writesIn(stateDir).length - before };
+  }
+
+  it.each(["interrupt", "rollback"] as const)(
+    "the cancel endpoint (action %s) during the edit: the body throws NoEffectError, the claim is released, the next turn writes",
+    async (action) => {
+      const before = writesIn(stateDir).length;
+      const edit = await startEdit(`turn-cancel-${action}`);
+
+      await client.runs.cancel(edit.threadId, edit.runId, true, action);
+      expect(await nextMessage("edit-settled")).toEqual({ type: "edit-settled", how: "threw" });
+      expect(writesIn(stateDir)).toHaveLength(before);
+      // Released: no claim left for anyone to reconcile, nothing blocks the note.
+      expect(await store.getMutation(turnKey(edit.input))).toBeUndefined();
+      expect((await store.listUnresolved()).filter((claim) => claim.scopeId === NOTE_ID)).toEqual([]);
+
+      const next = await nextTurn(`turn-after-cancel-${action}`);
+      expect(next.edits).toEqual([["success", SAVED]]);
+      expect(next.writes).toBe(1);
+    },
+  );
+
+  it.each(["interrupt", "rollback"] as const)(
+    "a new run on the thread with multitaskStrategy %s cancels the running edit: released, and the new run's turn writes once",
+    async (multitaskStrategy) => {
+      const before = writesIn(stateDir).length;
+      const edit = await startEdit(`turn-${multitaskStrategy}-first`);
+      const second = turn(`turn-${multitaskStrategy}-second`);
+      await admit(second);
+
+      const run = await client.runs.create(edit.threadId, "agent", { input: runInput(), context: turnContext(second), multitaskStrategy });
+      expect(await nextMessage("edit-settled")).toEqual({ type: "edit-settled", how: "threw" });
+      const messages = messagesOf(await client.runs.join(edit.threadId, run.run_id));
+
+      expect(editResults(messages).at(-1)).toMatchObject({ status: "success", content: SAVED });
+      expect(writesIn(stateDir)).toHaveLength(before + 1);
+      expect(await store.getMutation(turnKey(edit.input))).toBeUndefined();
+      expect(await store.getMutation(turnKey(second))).toMatchObject({ state: "complete" });
+    },
+  );
+
+  it("enqueue: the running edit is not cancelled and writes; the queued run's turn then writes once", async () => {
+    const before = writesIn(stateDir).length;
+    const edit = await startEdit("turn-enqueue-first");
+    const second = turn("turn-enqueue-second");
+    await admit(second);
+
+    const run = await client.runs.create(edit.threadId, "agent", { input: runInput(), context: turnContext(second), multitaskStrategy: "enqueue" });
+    tellServer({ type: "release-edit" });
+    expect(await nextMessage("edit-settled")).toEqual({ type: "edit-settled", how: "returned" });
+    await client.runs.join(edit.threadId, run.run_id);
+
+    expect(writesIn(stateDir)).toHaveLength(before + 2);
+    expect(await store.getMutation(turnKey(edit.input))).toMatchObject({ state: "complete" });
+    expect(await store.getMutation(turnKey(second))).toMatchObject({ state: "complete" });
+  });
+
+  it("reject: the second run is refused; the running edit writes once", async () => {
+    const before = writesIn(stateDir).length;
+    const edit = await startEdit("turn-reject-first");
+    const second = turn("turn-reject-second");
+    await admit(second);
+
+    await expect(
+      client.runs.create(edit.threadId, "agent", { input: runInput(), context: turnContext(second), multitaskStrategy: "reject" }),
+    ).rejects.toThrow();
+    tellServer({ type: "release-edit" });
+    expect(await nextMessage("edit-settled")).toEqual({ type: "edit-settled", how: "returned" });
+    await client.runs.join(edit.threadId, edit.runId);
+
+    expect(writesIn(stateDir)).toHaveLength(before + 1);
+    expect(await store.getMutation(turnKey(edit.input))).toMatchObject({ state: "complete" });
+    expect(await store.getMutation(turnKey(second))).toBeUndefined();
   });
 });

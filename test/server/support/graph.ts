@@ -7,15 +7,21 @@
  * The guardrail store is a SQLite file the test opens too (it admits turns and reads approvals);
  * every completed write appends one line to a file the test counts. Both live in the directory
  * named by `ARKAH_SERVER_STATE`: the server runs in another process.
+ *
+ * A third graph, `cancellable`, edits with a body that honours its signal: it tells the test (over
+ * the server process's IPC channel) that it started, then waits for the run's abort, when it throws
+ * `NoEffectError` (its write service was never called), or for the test's `release-edit`, when it
+ * writes. An outer middleware tells the test when the guardrails answered the edit call (its claim
+ * settled or released by then).
  */
 import { appendFileSync } from "node:fs";
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
-import { createAgent, tool } from "langchain";
+import { createAgent, createMiddleware, tool, type AgentMiddleware } from "langchain";
 import { z } from "zod";
-import { createDocumentGuardrails, requireApproval, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
+import { createDocumentGuardrails, NoEffectError, requireApproval, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptReply } from "arkah-agent-guardrails/testing";
-import { EDIT_CALL, NEW_BODY, NOTE_ID, READ_CALL, SAVED, STATE_ENV, storePath, writesPath } from "./shared.js";
+import { EDIT_CALL, NEW_BODY, NOTE_ID, READ_CALL, SAVED, STATE_ENV, storePath, writesPath, type ServerMessage, type TestMessage } from "./shared.js";
 
 export const POLICIES: Record<string, ToolPolicy> = {
   read_note: { kind: "document-read", scope: (args) => args.noteId as string },
@@ -39,6 +45,7 @@ const dir = process.env[STATE_ENV];
 if (dir === undefined) throw new Error(`${STATE_ENV} must name the directory shared with the test`);
 
 const store = SqliteGuardrailStore.open({ path: storePath(dir) });
+const writeLog = writesPath(dir);
 let body = "Buy milk";
 
 const readNote = tool(({ noteId }) => JSON.stringify({ noteId, body }), {
@@ -46,20 +53,73 @@ const readNote = tool(({ noteId }) => JSON.stringify({ noteId, body }), {
   description: "Read a note.",
   schema: z.object({ noteId: z.string() }),
 });
-const editNote = tool(
-  ({ noteId, body: next }) => {
-    body = next;
-    appendFileSync(writesPath(dir), `${JSON.stringify({ noteId, body: next })}\n`);
-    return SAVED;
+const editSchema = z.object({ noteId: z.string(), body: z.string() });
+
+function write(noteId: string, next: string): string {
+  body = next;
+  appendFileSync(writeLog, `${JSON.stringify({ noteId, body: next })}\n`);
+  return SAVED;
+}
+
+const editNote = tool(({ noteId, body: next }) => write(noteId, next), {
+  name: "edit_note",
+  description: "Replace a note's body.",
+  schema: editSchema,
+});
+
+function tell(message: ServerMessage): void {
+  process.send?.(message);
+}
+
+/** Resolves at the test's next `release-edit`. */
+function released(): Promise<void> {
+  return new Promise((resolve) => {
+    const listen = (message: unknown) => {
+      if ((message as Partial<TestMessage> | null)?.type !== "release-edit") return;
+      process.off("message", listen);
+      resolve();
+    };
+    process.on("message", listen);
+  });
+}
+
+const cancellableEdit = tool(
+  async ({ noteId, body: next }, config) => {
+    const signal = config.signal as AbortSignal | undefined;
+    const abortedRun = new Promise<"aborted">((resolve) => {
+      if (signal?.aborted === true) resolve("aborted");
+      signal?.addEventListener("abort", () => resolve("aborted"), { once: true });
+    });
+    const go = released().then(() => "released" as const);
+    tell({ type: "edit-started" });
+    if ((await Promise.race([abortedRun, go])) === "aborted") throw new NoEffectError("the run was cancelled before the write");
+    return write(noteId, next);
   },
-  { name: "edit_note", description: "Replace a note's body.", schema: z.object({ noteId: z.string(), body: z.string() }) },
+  { name: "edit_note", description: "Replace a note's body.", schema: editSchema },
 );
 
-function guardedAgent(guardrails: readonly Guardrail[]) {
+/** Outside the guardrails: reports when they answered the edit call, and how. */
+const editObserver = createMiddleware({
+  name: "EditObserver",
+  wrapToolCall: async (request, handler) => {
+    if (request.toolCall.name !== "edit_note") return handler(request);
+    try {
+      const result = await handler(request);
+      tell({ type: "edit-settled", how: "returned" });
+      return result;
+    } catch (error) {
+      tell({ type: "edit-settled", how: "threw" });
+      throw error;
+    }
+  },
+});
+
+function guardedAgent(guardrails: readonly Guardrail[], edit = editNote, outer: AgentMiddleware = createMiddleware({ name: "NoObserver" })) {
   return createAgent({
     model: new ScriptedModel(respond),
-    tools: [readNote, editNote],
+    tools: [readNote, edit],
     middleware: [
+      outer,
       createDocumentGuardrails({
         store,
         userMessageLabel: "user",
@@ -74,3 +134,4 @@ function guardedAgent(guardrails: readonly Guardrail[]) {
 
 export const agent = guardedAgent([]);
 export const approving = guardedAgent([requireApproval({ tools: ["edit_note"] })]);
+export const cancellable = guardedAgent([], cancellableEdit, editObserver);

@@ -20,7 +20,7 @@ const { host, cleanup } = await startServer({
   port: 0,
   nWorkers: 1,
   cwd: stateDir,
-  graphs: { agent: `${graphFile}:agent`, approving: `${graphFile}:approving` },
+  graphs: { agent: `${graphFile}:agent`, approving: `${graphFile}:approving`, cancellable: `${graphFile}:cancellable` },
 });
 
 process.on("message", (message) => {

@@ -14,6 +14,13 @@ export const SAVED = "Saved";
 export const READ_CALL = "read-1";
 export const EDIT_CALL = "edit-1";
 
+/** What the server's graph module tells the test over IPC (the `cancellable` graph's edit). */
+export type ServerMessage = { readonly type: "edit-started" } | { readonly type: "edit-settled"; readonly how: "returned" | "threw" };
+/** What the test tells the graph module: let the `cancellable` graph's waiting edit write. */
+export interface TestMessage {
+  readonly type: "release-edit";
+}
+
 export const storePath = (dir: string) => join(dir, "guardrails.db");
 export const writesPath = (dir: string) => join(dir, "writes.jsonl");
 
