@@ -400,7 +400,12 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   /** A completed outcome with the turn's mutation claim, so a refused write shows without reading `calls`. */
   async function withMutation(record: TurnRecord, outcome: TurnOutcome): Promise<TurnOutcome> {
     if (outcome.status !== "completed") return outcome;
-    const mutation = await getMutation(record.turnKey);
+    // What the claim says is information, not the outcome: a store that cannot answer it now does
+    // not fail a run that completed (`get` reads the claim later).
+    const mutation = await getMutation(record.turnKey).catch((error: unknown) => {
+      logger.warn("turn mutation read failed; the completed answer is stored without it", { turnKey: record.turnKey, error: sanitizeError(error) });
+      return undefined;
+    });
     return mutation === undefined ? outcome : { ...outcome, mutation };
   }
 

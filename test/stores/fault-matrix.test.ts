@@ -94,14 +94,15 @@ async function checkMatrix(name: string, store: GuardrailStore, prefix: string):
 
 /** The turn-record calls `createTurnService` makes: a plain turn, an approval turn (submit, then decide), `get`, a turn failing after its write, and `recover` of a dead worker's turn. */
 const TURN_SERVICE_CALLS = {
-  submit: ["beginTurn#1", "finishTurn#1"],
-  // Submit stores the pause; decide reads the turn, records the decision, reads it again, takes the resume, stores the outcome.
-  approval: ["beginTurn#1", "finishTurn#1", "getTurn#1", "getTurn#2", "resumeTurn#1", "finishTurn#2"],
+  // A completed outcome carries the turn's mutation claim: read once before it is stored.
+  submit: ["beginTurn#1", "getMutation#1", "finishTurn#1"],
+  // Submit stores the pause; decide reads the turn, records the decision, reads it again, takes the resume, stores the outcome (with the claim).
+  approval: ["beginTurn#1", "finishTurn#1", "getTurn#1", "getTurn#2", "resumeTurn#1", "getMutation#1", "finishTurn#2"],
   get: ["getTurn#1", "getMutation#1"],
   // The model fails after the write: the failure reads the claim (kept in the failed outcome), then stores it.
   "write-then-fail": ["beginTurn#1", "getMutation#1", "finishTurn#1"],
   // A worker died mid-run: recover lists the expired turns (then the decided pauses), takes the turn over and stores its outcome.
-  recover: ["listTurns#1", "listTurns#2", "beginTurn#1", "finishTurn#1"],
+  recover: ["listTurns#1", "listTurns#2", "beginTurn#1", "getMutation#1", "finishTurn#1"],
 } as const;
 
 /** The turn service's rows (test/support/turn-fault-matrix.ts) on a store whose clock is `clock`. */
