@@ -132,6 +132,7 @@ describe.each(FRAMEWORKS)("examples/http-service on %s, in the test's process", 
           { tool: "read_note", callId: "call-1", status: "success" },
           { tool: "edit_note", callId: "call-2", status: "success" },
         ],
+        mutation: expect.objectContaining({ state: "complete", toolName: "edit_note" }) as unknown,
       },
     });
     expect(notesIn(server.dataDir)["note-7"]).toEqual({ body: "Buy oat milk", revision: 4 });
@@ -323,6 +324,7 @@ it(
             { tool: "read_note", callId: readId, status: "success" },
             { tool: "edit_note", callId: editId, status: "success" },
           ],
+          mutation: expect.objectContaining({ state: "complete", toolName: "edit_note" }) as unknown,
         },
       });
       // The system prompt and the user's message reached the provider.
@@ -397,6 +399,7 @@ describe.each(FRAMEWORKS)("an approval across a restart of the server process (%
             { tool: "read_note", callId: "call-1", status: "success" },
             { tool: "edit_note", callId: "call-2", status: "success" },
           ],
+          mutation: expect.objectContaining({ state: "complete", toolName: "edit_note" }) as unknown,
         },
       });
       expect(writesIn(dir.path)).toEqual([{ mutationKey: expect.stringMatching(/^[0-9a-f]{64}$/) as string, noteId: "note-7", body: "" }]);
