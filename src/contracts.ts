@@ -899,6 +899,15 @@ export const UnresolvedMutationSchema = ClaimedIdentitySchema.extend({
 /** An {@link UnresolvedMutationSchema} value. */
 export type UnresolvedMutation = z.infer<typeof UnresolvedMutationSchema>;
 
+/**
+ * The claim a reconciliation is about, when the caller knows it: reconciled only while the turn's
+ * claim is that call's (checked in the reconciliation's own transaction), else `other_call`, and
+ * nothing changes. Without it, whichever claim the turn holds is reconciled. A resolver that read
+ * the claim first and decides later (a tool's `confirm`, `reconcile --auto`) names it, so a slot
+ * that reopened and was claimed by another call meanwhile is never settled with its answer.
+ */
+const ReconciledMutationKeySchema = DigestSchema.optional();
+
 /** An operator's verdict on an unresolved mutation, after checking the write service. */
 export const ReconciliationSchema = z.discriminatedUnion("resolution", [
   /** The write happened: `result` is what later replays of the call return. */
@@ -907,9 +916,17 @@ export const ReconciliationSchema = z.discriminatedUnion("resolution", [
     resolution: z.literal("completed"),
     result: MutationResultSchema,
     operatorRef: IdSchema,
+    /** Reconcile only this call's claim (`other_call` otherwise). */
+    mutationKey: ReconciledMutationKeySchema,
   }),
   /** The write did not happen: the turn's slot reopens. */
-  z.strictObject({ turnKey: DigestSchema, resolution: z.literal("no-effect"), operatorRef: IdSchema }),
+  z.strictObject({
+    turnKey: DigestSchema,
+    resolution: z.literal("no-effect"),
+    operatorRef: IdSchema,
+    /** Reconcile only this call's claim (`other_call` otherwise). */
+    mutationKey: ReconciledMutationKeySchema,
+  }),
 ]);
 /** A {@link ReconciliationSchema} value. */
 export type Reconciliation = z.infer<typeof ReconciliationSchema>;
@@ -917,8 +934,12 @@ export type Reconciliation = z.infer<typeof ReconciliationSchema>;
 /** `reconcileMutation`'s answer: whether it resolved a claim, and the state it left. */
 export const ReconcileResultSchema = z.discriminatedUnion("reconciled", [
   z.strictObject({ reconciled: z.literal(true), state: z.enum(["pending", "unknown"]) }),
-  /** Nothing changed: no claim for the turn, or it is not `pending`/`unknown` (already resolved). */
-  z.strictObject({ reconciled: z.literal(false), reason: z.enum(["not_found", "not_unresolved"]) }),
+  /**
+   * Nothing changed: no claim for the turn (`not_found`), the turn's claim is another call's than
+   * the reconciliation's `mutationKey` names (`other_call`; mutations only), or it is not
+   * `pending`/`unknown`, already resolved (`not_unresolved`).
+   */
+  z.strictObject({ reconciled: z.literal(false), reason: z.enum(["not_found", "other_call", "not_unresolved"]) }),
 ]);
 /** A {@link ReconcileResultSchema} value. */
 export type ReconcileResult = z.infer<typeof ReconcileResultSchema>;
@@ -1329,7 +1350,8 @@ export interface GuardrailStore {
   listUnresolved(): Promise<UnresolvedMutation[]>;
   /**
    * Resolves a `pending` or `unknown` mutation on an operator's word, and appends a `reconciled`
-   * audit event, atomically. Anything else changes nothing and says why.
+   * audit event, atomically. With `mutationKey`, only the claim of that call (`other_call`
+   * otherwise). Anything else changes nothing and says why.
    */
   reconcileMutation(reconciliation: Reconciliation): Promise<ReconcileResult>;
   /**

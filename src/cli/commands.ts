@@ -11,6 +11,7 @@ import {
   type ApprovalStatus,
   type JsonValue,
   type EffectReconciliation,
+  type ReconcileResult,
   type Reconciliation,
   type StoredAuditEvent,
   TurnRecordSchema,
@@ -35,8 +36,9 @@ export const EXIT = {
   /** The turn key has no mutation claim; the approval id has no request. */
   notFound: 3,
   /**
-   * The record is not in a state the command acts on: a claim already reconciled, an approval
-   * request already decided, applied or expired. Nothing changed.
+   * The record is not in a state the command acts on: a claim already reconciled, or another
+   * call's than `--mutation-key` names; an approval request already decided, applied or expired.
+   * Nothing changed.
    */
   wrongState: 4,
   /** compare: the tools do not match the reviewed manifest. */
@@ -329,10 +331,11 @@ function effectLines(effects: readonly UnresolvedEffectView[], suggested: Sugges
 // reconcile
 
 /**
- * Resolves one `pending` or `unknown` mutation on the operator's word. The same reconciliation
- * repeated answers "already reconciled" with `ok`. Otherwise throws `CliError` with `notFound` when
- * the turn has no claim and `wrongState` when its claim is not unresolved (already completed, or
- * reconciled with another outcome): nothing changes in any of these cases.
+ * Resolves one `pending` or `unknown` mutation on the operator's word (with `mutationKey`, only
+ * that call's claim). The same reconciliation repeated answers "already reconciled" with `ok`.
+ * Otherwise throws `CliError` with `notFound` when the turn has no claim and `wrongState` when its
+ * claim is not unresolved (already completed, or reconciled with another outcome) or is another
+ * call's than `mutationKey` names: nothing changes in any of these cases.
  */
 export async function reconcile(
   given: AnyGuardrailStore,
@@ -345,7 +348,7 @@ export async function reconcile(
   const before = (await store.listUnresolved()).find((mutation) => mutation.turnKey === turnKey);
   const outcome = await store.reconcileMutation(reconciliation);
   if (!outcome.reconciled) {
-    if (await alreadyReconciled(store, reconciliation)) {
+    if (await alreadyReconciled(store, reconciliation, outcome.reason)) {
       const now =
         reconciliation.resolution === "completed" ? "complete, with this same result" : "no claim (no-effect): the turn's mutation slot is open";
       await sink.out(`already reconciled: turn ${turnKey} was reconciled with this same outcome; nothing changed\n  now:          ${now}\n`);
@@ -356,6 +359,13 @@ export async function reconcile(
         EXIT.notFound,
         `turn ${turnKey} has no mutation claim: nothing to reconcile (check the key with 'inspect'; ` +
           "a claim reconciled as no-effect is removed, and 'audit' shows that)",
+      );
+    }
+    if (outcome.reason === "other_call") {
+      throw new CliError(
+        EXIT.wrongState,
+        `the mutation claim of turn ${turnKey} is another call's, not the one --mutation-key names ` +
+          "(the slot was reopened and claimed again since you checked; check it with 'inspect'): nothing changed",
       );
     }
     throw new CliError(
@@ -392,18 +402,26 @@ export async function reconcile(
   return EXIT.ok;
 }
 
+/** Why `reconcileMutation` changed nothing. */
+type ReconcileFailure = Extract<ReconcileResult, { reconciled: false }>["reason"];
+
 /**
- * Whether a reconciliation the store refused repeats the last one of its turn: the turn's latest
- * `reconciled` audit event has this resolution, and the claim is still as it left it (complete with
- * an equal result, or absent after no-effect). A repeated command (a retried script, a second
+ * Whether a reconciliation the store refused repeats the last one of its turn (of its call, with
+ * `mutationKey`): that latest `reconciled` audit event has this resolution, and the claim is still
+ * as it left it (complete with an equal result, or absent after no-effect; with `mutationKey`, the
+ * slot may since hold another call's claim). A repeated command (a retried script, a second
  * operator) is then a success, not an error; another outcome stays `wrongState`.
  */
-async function alreadyReconciled(store: AnyGuardrailStore, reconciliation: Reconciliation): Promise<boolean> {
+async function alreadyReconciled(store: AnyGuardrailStore, reconciliation: Reconciliation, reason: ReconcileFailure): Promise<boolean> {
+  const { mutationKey } = reconciliation;
   const events = await store.readAudit({ turnKey: reconciliation.turnKey });
-  const last = events.filter((event) => event.decision === "reconciled").at(-1);
+  const last = events.filter((event) => event.decision === "reconciled" && (mutationKey === undefined || event.mutationKey === mutationKey)).at(-1);
   if (last?.action !== reconciliation.resolution) return false;
+  // The named call's claim went with its no-effect; another call claimed the slot afterwards.
+  if (reconciliation.resolution === "no-effect" && reason === "other_call") return true;
   const mutation = await store.getMutation(reconciliation.turnKey);
   if (reconciliation.resolution === "no-effect") return mutation === undefined;
+  if (reason === "other_call") return false;
   return (
     mutation?.state === "complete" &&
     mutation.result?.status === reconciliation.result.status &&
@@ -474,6 +492,17 @@ export async function reconcileEffect(
 }
 
 /** An effect key as the store uses it: 64 lowercase hex characters. */
+/** Validates `--mutation-key` (64 lowercase hex characters); throws a usage `CliError` otherwise. */
+export function parseMutationKey(value: string): string {
+  if (!DigestSchema.safeParse(value).success) {
+    throw new CliError(
+      EXIT.usage,
+      `--mutation-key: expected 64 lowercase hex characters (a mutationKey as 'inspect' shows it), got ${quote(value)}`,
+    );
+  }
+  return value;
+}
+
 export function parseEffectKey(value: string): string {
   if (!DigestSchema.safeParse(value).success) {
     throw new CliError(
@@ -921,12 +950,13 @@ export async function reconcileAuto(
     await sink.out(`settled ${named} (${call}, was ${claim.state}): ${resolution.resolution}, by confirm:${printable(claim.toolName)}\n`);
   };
   for (const claim of await store.listUnresolved()) {
-    await settle(claim, async (resolution, operatorRef) => {
-      // Reconciled by the turn's slot: only while it is still this claim's.
-      const slot = await store.getMutation(claim.turnKey);
-      if (slot?.toolCallId !== claim.toolCallId || slot.toolName !== claim.toolName) return false;
-      return (await store.reconcileMutation({ turnKey: claim.turnKey, ...resolution, operatorRef })).reconciled;
-    });
+    // Reconciled by the turn's slot, only while it is still this claim's: confirm took time, and
+    // the store checks the mutationKey in the reconciliation's own transaction.
+    await settle(
+      claim,
+      async (resolution, operatorRef) =>
+        (await store.reconcileMutation({ turnKey: claim.turnKey, ...resolution, operatorRef, mutationKey: claim.mutationKey })).reconciled,
+    );
   }
   if (hasStorePart(given, "effects")) {
     const effects = withStoreParts(given, ["effects"], "reconcile --auto", EFFECTS_WHY);

@@ -20,6 +20,7 @@ import {
   MAX_APPROVALS,
   parseApprovalId,
   parseEffectKey,
+  parseMutationKey,
   parseTurnKey,
   printable,
   reconcile,
@@ -55,6 +56,7 @@ const COMMAND_OPTIONS = {
   inspect: { json: { type: "boolean" }, effects: { type: "boolean" } },
   reconcile: {
     "turn-key": { type: "string" },
+    "mutation-key": { type: "string" },
     effect: { type: "string" },
     completed: { type: "boolean" },
     "no-effect": { type: "boolean" },
@@ -122,8 +124,8 @@ const EXIT_HELP = `Exit codes:
   1  operational failure (cannot open the store, I/O error, unexpected store error)
   2  usage error (unknown or missing flags, malformed values)
   3  not found (reconcile: no claim under the turn key or effect key; decide: no request has the approval id)
-  4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled;
-     decide: the request is not pending: decided by another decision, applied, expired or
+  4  wrong state (reconcile: the claim is not pending or unknown, e.g. already reconciled,
+     or it is another call's than --mutation-key names; decide: the request is not pending: decided by another decision, applied, expired or
      orphaned); nothing changed
   5  drift (compare: the tools do not match the reviewed manifest)
   6  left for an operator (reconcile --auto: some unresolved claims stay; the others were settled)
@@ -172,8 +174,8 @@ ${STORE_HELP}
 ${EXIT_HELP}
 `,
   reconcile: `Usage:
-  ${BIN} STORE reconcile --turn-key KEY --completed --result-file FILE [--result-status success|error] --operator-ref REF
-  ${BIN} STORE reconcile --turn-key KEY --no-effect --operator-ref REF
+  ${BIN} STORE reconcile --turn-key KEY [--mutation-key KEY] --completed --result-file FILE [--result-status success|error] --operator-ref REF
+  ${BIN} STORE reconcile --turn-key KEY [--mutation-key KEY] --no-effect --operator-ref REF
   ${BIN} STORE reconcile --effect KEY --completed --result-file FILE [--result-status success|error] --operator-ref REF
   ${BIN} STORE reconcile --effect KEY --no-effect --operator-ref REF
   ${BIN} STORE reconcile --auto --module PATH [--export NAME]
@@ -184,6 +186,9 @@ Resolves one pending or unknown mutation, after you checked the write service by
   --no-effect        the write did not happen: the turn's mutation slot reopens, and a new attempt
                      may write once
   --turn-key KEY     the turn key, 64 lowercase hex characters, as 'inspect' shows it
+  --mutation-key KEY with --turn-key: the mutationKey you checked, as 'inspect' shows it; the
+                     claim is reconciled only if it is still that call's (else exit 4, nothing
+                     changed), so a slot another call claimed meanwhile is never settled
   --effect KEY       instead of --turn-key: a side effect's effect key, as 'inspect' shows it;
                      --completed: the effect happened (the same call replays FILE);
                      --no-effect: it did not (the same call may run again, once)
@@ -600,7 +605,7 @@ async function prepareDecide(values: Parsed["values"], io: CliIo): Promise<Job> 
 async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
   const modulePath = str(values, "module");
   if (values.auto === true) {
-    const others = ["turn-key", "effect", "completed", "no-effect", "result-file", "result-status", "operator-ref"].filter((flag) => values[flag] !== undefined);
+    const others = ["turn-key", "mutation-key", "effect", "completed", "no-effect", "result-file", "result-status", "operator-ref"].filter((flag) => values[flag] !== undefined);
     if (others.length > 0) throw usage(`--auto takes no --${others.join(", --")}: confirm answers for each claim`, "reconcile");
     if (modulePath === undefined || modulePath === "") throw usage("--auto needs --module PATH (the module exporting { guardrails, tools })", "reconcile");
     // Loaded before the store is opened: a module that does not load changes nothing.
@@ -613,9 +618,14 @@ async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
   if ((rawKey === undefined) === (rawEffect === undefined)) {
     throw usage("give exactly one of --turn-key KEY (a mutation) or --effect KEY (a side effect)", "reconcile");
   }
-  let key: { readonly turnKey: string } | { readonly effectKey: string };
+  const rawMutationKey = str(values, "mutation-key");
+  if (rawMutationKey !== undefined && rawEffect !== undefined) throw usage("--mutation-key applies to --turn-key only", "reconcile");
+  let key: { readonly turnKey: string; readonly mutationKey?: string } | { readonly effectKey: string };
   try {
-    key = rawEffect === undefined ? { turnKey: parseTurnKey(rawKey ?? "") } : { effectKey: parseEffectKey(rawEffect) };
+    key =
+      rawEffect === undefined
+        ? { turnKey: parseTurnKey(rawKey ?? ""), ...(rawMutationKey === undefined ? {} : { mutationKey: parseMutationKey(rawMutationKey) }) }
+        : { effectKey: parseEffectKey(rawEffect) };
   } catch (error) {
     throw usage((error as Error).message, "reconcile");
   }
@@ -635,7 +645,7 @@ async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
     return (store, sink) =>
       "effectKey" in key
         ? reconcileEffect(store, { effectKey: key.effectKey, resolution: "no-effect", operatorRef }, sink)
-        : reconcile(store, { turnKey: key.turnKey, resolution: "no-effect", operatorRef }, sink);
+        : reconcile(store, { ...key, resolution: "no-effect", operatorRef }, sink);
   }
   if (resultFile === undefined) throw usage("--completed needs --result-file FILE (the verified result text)", "reconcile");
   if (resultStatus !== undefined && resultStatus !== "success" && resultStatus !== "error") {
@@ -646,7 +656,7 @@ async function prepareReconcile(values: Parsed["values"]): Promise<Job> {
   return (store, sink) =>
     "effectKey" in key
       ? reconcileEffect(store, { effectKey: key.effectKey, resolution: "completed", result, operatorRef }, sink)
-      : reconcile(store, { turnKey: key.turnKey, resolution: "completed", result, operatorRef }, sink);
+      : reconcile(store, { ...key, resolution: "completed", result, operatorRef }, sink);
 }
 
 async function run(argv: readonly string[], io: CliIo): Promise<ExitCode> {

@@ -10,7 +10,6 @@ import {
   EffectClaimResultSchema,
   EffectStatusSchema,
   MAX_READ_EVIDENCE,
-  MutationStatusSchema,
   ReconcileResultSchema,
   type AuditEvent,
   type ConfirmClaim,
@@ -236,13 +235,11 @@ export async function runMutation(
     unknownCode: "mutation_unknown",
     confirm,
     confirmKey: (key) => ({ kind: "mutation", mutationKey: key.mutationKey ?? "" }),
-    reconcile: async (resolution, _key, operatorRef) => {
-      // A mutation is reconciled by its turn's slot: only while the slot is still this call's
-      // unresolved claim (another resolver may have reopened it for another call meanwhile).
-      const answer = await store.getMutation(turnKey);
-      const slot = answer === undefined || trusted ? answer : parseStoreValue(MutationStatusSchema, answer, "getMutation answer");
-      if (slot?.toolCallId !== call.id || slot.toolName !== call.name || (slot.state !== "pending" && slot.state !== "unknown")) return false;
-      const reconciled = await store.reconcileMutation({ turnKey, ...resolution, operatorRef });
+    reconcile: async (resolution, key, operatorRef) => {
+      // A mutation is reconciled by its turn's slot, which another resolver may have reopened for
+      // another call while confirm was asked: naming this call's mutationKey makes the store check,
+      // in the reconciliation's own transaction, that the claim is still this call's.
+      const reconciled = await store.reconcileMutation({ turnKey, ...resolution, operatorRef, mutationKey: key.mutationKey });
       return (trusted ? reconciled : parseStoreValue(ReconcileResultSchema, reconciled, "reconcileMutation answer")).reconciled;
     },
     claim: async (fingerprint) => {

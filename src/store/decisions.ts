@@ -4,7 +4,7 @@
  * rows. (The approval and turn rules live beside their events, in `stores/events.ts` and
  * `stores/turns.ts`.)
  */
-import type { ClaimResult, EffectClaimResult, MutationResult } from "../contracts.js";
+import type { ClaimResult, EffectClaimResult, MutationResult, ReconcileResult } from "../contracts.js";
 
 /** A turn's existing claim, as much of it as `claimMutation` needs to answer a second claim. */
 export interface ExistingClaim {
@@ -43,6 +43,22 @@ export function existingEffectAnswer(existing: Pick<ExistingClaim, "state" | "re
     return { status: "replay", result: { content: existing.result.content, status: existing.result.status } };
   }
   return { status: existing.state === "complete" ? "unknown" : existing.state };
+}
+
+/**
+ * What `reconcileMutation` answers about the turn's existing claim: `other_call` when the
+ * reconciliation names a `mutationKey` and the claim is another call's (whatever its state: the
+ * named call's claim is not there), `not_unresolved` when it is not `pending` or `unknown`, else
+ * `reconciled` with the state it resolves (the store then applies it). Every store decides this in
+ * the reconciliation's own transaction, on the claim it changes; no claim at all is `not_found`.
+ */
+export function reconcileAnswer(
+  claim: { readonly state: string; readonly identity: { readonly mutationKey: string } },
+  mutationKey: string | undefined,
+): ReconcileResult {
+  if (mutationKey !== undefined && claim.identity.mutationKey !== mutationKey) return { reconciled: false, reason: "other_call" };
+  if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
+  return { reconciled: true, state: claim.state };
 }
 
 /**

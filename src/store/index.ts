@@ -218,7 +218,7 @@ export {
   type ParsedListTurns,
   type TurnTransition,
 } from "../stores/turns.js";
-export { existingClaimAnswer, existingEffectAnswer, instantMs, tokenHoldsClaim, type ExistingClaim } from "./decisions.js";
+export { existingClaimAnswer, existingEffectAnswer, instantMs, reconcileAnswer, tokenHoldsClaim, type ExistingClaim } from "./decisions.js";
 
 // -- Capabilities: the core and the optional parts ----------------------------------------------
 export {

@@ -120,7 +120,7 @@ import {
   parseSettlement,
   parseStoreValue,
 } from "../stores/validate.js";
-import { existingClaimAnswer, existingEffectAnswer, instantMs, tokenHoldsClaim } from "./decisions.js";
+import { existingClaimAnswer, existingEffectAnswer, instantMs, reconcileAnswer, tokenHoldsClaim } from "./decisions.js";
 import {
   effectGroupKey,
   KEY_VALUE_COLLECTIONS as C,
@@ -696,18 +696,18 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const { turnKey } = reconciliation;
     const claim = yield* this.#get(tx, K.claim, turnKey);
     if (claim === undefined) return { reconciled: false, reason: "not_found" };
-    if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
-    const { state } = claim;
+    const answer = reconcileAnswer(claim, reconciliation.mutationKey);
+    if (!answer.reconciled) return answer;
     const time = this.#time();
     const at = new Date(time).toISOString();
-    if (state === "unknown") yield* this.#markUnknown(tx, claim.identity, false);
+    if (answer.state === "unknown") yield* this.#markUnknown(tx, claim.identity, false);
     if (reconciliation.resolution === "completed") {
       this.#put(tx, K.claim, turnKey, { ...claim, state: "complete", result: reconciliation.result, settledAtMs: time });
     } else {
       tx.delete(C.claims, turnKey);
     }
     yield* this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
-    return { reconciled: true, state };
+    return answer;
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {

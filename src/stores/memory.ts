@@ -77,7 +77,7 @@ import {
   type VerdictKey,
   type VerdictRecord,
 } from "../contracts.js";
-import { existingClaimAnswer, existingEffectAnswer, tokenHoldsClaim } from "../store/decisions.js";
+import { existingClaimAnswer, existingEffectAnswer, reconcileAnswer, tokenHoldsClaim } from "../store/decisions.js";
 import {
   appliedApprovalRecord,
   approvalEvent,
@@ -446,8 +446,8 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     const parsed = parseStoreValue(ReconciliationSchema, reconciliation, "reconciliation");
     const claim = this.#claims.get(parsed.turnKey);
     if (claim === undefined) return { reconciled: false, reason: "not_found" };
-    if (claim.state !== "pending" && claim.state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
-    const state = claim.state;
+    const answer = reconcileAnswer(claim, parsed.mutationKey);
+    if (!answer.reconciled) return answer;
     const time = this.#time();
     const at = new Date(time).toISOString();
     this.#markUnknown(claim.identity, false);
@@ -460,7 +460,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
     }
     const { identity } = claim;
     this.#append(reconciledEvent(identity, parsed, at));
-    return { reconciled: true, state };
+    return answer;
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {

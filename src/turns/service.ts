@@ -241,9 +241,23 @@ const MessagesSchema = z.array(z.custom<BaseMessage>((value) => BaseMessage.isIn
 
 const ownPrincipal: MayDecide = (principal, turn) => turn.principal !== undefined && turn.principal === principal;
 
-/** The thread a turn runs on: a function of the turn key, so every worker finds it. */
+/**
+ * The thread a turn runs on: a UUID derived from the turn key, so every worker finds it, and
+ * LangGraph Server, whose API takes only UUIDs as thread ids, accepts it
+ * (`client.threads.create({ threadId: turnThreadId(turnKey) })`). The service runs a stored turn
+ * on the thread its record names (`threadId`), so a turn begun with an earlier derivation keeps
+ * its thread. Throws `TurnServiceError` (`invalid_input`) for a `turnKey` that is not a turn key.
+ */
 export function turnThreadId(turnKey: string): string {
-  return `arkah-turn:${turnKey}`;
+  if (!DigestSchema.safeParse(turnKey).success) throw new TurnServiceError("invalid_input", "turnKey must be a turn key (a lowercase hex SHA-256)");
+  // RFC 9562 version 8, the layout its appendix B.2 gives a SHA-256 name-based UUID (version 5
+  // means SHA-1): the digest's first 16 bytes with the version (8) and variant (10) bits set.
+  // @langchain/langgraph-api validates thread ids with zod's v3 `uuid()` (any 8-4-4-4-12 hex);
+  // zod 4's `z.uuid()` (versions 1-8, variant 10), Python's `uuid.UUID` (LangGraph Platform)
+  // and PostgreSQL's `uuid` take it too.
+  const hex = digest({ kind: "arkah.turn-thread", v: 1, turnKey }).slice(0, 32);
+  const variant = ((Number.parseInt(hex.charAt(16), 16) & 0x3) | 0x8).toString(16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
 /** The digest a reused turn key is compared by: the whole turn input, canonically. */

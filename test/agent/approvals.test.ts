@@ -686,6 +686,123 @@ describe("an invalid resume value", () => {
   });
 });
 
+describe("requireApproval with when: only the calls it matches wait for a person", () => {
+  const URGENT = (args: Readonly<Record<string, unknown>>) => String(args.title).includes("URGENT");
+
+  /** The recorded verdict of the approval guardrail on the rename `call` of `turn`. */
+  const approvalVerdict = (turn: Turn, call = rename("w1")) =>
+    turn.store.getVerdict({
+      turnKey: turnKey(turn.input),
+      toolCallId: call.id,
+      toolName: call.name,
+      toolFingerprint: documentToolFingerprint(call.name),
+      guardrail: "approval",
+      argsDigest: digest(call.args),
+    });
+
+  it("a matching call pauses and runs once approved; the condition got the parsed arguments and the turn", async () => {
+    const turn = await admittedTurn();
+    const asked: unknown[] = [];
+    const approval = requireApproval({
+      tools: ["rename_document"],
+      when: (args, of) => {
+        asked.push({ args, of });
+        return URGENT(args);
+      },
+    });
+    const urgent = rename("w1", "URGENT notes");
+    const run = approvalAgent(turn, { script: [{ toolCalls: [read("r1")] }, { toolCalls: [urgent] }, { content: "done" }], guardrails: [approval] });
+
+    const paused = await run.start();
+    expect(approvalRequests(paused)).toMatchObject([{ toolCallId: "w1", args: urgent.args }]);
+    expect(turn.service.writes).toBe(0);
+    expect(asked).toEqual([{ args: urgent.args, of: { scopeId: turn.input.scopeId, turnId: turn.input.turnId, turnKey: turnKey(turn.input) } }]);
+    expect(await approvalVerdict(turn, urgent)).toMatchObject({ verdict: { action: "approve", outcome: "complete" } });
+
+    const done = await run.resume({ decision: "approve" });
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success" });
+    expect(turn.service.writes).toBe(1);
+    // The resumed wrap chain read the recorded verdict: the condition was not asked again.
+    expect(asked).toHaveLength(1);
+  });
+
+  it("a call it does not match runs without a person: no interrupt, no request, one write", async () => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"], when: URGENT })],
+    });
+
+    const result = await run.start();
+    expect(pending(result)).toEqual([]);
+    expect(outcomeOf(result.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Field notes","revision":1}' });
+    expect(turn.service.writes).toBe(1);
+    expect(await turn.store.listApprovals()).toEqual([]);
+    expect(await approvalVerdict(turn)).toMatchObject({ verdict: { action: "allow", outcome: "complete" } });
+  });
+
+  it.each([
+    ["throws", () => {
+      throw new Error("lookup failed");
+    }],
+    ["rejects", () => Promise.reject(new Error("lookup failed"))],
+    ["answers a string", () => "yes" as unknown as boolean],
+    ["answers nothing", () => undefined as unknown as boolean],
+  ])("a condition that %s asks a person (a partial verdict); nothing runs until approved", async (_name, when) => {
+    const turn = await admittedTurn();
+    const run = approvalAgent(turn, {
+      script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }],
+      guardrails: [requireApproval({ tools: ["rename_document"], when })],
+    });
+
+    const paused = await run.start();
+    expect(approvalRequests(paused)).toMatchObject([{ toolCallId: "w1", guardrails: ["approval"] }]);
+    expect(turn.service.writes).toBe(0);
+    expect(await approvalVerdict(turn)).toMatchObject({ verdict: { action: "approve", outcome: "partial" } });
+    await run.resume({ decision: "approve" });
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it("a condition that would answer otherwise later does not change the recorded verdict on resume", async () => {
+    const turn = await admittedTurn();
+    let answers = 0;
+    // true the first time, false after: a clock, a feature flag, a service that changed its mind.
+    const approval = requireApproval({ tools: ["rename_document"], when: () => answers++ === 0 });
+    const run = approvalAgent(turn, { script: [{ toolCalls: [read("r1")] }, { toolCalls: [rename("w1")] }, { content: "done" }], guardrails: [approval] });
+
+    expect(approvalRequests(await run.start())).toHaveLength(1);
+    const rejected = await run.resume({ decision: "reject" });
+    expect(outcomeOf(rejected.messages, "w1").code).toBe("approval_rejected");
+    expect(turn.service.writes).toBe(0);
+    expect(answers).toBe(1);
+  });
+
+  it("an approver's edit is checked by the condition too, on its parsed arguments, and runs as edited", async () => {
+    const turn = await admittedTurn();
+    const asked: unknown[] = [];
+    const approval = requireApproval({
+      tools: ["rename_document"],
+      when: (args) => {
+        asked.push(args);
+        return URGENT(args);
+      },
+    });
+    const urgent = rename("w1", "URGENT notes");
+    const run = approvalAgent(turn, { script: [{ toolCalls: [read("r1")] }, { toolCalls: [urgent] }, { content: "done" }], guardrails: [approval] });
+    await run.start();
+    const edited = { title: "Calm notes", expectedRevision: 0 };
+
+    const done = await run.resume({ decision: "edit", args: edited });
+    expect(outcomeOf(done.messages, "w1")).toMatchObject({ status: "success", content: '{"title":"Calm notes","revision":1}' });
+    expect(asked).toEqual([urgent.args, edited]);
+    expect(turn.service.writes).toBe(1);
+  });
+
+  it("when that is not a function is a ConfigurationError", () => {
+    expect(() => requireApproval({ tools: ["rename_document"], when: true as never })).toThrow(ConfigurationError);
+  });
+});
+
 describe("composition with humanInTheLoopMiddleware, in either array order", () => {
   const ORDERS = ["guardrails first", "HITL first"] as const;
   const place = (order: (typeof ORDERS)[number], hitl: AgentMiddleware) =>

@@ -27,6 +27,7 @@ import {
   type ApprovalRecord,
   type ApprovalRequest,
   type ApprovalSubmission,
+  type ConfirmClaim,
   type GuardrailStore,
   type JsonValue,
   type TurnRef,
@@ -49,12 +50,14 @@ import {
   inspect,
   printable,
   reconcile,
+  reconcileAuto,
   reconcileEffect,
   shellWord,
   terminalJson,
 } from "../../src/cli/commands.js";
 import { main } from "../../src/cli/main.js";
 import { redactSecrets, suggestedStore } from "../../src/cli/open-store.js";
+import { reopenedBeforeReconcile } from "../support/confirm.js";
 import {
   admit,
   DocumentService,
@@ -386,6 +389,24 @@ describe("reconcile --auto", () => {
     store.close();
   });
 
+  it("a slot reopened and claimed by another call while confirm was asked is left for an operator, the new claim untouched", async () => {
+    const { store } = sqliteFile();
+    const turn = { scopeId: "doc-1", turnId: "t-1" };
+    const asked = await claim(store, turn, "call-1", "unknown");
+    const rival = identity(turn, "call-2", "rename_document", { title: "y" });
+    const racing = reopenedBeforeReconcile(store, rival);
+    const confirm: ConfirmClaim = () => ({ outcome: "completed", result: "renamed to x" });
+    const out = sink();
+
+    expect(await reconcileAuto(racing.store, (name) => (name === "rename_document" ? confirm : undefined), out)).toBe(EXIT.leftForOperator);
+
+    expect(out.lines.out).toContain(`left for an operator: mutation of turn ${asked.turnKey} (rename_document call-1): it changed meanwhile`);
+    expect(await store.listUnresolved()).toMatchObject([{ toolCallId: "call-2", mutationKey: rival.mutationKey, state: "pending" }]);
+    expect((await store.readAudit()).filter((event) => event.decision === "reconciled").map((event) => event.operatorRef)).toEqual(["INC-1"]);
+    expect(await store.settleMutation({ turnKey: rival.turnKey, token: racing.rivalToken(), outcome: "complete", result: { content: "renamed to y", status: "success" } })).toBe(true);
+    store.close();
+  });
+
   it("with nothing left it exits 0; --auto without --module, or with a key, is a usage error", async () => {
     const { path, store } = sqliteFile();
     await claim(store, { scopeId: "doc-1", turnId: "t-1" }, "call-1", "unknown");
@@ -500,6 +521,52 @@ describe("side effects: inspect and reconcile --effect", () => {
       ["reconciled", "no-effect", id.effectKey, "INC-1"],
     ]);
     reopened.close();
+  });
+});
+
+describe("reconcile --mutation-key", () => {
+  it("reconciles only the named call's claim: another call's in the slot is wrong state, nothing changed; a repeat after its no-effect is ok", async () => {
+    const { path, store } = sqliteFile();
+    const turn = { scopeId: "doc-1", turnId: "t-1" };
+    const first = await claim(store, turn, "call-1", "unknown");
+    const flags = ["--sqlite", path, "reconcile", "--turn-key", first.turnKey];
+    const checked = ["--mutation-key", first.mutationKey];
+
+    const done = await cli([...flags, ...checked, "--no-effect", "--operator-ref", "INC-1"]);
+    expect(done).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(done.stdout).toContain(`mutationKey:  ${first.mutationKey}`);
+    // Another call claims the reopened slot and is still writing.
+    const rival = identity(turn, "call-2", "rename_document", { title: "y" });
+    const claimed = await store.claimMutation(rival);
+    if (claimed.status !== "acquired") throw new Error("expected to acquire");
+
+    const resultFile = join(tempDir(), "result.txt");
+    writeFileSync(resultFile, "renamed to x");
+    const late = await cli([...flags, ...checked, "--completed", "--result-file", resultFile, "--operator-ref", "INC-2"]);
+    expect(late.code).toBe(EXIT.wrongState);
+    expect(late.stderr).toContain("is another call's, not the one --mutation-key names");
+    const repeated = await cli([...flags, ...checked, "--no-effect", "--operator-ref", "INC-3"]);
+    expect(repeated).toMatchObject({ code: EXIT.ok });
+    expect(repeated.stdout).toContain("already reconciled");
+    expect(await store.listUnresolved()).toMatchObject([{ toolCallId: "call-2", state: "pending" }]);
+    expect((await store.readAudit()).filter((event) => event.decision === "reconciled").map((event) => event.operatorRef)).toEqual(["INC-1"]);
+    expect(await store.settleMutation({ turnKey: rival.turnKey, token: claimed.token, outcome: "complete", result: { content: "renamed to y", status: "success" } })).toBe(true);
+
+    // Without --mutation-key, as before: whichever claim the turn holds (now complete).
+    expect((await cli([...flags, "--no-effect", "--operator-ref", "INC-4"])).code).toBe(EXIT.wrongState);
+    store.close();
+  });
+
+  it("--mutation-key with --effect, malformed, or with --auto is a usage error", async () => {
+    const { path, store } = sqliteFile();
+    store.close();
+    const flags = ["--sqlite", path, "reconcile"];
+    const key = "a".repeat(64);
+    expect((await cli([...flags, "--effect", key, "--mutation-key", key, "--no-effect", "--operator-ref", "R"])).code).toBe(EXIT.usage);
+    const malformed = await cli([...flags, "--turn-key", key, "--mutation-key", "call-1", "--no-effect", "--operator-ref", "R"]);
+    expect(malformed.code).toBe(EXIT.usage);
+    expect(malformed.stderr).toContain("--mutation-key: expected 64 lowercase hex characters");
+    expect((await cli([...flags, "--auto", "--module", "x.js", "--mutation-key", key])).code).toBe(EXIT.usage);
   });
 });
 

@@ -3,13 +3,16 @@
  * and only the pipeline asks it. A model that mints a new call id (or new arguments) to meet a
  * turn's unresolved write gets no confirm asked and the claim untouched; an answer that is not
  * valid (another shape, extra fields, a result beyond `MAX_CONFIRM_RESULT_LENGTH`) counts as
- * `unknown`; and a model that calls `confirm` as a tool is refused `unregistered_tool`.
+ * `unknown`; a slot another resolver reopened, and another call claimed, while `confirm` was asked
+ * is not settled with its answer; and a model that calls `confirm` as a tool is refused
+ * `unregistered_tool`.
  *
  * Every assertion counts tool bodies and writes, or reads the store.
  */
 import { describe, expect, it } from "vitest";
-import { MAX_CONFIRM_RESULT_LENGTH, turnKey } from "arkah-agent-guardrails";
-import { confirmWorld, notifyScript, recordedConfirm, renameScript, run } from "../support/confirm.js";
+import { digest, MAX_CONFIRM_RESULT_LENGTH, mutationKey, turnKey } from "arkah-agent-guardrails";
+import type { MutationIdentity } from "arkah-agent-guardrails/store";
+import { confirmWorld, notifyScript, recordedConfirm, renameScript, reopenedBeforeReconcile, run } from "../support/confirm.js";
 import { admit, outcomeOf } from "../support/fixtures.js";
 
 describe("confirm is asked only about this call's own claim", () => {
@@ -110,5 +113,37 @@ describe("confirm cannot be reached from the model", () => {
     expect(outcomeOf(messages, "c2").code).toBe("unregistered_tool");
     expect(world.asked).toEqual([]);
     expect(await world.store.listUnresolved()).toMatchObject([{ state: "unknown", mutationKey: key }]);
+  });
+});
+
+describe("confirm's answer settles only the claim it was asked about", () => {
+  it("the slot reopened and claimed by another call while confirm was asked: the new claim untouched, its holder settles it", async () => {
+    const world = confirmWorld();
+    await admit(world.store, world.input);
+    world.plans.push("write-then-throw");
+    await run(world, renameScript("w1"));
+    const args = { title: "Other notes" };
+    const rival: MutationIdentity = {
+      turnKey: turnKey(world.input),
+      scopeId: world.input.scopeId,
+      toolCallId: "w2",
+      toolName: "rename_document",
+      argsDigest: digest(args),
+      mutationKey: mutationKey(world.input, { id: "w2", name: "rename_document", args }),
+      toolFingerprint: "2".repeat(64),
+    };
+    const racing = reopenedBeforeReconcile(world.store, rival);
+
+    // The retry of w1 asks confirm, which answers completed from the service's record of w1's key.
+    const again = await run(world, renameScript("w1"), { confirm: recordedConfirm(world), store: racing.store });
+
+    expect(world.asked).toMatchObject([{ kind: "mutation", toolCallId: "w1", state: "unknown" }]);
+    expect(outcomeOf(again, "w1").code).toBe("mutation_unknown");
+    // w2's claim is still pending under its holder, not completed with w1's result.
+    expect(await world.store.listUnresolved()).toMatchObject([{ toolCallId: "w2", mutationKey: rival.mutationKey, state: "pending" }]);
+    const events = await world.store.readAudit({ turnKey: turnKey(world.input) });
+    expect(events.filter((event) => event.decision === "reconciled").map((event) => event.operatorRef)).toEqual(["INC-1"]);
+    expect(await world.store.settleMutation({ turnKey: rival.turnKey, token: racing.rivalToken(), outcome: "complete", result: { content: "saved Other notes", status: "success" } })).toBe(true);
+    expect(world.service.bodies).toBe(1);
   });
 });

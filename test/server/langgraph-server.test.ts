@@ -15,7 +15,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { admitTurn, turnContext, turnKey, type ApprovalRequest, type TurnInput } from "arkah-agent-guardrails";
+import { admitTurn, turnContext, turnKey, turnThreadId, type ApprovalRequest, type TurnInput } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { EDIT_CALL, NEW_BODY, NOTE_ID, SAVED, STATE_ENV, storePath, writesIn, type ServerMessage, type TestMessage } from "./support/shared.js";
 
@@ -150,6 +150,25 @@ describe("the guarded agent on LangGraph Server, driven by the SDK", () => {
 
     expect(writesIn(stateDir)).toHaveLength(1);
     expect(await store.getMutation(turnKey(input))).toMatchObject({ state: "complete", toolName: "edit_note", toolCallId: EDIT_CALL });
+  });
+
+  it("the turn's own thread: turnThreadId is a thread id the server takes; created again it is the same thread, and the turn writes once", async () => {
+    const before = writesIn(stateDir).length;
+    const input = turn("turn-own-thread");
+    await admit(input);
+    const threadId = turnThreadId(turnKey(input));
+
+    // The API layer needs no turn -> thread table: each attempt creates the turn's thread, idempotently.
+    const created = await client.threads.create({ threadId, ifExists: "do_nothing" });
+    expect(created.thread_id).toBe(threadId);
+    const first = messagesOf(await client.runs.wait(threadId, "agent", { input: runInput(), context: turnContext(input) }));
+    expect(editResults(first).map((message) => [message.status, message.content])).toEqual([["success", SAVED]]);
+
+    const again = await client.threads.create({ threadId, ifExists: "do_nothing" });
+    expect(again.thread_id).toBe(threadId);
+    expect(messagesOf((await client.threads.getState(threadId)).values)).toHaveLength(first.length);
+    expect((await client.runs.list(threadId)).map((run) => run.status)).toEqual(["success"]);
+    expect(writesIn(stateDir)).toHaveLength(before + 1);
   });
 
   it("an approval interrupt surfaces in the thread state; answered through the SDK, the run resumes and writes once", async () => {

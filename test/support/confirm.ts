@@ -17,6 +17,7 @@ import {
   type GuardrailStore,
   type TurnInput,
 } from "arkah-agent-guardrails";
+import type { MutationIdentity, Reconciliation } from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import { turnInput, userText } from "./fixtures.js";
 
@@ -131,3 +132,38 @@ export const renameScript = (callId = "w1", title = "Field notes"): ScriptStep[]
 ];
 
 export const notifyScript = (callId = "n1", to = "ana"): ScriptStep[] => [{ toolCalls: [{ id: callId, name: "notify", args: { to } }] }, { content: "done" }];
+
+/**
+ * The store as another resolver meets it: at the confirm path's reconciliation (after any check of
+ * the slot), an operator reconciles the turn's claim `no-effect` and a new call of the turn claims
+ * the reopened slot, and holds it, mid-write; only then does the reconciliation reach the store.
+ */
+export function reopenedBeforeReconcile(store: GuardrailStore, rival: MutationIdentity): { store: GuardrailStore; rivalToken: () => string } {
+  let rivalToken: string | undefined;
+  const wrapped = new Proxy(store, {
+    get(target, property) {
+      if (property !== "reconcileMutation") {
+        const value = Reflect.get(target, property, target) as unknown;
+        // The store's methods use its private fields: they run on the store itself.
+        return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      }
+      return async (reconciliation: Reconciliation) => {
+        if (rivalToken === undefined) {
+          const reopened = await target.reconcileMutation({ turnKey: reconciliation.turnKey, resolution: "no-effect", operatorRef: "INC-1" });
+          if (!reopened.reconciled) throw new Error(`the operator's reconciliation answered ${reopened.reason}`);
+          const claimed = await target.claimMutation(rival);
+          if (claimed.status !== "acquired") throw new Error(`the new call's claim answered ${claimed.status}`);
+          rivalToken = claimed.token;
+        }
+        return target.reconcileMutation(reconciliation);
+      };
+    },
+  });
+  return {
+    store: wrapped,
+    rivalToken: () => {
+      if (rivalToken === undefined) throw new Error("the slot was never reopened: confirm's reconciliation did not reach the store");
+      return rivalToken;
+    },
+  };
+}

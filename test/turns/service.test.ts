@@ -18,6 +18,7 @@ import { createAgent, tool } from "langchain";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { z as z3 } from "zod/v3";
 import {
   ConfigurationError,
   createDocumentGuardrails,
@@ -26,6 +27,7 @@ import {
   requireApproval,
   turnKey,
   TurnServiceError,
+  turnThreadId,
   type GuardrailStore,
   type ToolPolicy,
   type TurnAnswer,
@@ -1015,5 +1017,37 @@ describe("turn service and the caller's signal", () => {
     }
     expect(notes.writes).toHaveLength(3);
     expect(getEventListeners(serverWide.signal, "abort")).toHaveLength(0);
+  });
+});
+
+describe("turnThreadId: the thread a turn runs on", () => {
+  const key = turnKey({ scopeId: "note-7", turnId: "turn-1" });
+
+  it("is an RFC 9562 version 8 UUID derived from the turn key, the same for every worker and release", () => {
+    const id = turnThreadId(key);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    // Pinned: workers of different releases must find the same thread for a turn.
+    expect(id).toBe("e1f7cd0b-3c78-8c1b-a268-ff2a680501f8");
+    expect(turnThreadId(key)).toBe(id);
+    expect(turnThreadId(turnKey({ scopeId: "note-7", turnId: "turn-2" }))).not.toBe(id);
+    // What @langchain/langgraph-api validates thread ids with (zod's v3 API), and zod 4's strict check.
+    expect(z3.string().uuid().safeParse(id).success).toBe(true);
+    expect(z.uuid().safeParse(id).success).toBe(true);
+  });
+
+  it("a value that is not a turn key is invalid_input", () => {
+    for (const bad of ["", "arkah-turn:x", key.toUpperCase(), key.slice(1)]) {
+      expect(() => turnThreadId(bad), JSON.stringify(bad)).toThrow(TurnServiceError);
+    }
+  });
+
+  it("the service stores and runs a new turn on it", async () => {
+    const store = new InMemoryGuardrailStore();
+    const checkpointer = new MemorySaver();
+    const { service } = serviceHarness({ store, checkpointer });
+    completed(await service.submit({ turn: turnOf() }));
+    const threadId = turnThreadId(turnKey(turnOf()));
+    expect((await store.getTurn(turnKey(turnOf())))?.threadId).toBe(threadId);
+    expect(await checkpointer.getTuple({ configurable: { thread_id: threadId } })).toBeDefined();
   });
 });

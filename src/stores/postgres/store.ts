@@ -131,6 +131,7 @@ import {
 import { DEFAULT_SCHEMA } from "./schema-name.js";
 import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
+import { reconcileAnswer } from "../../store/decisions.js";
 import * as effects from "./effects.js";
 import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../turns.js";
 import * as turns from "./turns.js";
@@ -591,8 +592,9 @@ export class PostgresGuardrailStore implements GuardrailStore {
           if (row === undefined) return { reconciled: false, reason: "not_found" };
           if (row.scope_id !== scopeId) return undefined; // deleted and claimed again elsewhere: retry
           const state = parseRow(z.enum(CLAIM_STATES), row.state, "claim state");
-          if (state !== "pending" && state !== "unknown") return { reconciled: false, reason: "not_unresolved" };
-          const identity = identityFromRow(row);
+          const identity = parseStoreValue(ClaimedIdentitySchema, identityFromRow(row), "claim row");
+          const answer = reconcileAnswer({ state, identity }, parsed.mutationKey);
+          if (!answer.reconciled) return answer;
           const at = this.#timestamp();
           if (parsed.resolution === "completed") {
             await this.#query(
@@ -604,9 +606,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
             await this.#query(this.#sql.deleteClaim, [parsed.turnKey], client);
           }
           if (state === "unknown") await this.#query(this.#sql.releaseScope, [scopeId], client);
-          const event = reconciledEvent(parseStoreValue(ClaimedIdentitySchema, identity, "claim row"), parsed, at);
-          await this.#append(event, client);
-          return { reconciled: true, state };
+          await this.#append(reconciledEvent(identity, parsed, at), client);
+          return answer;
         });
         if (result !== undefined) return result;
       }

@@ -29,6 +29,7 @@ import {
   orphanedApprovalRecord,
   reconciledEvent,
 } from "../events.js";
+import { reconcileAnswer } from "../../store/decisions.js";
 import { approvalFromRow, claimFromRow, effectFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
@@ -144,9 +145,8 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     const row = sql.getClaim.get(reconciliation.turnKey);
     if (row === undefined) return { reconciled: false, reason: "not_found" };
     const existing = claimFromRow(row);
-    if (existing.state !== "pending" && existing.state !== "unknown") {
-      return { reconciled: false, reason: "not_unresolved" };
-    }
+    const answer = reconcileAnswer(existing, reconciliation.mutationKey);
+    if (!answer.reconciled) return answer;
     const at = timestamp();
     if (reconciliation.resolution === "completed") {
       sql.reconcileComplete.run(
@@ -161,7 +161,7 @@ export function prepareTransactions(db: Database.Database, sql: Statements, time
     }
     const { identity } = existing;
     appendEvent(sql, reconciledEvent(identity, reconciliation, at));
-    return { reconciled: true, state: existing.state };
+    return answer;
   });
 
   const prune = db.transaction((cutoff: number): PruneResult => {

@@ -237,6 +237,72 @@ export function reconciliationSuite(test: StoreTest): void {
     expect(await claim(store), "await claim(store) toEqual").toEqual({ status: "conflict" });
   });
 
+  // A resolver that read the claim, then asked the write service (a tool's confirm, `reconcile
+  // --auto`), names the call it asked about: the slot may have reopened and gone to another call.
+  test("mutationKey naming another call's claim: other_call, the claim and its holder untouched, no event", async ({ store }) => {
+    const asked = identity();
+    await leaveUnknown(store, asked);
+    await reconcile(store, noEffect());
+    const rival = identity(TURN, { ...CALL, id: "call-2" });
+    const token = await acquire(store, rival);
+    const trail = await readAudit(store);
+    for (const late of [completed(), noEffect()]) {
+      expect(await reconcile(store, { ...late, mutationKey: asked.mutationKey }), `${late.resolution} for the earlier call`).toEqual({
+        reconciled: false,
+        reason: "other_call",
+      });
+    }
+    expect(await readAudit(store), "no reconciled event").toEqual(trail);
+    expect(await unresolved(store), "the new call's claim is still listed").toMatchObject([{ ...rival, state: "pending" }]);
+    expect(await claim(store, rival), "the new call's claim").toEqual({ status: "pending" });
+    expect(await store.settleMutation({ turnKey: TURN_KEY, token, outcome: "complete", result: RESULT }), "its holder's token still settles it").toBe(true);
+    expect(await claim(store, rival), "with its own result").toEqual({ status: "replay", result: RESULT });
+  });
+
+  test("mutationKey naming another call: an unknown claim stays unknown and keeps its scope blocked", async ({ store }) => {
+    await leaveUnknown(store);
+    for (const [label, call] of RIVAL_CALLS) {
+      expect(await reconcile(store, { ...noEffect(), mutationKey: identity(TURN, call).mutationKey }), label).toEqual({ reconciled: false, reason: "other_call" });
+    }
+    expect(await claim(store), "the claim").toEqual({ status: "unknown" });
+    expect(await claim(store, identity(SIBLING)), "its scope").toEqual({ status: "scope_unresolved" });
+    expect(await reconciledEvents(store), "no reconciled event").toEqual([]);
+  });
+
+  test("mutationKey naming the claim's own call reconciles it, as without one", async ({ store, clock }) => {
+    await leaveUnknown(store);
+    expect(await reconcile(store, { ...completed(TURN_KEY, "INC-5"), mutationKey: identity().mutationKey }), "completed, from unknown").toEqual({
+      reconciled: true,
+      state: "unknown",
+    });
+    expect(await claim(store), "replays the operator's result").toEqual({ status: "replay", result: OPERATOR_RESULT });
+    expectReconciledEvent((await reconciledEvents(store))[0], identity(), "completed", "INC-5", clock.ms);
+    const sibling = identity(SIBLING);
+    await acquire(store, sibling);
+    expect(await reconcile(store, { ...noEffect(turnKey(SIBLING)), mutationKey: sibling.mutationKey }), "no-effect, from pending").toEqual({
+      reconciled: true,
+      state: "pending",
+    });
+    await acquire(store, sibling);
+  });
+
+  test("mutationKey on a resolved or absent claim: not_unresolved for its own call, other_call for another, not_found without a claim", async ({ store }) => {
+    const rivalKey = identity(TURN, { ...CALL, id: "call-2" }).mutationKey;
+    expect(await reconcile(store, { ...noEffect(), mutationKey: identity().mutationKey }), "no claim").toEqual({ reconciled: false, reason: "not_found" });
+    await complete(store);
+    expect(await reconcile(store, { ...completed(), mutationKey: identity().mutationKey }), "its own, completed").toEqual({ reconciled: false, reason: "not_unresolved" });
+    expect(await reconcile(store, { ...noEffect(), mutationKey: rivalKey }), "another call's").toEqual({ reconciled: false, reason: "other_call" });
+    expect(await claim(store), "the result kept").toEqual({ status: "replay", result: RESULT });
+    expect(await readAudit(store), "no event").toEqual([]);
+  });
+
+  test("a mutationKey that is not a digest is rejected, changing nothing", async ({ store }) => {
+    await leaveUnknown(store);
+    await expectContractError(() => store.reconcileMutation({ ...noEffect(), mutationKey: "call-1" }), "a mutationKey that is not a digest");
+    expect(await claim(store), "the claim").toEqual({ status: "unknown" });
+    expect(await readAudit(store), "no event").toEqual([]);
+  });
+
   test("no-effect, from pending: the old token cannot settle, before or after the slot is claimed again", async ({ store }) => {
     const oldToken = await acquire(store);
     expect(await reconcile(store, noEffect()), "await reconcile(store, noEffect()) toEqual").toEqual({ reconciled: true, state: "pending" });
