@@ -647,9 +647,11 @@ export function applyOp(model: ModelState, resolved: Resolved, acquiredToken: st
     }
     case "prune": {
       const cutoff = now - op.ageMs;
+      // A turn a person can still decide (a pending request) is live: prune leaves it whole.
+      const live = new Set(model.approvals.filter((approval) => approval.status === "pending").map((approval) => turnAt(approval.turn).key));
       const pruned = new Set<string>();
       for (const [key, existing] of model.claims) {
-        if (existing.state === "complete" && existing.settledAt !== undefined && existing.settledAt < cutoff) {
+        if (existing.state === "complete" && existing.settledAt !== undefined && existing.settledAt < cutoff && !live.has(key)) {
           existing.state = "pruned";
           existing.result = undefined;
           pruned.add(key);
@@ -659,7 +661,7 @@ export function applyOp(model: ModelState, resolved: Resolved, acquiredToken: st
       model.approvals = model.approvals.filter((approval) => !pruned.has(turnAt(approval.turn).key));
       let effects = 0;
       for (const existing of model.effects.values()) {
-        if (existing.state === "complete" && existing.settledAt !== undefined && existing.settledAt < cutoff) {
+        if (existing.state === "complete" && existing.settledAt !== undefined && existing.settledAt < cutoff && !live.has(turnAt(existing.turn).key)) {
           existing.state = "pruned";
           existing.result = undefined;
           effects++;
