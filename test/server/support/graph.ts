@@ -13,10 +13,16 @@
  * `NoEffectError` (its write service was never called), or for the test's `release-edit`, when it
  * writes. An outer middleware tells the test when the guardrails answered the edit call (its claim
  * settled or released by then).
+ *
+ * `inbox` pauses its edits in LangChain's approval format (`approvalFormat: "langchain"`), the one
+ * Agent Inbox and LangGraph Studio read; `hitl` is the same agent unguarded, paused by LangChain's own
+ * `humanInTheLoopMiddleware`, so the test can hold the two interrupts side by side. `fresh` is the
+ * plain agent with a model that mints new call ids on every proposal, as a real provider does.
  */
 import { appendFileSync } from "node:fs";
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
-import { createAgent, createMiddleware, tool, type AgentMiddleware } from "langchain";
+import { randomUUID } from "node:crypto";
+import { createAgent, createMiddleware, humanInTheLoopMiddleware, tool, type AgentMiddleware, type ReactAgent } from "langchain";
 import { z } from "zod";
 import { createDocumentGuardrails, NoEffectError, requireApproval, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
@@ -34,12 +40,23 @@ export const POLICIES: Record<string, ToolPolicy> = {
  * retried turn on the same thread proposes the same calls again.
  */
 function respond(messages: readonly BaseMessage[]): ScriptReply {
-  const start = messages.findLastIndex((message) => HumanMessage.isInstance(message));
-  const done = new Set(messages.slice(start + 1).flatMap((message) => (ToolMessage.isInstance(message) ? [message.name] : [])));
-  if (!done.has("read_note")) return { toolCalls: [{ id: READ_CALL, name: "read_note", args: { noteId: NOTE_ID } }] };
-  if (!done.has("edit_note")) return { toolCalls: [{ id: EDIT_CALL, name: "edit_note", args: { noteId: NOTE_ID, body: NEW_BODY } }] };
-  return { content: "Done." };
+  return proposeWith(READ_CALL, EDIT_CALL)(messages);
 }
+
+/** `respond` with the given call ids: fixed ones, or new ones at every proposal. */
+function proposeWith(readId: string | (() => string), editId: string | (() => string)) {
+  const id = (given: string | (() => string)) => (typeof given === "string" ? given : given());
+  return (messages: readonly BaseMessage[]): ScriptReply => {
+    const start = messages.findLastIndex((message) => HumanMessage.isInstance(message));
+    const done = new Set(messages.slice(start + 1).flatMap((message) => (ToolMessage.isInstance(message) ? [message.name] : [])));
+    if (!done.has("read_note")) return { toolCalls: [{ id: id(readId), name: "read_note", args: { noteId: NOTE_ID } }] };
+    if (!done.has("edit_note")) return { toolCalls: [{ id: id(editId), name: "edit_note", args: { noteId: NOTE_ID, body: NEW_BODY } }] };
+    return { content: "Done." };
+  };
+}
+
+/** A provider's ids: new at every call (`call_` and 24 characters, as OpenAI's). */
+const freshId = () => `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
 
 const dir = process.env[STATE_ENV];
 if (dir === undefined) throw new Error(`${STATE_ENV} must name the directory shared with the test`);
@@ -114,9 +131,14 @@ const editObserver = createMiddleware({
   },
 });
 
-function guardedAgent(guardrails: readonly Guardrail[], edit = editNote, outer: AgentMiddleware = createMiddleware({ name: "NoObserver" })) {
+function guardedAgent(
+  guardrails: readonly Guardrail[],
+  edit = editNote,
+  outer: AgentMiddleware = createMiddleware({ name: "NoObserver" }),
+  { approvalFormat = "arkah", model = new ScriptedModel(respond) }: { approvalFormat?: "arkah" | "langchain"; model?: ScriptedModel } = {},
+) {
   return createAgent({
-    model: new ScriptedModel(respond),
+    model,
     tools: [readNote, edit],
     middleware: [
       outer,
@@ -126,6 +148,7 @@ function guardedAgent(guardrails: readonly Guardrail[], edit = editNote, outer: 
         authorize: () => true,
         tools: POLICIES,
         guardrails: [...guardrails],
+        approvalFormat,
         logger: { warn: () => undefined },
       }),
     ],
@@ -135,3 +158,11 @@ function guardedAgent(guardrails: readonly Guardrail[], edit = editNote, outer: 
 export const agent = guardedAgent([]);
 export const approving = guardedAgent([requireApproval({ tools: ["edit_note"] })]);
 export const cancellable = guardedAgent([], cancellableEdit, editObserver);
+export const inbox = guardedAgent([requireApproval({ tools: ["edit_note"] })], editNote, undefined, { approvalFormat: "langchain" });
+export const fresh = guardedAgent([], editNote, undefined, { model: new ScriptedModel(proposeWith(freshId, freshId)) });
+/** No guardrails: LangChain's own approval middleware, for the shape of its interrupt. */
+export const hitl: ReactAgent = createAgent({
+  model: new ScriptedModel(respond),
+  tools: [readNote, editNote],
+  middleware: [humanInTheLoopMiddleware({ interruptOn: { edit_note: true } })],
+});

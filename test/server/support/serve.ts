@@ -20,7 +20,14 @@ const { host, cleanup } = await startServer({
   port: 0,
   nWorkers: 1,
   cwd: stateDir,
-  graphs: { agent: `${graphFile}:agent`, approving: `${graphFile}:approving`, cancellable: `${graphFile}:cancellable` },
+  graphs: {
+    agent: `${graphFile}:agent`,
+    approving: `${graphFile}:approving`,
+    cancellable: `${graphFile}:cancellable`,
+    inbox: `${graphFile}:inbox`,
+    fresh: `${graphFile}:fresh`,
+    hitl: `${graphFile}:hitl`,
+  },
 });
 
 process.on("message", (message) => {
