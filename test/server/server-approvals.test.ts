@@ -8,7 +8,8 @@
  * one shape. Writes are counted from the notes service's log; approvals are read from the store.
  *
  * Also here, the facts docs/deploying.md states about a server: a retried run whose model mints
- * fresh call ids (graph `fresh`), and a paused thread across a graceful restart of the server.
+ * fresh call ids (graph `fresh`), a graph built by hand with `admittedTurn` in its model node
+ * (graph `custom`), and a paused thread across a graceful restart of the server.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -177,18 +178,21 @@ describe("approvalFormat: \"langchain\" on LangGraph Server, as Agent Inbox and 
     expect((await store.getApproval(request.approvalId))?.status).toBe("rejected");
   });
 
-  it("Agent Inbox's own answer ({ type: \"approve\", args: { action, args } }) is not LangChain's: refused, nothing written, the request still answerable", async () => {
+  it("Agent Inbox's own answers (approve with args, ignore) are not LangChain's: refused, nothing written, the request still answerable", async () => {
     const before = writesIn(stateDir).length;
     const { input, threadId, request } = await pause("inbox", "inbox-dialect");
 
-    // What Agent Inbox sends for "accept" on an interrupt it took for the middleware's: its own
-    // response with the type renamed, `args` beside it. LangChain's HITLResponse has no `args`.
-    await answer("inbox", threadId, input, { decisions: [{ type: "approve", args: { action: "edit_note", args: EDIT_ARGS } }] });
-    const state = await client.threads.getState(threadId);
-    const [again] = state.tasks.flatMap((task) => task.interrupts as WireInterrupt[]).map((interrupt) => interrupt.value as HITLRequest);
-    expect(again?.actionRequests[0]?.description).toMatch(/The last answer was not accepted: the answer was not a decision/);
-    expect(writesIn(stateDir)).toHaveLength(before);
-    expect((await store.getApproval(request.approvalId))?.status).toBe("pending");
+    // What Agent Inbox sends for "accept" on an interrupt it took for the middleware's (its own
+    // response with the type renamed, `args` beside it; LangChain's HITLResponse has no `args`), and
+    // for "ignore" on one it did not recognise (its own response as is).
+    for (const resume of [{ decisions: [{ type: "approve", args: { action: "edit_note", args: EDIT_ARGS } }] }, [{ type: "ignore", args: null }]]) {
+      await answer("inbox", threadId, input, resume);
+      const state = await client.threads.getState(threadId);
+      const [again] = state.tasks.flatMap((task) => task.interrupts as WireInterrupt[]).map((interrupt) => interrupt.value as HITLRequest);
+      expect(again?.actionRequests[0]?.description).toMatch(/The last answer was not accepted: the answer was not a decision/);
+      expect(writesIn(stateDir)).toHaveLength(before);
+      expect((await store.getApproval(request.approvalId))?.status).toBe("pending");
+    }
 
     expect(editResults(await answer("inbox", threadId, input, { decisions: [{ type: "approve" }] }))).toEqual([["success", SAVED]]);
     expect(writesIn(stateDir)).toHaveLength(before + 1);
@@ -235,6 +239,24 @@ describe("what docs/deploying.md says of a server", () => {
       completed: { tool: "edit_note", status: "success", result: SAVED },
     });
     expect(writesIn(stateDir)).toHaveLength(before + 1);
+  });
+
+  it("a graph built by hand (guardTools' twins, admittedTurn in its model node): a run nobody admitted fails before the model; an admitted one writes once", async () => {
+    const before = writesIn(stateDir).length;
+    const stranger = turn("custom-unadmitted");
+    const thread = await client.threads.create();
+    const failed = await client.runs.wait(thread.thread_id, "custom", { input: runInput(), context: turnContext(stranger), raiseError: false });
+    expect(JSON.parse((failed as { __error__?: { message?: string } }).__error__?.message ?? "null")).toEqual({
+      error: "AdmissionError",
+      message: "this turn has no admission receipt; call admitTurn first",
+    });
+    // The model node failed at admittedTurn: no model message, no tool call.
+    expect(messagesOf((await client.threads.getState(thread.thread_id)).values).map((message) => message.type)).toEqual(["human"]);
+
+    const { input, threadId } = await admitted("custom-admitted");
+    const messages = messagesOf(await client.runs.wait(threadId, "custom", { input: runInput(), context: turnContext(input) }));
+    expect(editResults(messages)).toEqual([["success", SAVED]]);
+    expect(writesIn(stateDir).slice(before)).toEqual([EDIT_ARGS]);
   });
 
   it("a thread paused for approval outlives a graceful restart of the server: answered after it, the call writes once", async () => {

@@ -18,13 +18,26 @@
  * Agent Inbox and LangGraph Studio read; `hitl` is the same agent unguarded, paused by LangChain's own
  * `humanInTheLoopMiddleware`, so the test can hold the two interrupts side by side. `fresh` is the
  * plain agent with a model that mints new call ids on every proposal, as a real provider does.
+ * `custom` is a graph built by hand (README, "Your own graph"): `guardTools`' twins in a `ToolNode`,
+ * and a model node that calls `admittedTurn` before the model.
  */
 import { appendFileSync } from "node:fs";
 import { HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { randomUUID } from "node:crypto";
 import { createAgent, createMiddleware, humanInTheLoopMiddleware, tool, type AgentMiddleware, type ReactAgent } from "langchain";
 import { z } from "zod";
-import { createDocumentGuardrails, NoEffectError, requireApproval, type Guardrail, type ToolPolicy } from "arkah-agent-guardrails";
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { ToolNode, toolsCondition } from "@langchain/langgraph/prebuilt";
+import {
+  admittedTurn,
+  createDocumentGuardrails,
+  guardTools,
+  NoEffectError,
+  requireApproval,
+  type Guardrail,
+  type GuardToolsOptions,
+  type ToolPolicy,
+} from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptReply } from "arkah-agent-guardrails/testing";
 import { EDIT_CALL, NEW_BODY, NOTE_ID, READ_CALL, SAVED, STATE_ENV, storePath, writesPath, type ServerMessage, type TestMessage } from "./shared.js";
@@ -166,3 +179,17 @@ export const hitl: ReactAgent = createAgent({
   tools: [readNote, editNote],
   middleware: [humanInTheLoopMiddleware({ interruptOn: { edit_note: true } })],
 });
+
+const twinOptions: GuardToolsOptions = { store, userMessageLabel: "user", authorize: () => true, tools: POLICIES, logger: { warn: () => undefined } };
+const twins = guardTools([readNote, editNote], twinOptions);
+const twinModel = new ScriptedModel(respond).bindTools(twins);
+export const custom = new StateGraph(MessagesAnnotation)
+  .addNode("agent", async (state, config) => {
+    await admittedTurn(state, config, twinOptions);
+    return { messages: [await twinModel.invoke(state.messages)] };
+  })
+  .addNode("tools", new ToolNode(twins, { handleToolErrors: false }))
+  .addEdge(START, "agent")
+  .addConditionalEdges("agent", toolsCondition, ["tools", END])
+  .addEdge("tools", "agent")
+  .compile();

@@ -27,6 +27,7 @@ const { host, cleanup } = await startServer({
     inbox: `${graphFile}:inbox`,
     fresh: `${graphFile}:fresh`,
     hitl: `${graphFile}:hitl`,
+    custom: `${graphFile}:custom`,
   },
 });
 
