@@ -77,8 +77,8 @@ export interface ToolGuardrailsOptions {
    * The approval interrupt's payload and the resume value it takes: `"arkah"` (default, an
    * `ApprovalRequest`, answered `{ decision, approvalId? }`) or `"langchain"`, the format of
    * LangChain's `humanInTheLoopMiddleware` (a `HITLRequest` with one action request and the
-   * stored request's `approvalId`, answered by an `HITLResponse` with exactly one decision), which
-   * approval UIs such as Agent Inbox and LangGraph Studio answer.
+   * stored request's `approvalId`, answered by an `HITLResponse` with exactly one decision), so a
+   * client that answers LangChain's middleware answers it (Agent Inbox does not: docs/deploying.md).
    */
   readonly approvalFormat?: "arkah" | "langchain";
 }

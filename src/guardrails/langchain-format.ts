@@ -1,7 +1,8 @@
 /**
  * LangChain's approval format (`approvalFormat: "langchain"`): the interrupt carries the payload of
  * LangChain's own `humanInTheLoopMiddleware` (`HITLRequest`) and the resume value is its answer
- * (`HITLResponse`), so the approval UIs that answer it (Agent Inbox, LangGraph Studio) answer ours.
+ * (`HITLResponse`), so a client that answers LangChain's middleware answers ours (Agent Inbox reads
+ * the Python middleware's snake_case fields and does not: docs/deploying.md).
  * The guardrails raise one interrupt per call: one action request, and exactly one decision. The
  * answer is mapped onto the same decisions, judged by the same rules (src/guardrails/approvals.ts).
  * Both carry `approvalId` beside LangChain's fields (this package's addition, which LangChain and
