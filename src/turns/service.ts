@@ -27,7 +27,7 @@ import {
   type TurnState,
 } from "../contracts.js";
 import { digest } from "../digest.js";
-import { AdmissionError, ApprovalError, ConfigurationError, SettlementError } from "../errors.js";
+import { AdmissionError, ConfigurationError, SettlementError } from "../errors.js";
 import { hitlResponse } from "../guardrails/langchain-format.js";
 import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import { LoggerSchema, StoreShape } from "../options.js";
@@ -348,10 +348,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     );
     const left = mutation?.status === undefined ? {} : { mutation: mutation.status };
     const admission = AdmissionError.find(error);
-    const approval = ApprovalError.find(error);
     let outcome: TurnOutcome;
     if (admission !== undefined) outcome = { status: "failed", code: "admission_failed", detail: admission.code, ...left };
-    else if (approval !== undefined) outcome = { status: "failed", code: "approval_failed", detail: approval.code, ...left };
     else {
       const name = failureClass(sanitizeError(error));
       // A lookup that failed is no proof that nothing was claimed: final, as after a claim.
