@@ -1040,6 +1040,37 @@ describe("turn service and its checkpointer", () => {
   });
 });
 
+describe("turn service and the user's segment label", () => {
+  const buildAgent = (userMessageLabel: string) =>
+    createAgent({
+      model: new ScriptedModel([{ content: "Noted." }]),
+      tools: turnTools(new NotesService()),
+      middleware: [createDocumentGuardrails({ store: new InMemoryGuardrailStore(), userMessageLabel, authorize: () => true, tools: NOTE_POLICIES })],
+      checkpointer: new MemorySaver(),
+    });
+
+  it("userMessageLabel is set once, on the guardrails: the service reads it from the agent, and runs the turn from that segment", async () => {
+    const store = new InMemoryGuardrailStore();
+    const agent = createAgent({
+      model: new ScriptedModel([{ content: "Noted." }]),
+      tools: turnTools(new NotesService()),
+      middleware: [createDocumentGuardrails({ store, userMessageLabel: "message", authorize: () => true, tools: NOTE_POLICIES })],
+      checkpointer: new MemorySaver(),
+    });
+    const turns = createTurnService({ agent, store, moderate: () => true, allowInMemoryCheckpointer: true });
+    const turn = turnOf({ segments: [{ label: "message", content: "Hello." }] });
+    expect(completed(await turns.submit({ turn }))).toMatchObject({ answer: "Noted.", calls: [] });
+  });
+
+  it("a service userMessageLabel that is not the guardrails' is a ConfigurationError; the same one is accepted", () => {
+    const build = (userMessageLabel: string) =>
+      createTurnService({ agent: buildAgent("message"), store: new InMemoryGuardrailStore(), moderate: () => true, allowInMemoryCheckpointer: true, userMessageLabel });
+    expect(() => build("user")).toThrow(ConfigurationError);
+    expect(() => build("user")).toThrow(/userMessageLabel "user" is not the agent's createDocumentGuardrails userMessageLabel "message"/);
+    expect(build("message")).toHaveProperty("submit");
+  });
+});
+
 describe("turn service and the caller's signal", () => {
   it("a long-lived signal given to many submits holds no listener once they finish (LangGraph's would stay, one per run)", async () => {
     const clock = new TestClock();
