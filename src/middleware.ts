@@ -276,11 +276,29 @@ export function createDocumentGuardrails(
   });
   // The overloads above give the context its type. No schema at run time: LangChain would parse
   // the context with it before every model call, and the turn gate validates the turn itself.
-  return Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
+  const built = Object.assign(middleware as unknown as DocumentGuardrails<undefined>, {
     report,
     manifest: (agentTools: readonly unknown[]) => coverage.manifestOf(agentTools),
     confirmOf: (toolName: string) => policies.get(toolName)?.confirm,
   });
+  labels.set(built, validated.userMessageLabel);
+  return built;
+}
+
+/** The `userMessageLabel` of every middleware `createDocumentGuardrails` built, so the turn service reads it rather than being told it twice. */
+const labels = new WeakMap<object, string>();
+
+/**
+ * The `userMessageLabel` of the `createDocumentGuardrails` middleware among `middleware` (an
+ * agent's), if it has one: only a middleware this package built counts, whatever its name.
+ */
+export function documentGuardrailsLabel(middleware: unknown): string | undefined {
+  if (!Array.isArray(middleware)) return undefined;
+  for (const each of middleware as readonly unknown[]) {
+    const label = typeof each === "object" && each !== null ? labels.get(each) : undefined;
+    if (label !== undefined) return label;
+  }
+  return undefined;
 }
 
 /** What `createDocumentGuardrails` and `guardTools` share: one enforcement core. */

@@ -13,6 +13,11 @@
  * exists, is refused; so is an edit whose arguments fail the checks a model's call passes. A
  * refused answer is audited (`answer_refused`) and reported in a new interrupt for the same
  * request, which stays answerable: nothing is decided before the answer is accepted.
+ *
+ * A decision recorded before the run met it (the turn service's `decide`, the CLI) is not judged
+ * here: it is the person's, and stands. Its edit is checked when the call meets it
+ * (src/guardrails/evaluate.ts); one that fails refuses the call and closes the request. Either
+ * way an edit that fails its checks never runs (docs/turns.md#an-edit-that-fails-its-checks).
  */
 import { z } from "zod";
 import {

@@ -21,8 +21,10 @@ export interface TurnHttpReply {
  * `completed` 200, `awaiting_approval` 202, `running` and `not_pending` 409 (a request in flight, as
  * the IETF Idempotency-Key draft answers it), `refused` `denied` and `forbidden` 403, `refused`
  * `input_mismatch` 422 (the key was used with another request: the draft's answer), `not_found`
- * 404, `failed` 422 when a decision or the turn's input could not be applied (`approval_failed`,
- * `admission_failed`), 503 when a retry of the same key runs the turn again (`retryable`), else 500.
+ * 404, `failed` 422 when the turn's input could not be admitted (`admission_failed`), 503 when a
+ * retry of the same key runs the turn again (`retryable`), else 500. A decided edit that fails its
+ * checks is no failure: the turn goes on with its call refused (`completed`, 200; the call names the
+ * request by `approvalId`, docs/turns.md).
  */
 export function turnHttpReply(answer: DecideAnswer): TurnHttpReply {
   switch (answer.status) {
@@ -40,7 +42,7 @@ export function turnHttpReply(answer: DecideAnswer): TurnHttpReply {
     case "not_found":
       return { status: 404, body: answer };
     case "failed":
-      if (answer.code === "approval_failed" || answer.code === "admission_failed") return { status: 422, body: answer };
+      if (answer.code === "admission_failed") return { status: 422, body: answer };
       return { status: "retryable" in answer && answer.retryable === true ? 503 : 500, body: answer };
   }
 }

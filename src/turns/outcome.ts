@@ -29,6 +29,11 @@ export interface TurnCallOutcome {
   readonly status: "success" | "error";
   /** The refusal code (`REFUSAL_CODES`) when the guardrails refused the call. */
   readonly refusal?: string;
+  /**
+   * The approval request a refusal is about: a reviewer's edit that failed its checks (`refusal`
+   * is the failing stage's code, e.g. `invalid_arguments`), or an orphaned approval.
+   */
+  readonly approvalId?: string;
   /** The tool's result text: only with the service's `includeToolResults`. */
   readonly content?: string;
 }
@@ -38,6 +43,7 @@ const TurnCallOutcomeSchema: z.ZodType<TurnCallOutcome> = z.strictObject({
   callId: z.string(),
   status: z.enum(["success", "error"]),
   refusal: z.string().optional(),
+  approvalId: DigestSchema.optional(),
   content: z.string().optional(),
 });
 
@@ -70,16 +76,14 @@ const PendingApprovalSchema: z.ZodType<PendingApproval> = z.strictObject({
  * Why a turn failed: nothing of the error's text, only what kind of failure.
  * - `moderation_failed`: the moderation provider failed or answered a non-boolean; nothing ran;
  * - `admission_failed`: admission refused the run (`detail`: the `AdmissionError` code); no model call ran;
- * - `approval_failed`: a person's decision could not be applied (`detail`: the `ApprovalError` code);
  * - `unsupported_interrupt`: the run paused on an interrupt that is not this library's approval request;
  * - `run_failed`: the run threw: a model, tool or store failure (`error`: its class name).
  */
-export type TurnFailure = "moderation_failed" | "admission_failed" | "approval_failed" | "unsupported_interrupt" | "run_failed";
+export type TurnFailure = "moderation_failed" | "admission_failed" | "unsupported_interrupt" | "run_failed";
 /** Every {@link TurnFailure}. */
 export const TURN_FAILURES = [
   "moderation_failed",
   "admission_failed",
-  "approval_failed",
   "unsupported_interrupt",
   "run_failed",
 ] as const satisfies readonly TurnFailure[];
@@ -276,12 +280,13 @@ export function completedOutcome(messages: readonly BaseMessage[], includeToolRe
   const calls = messages.slice(start).filter((message) => ToolMessage.isInstance(message)).map((message): TurnCallOutcome => {
     const status = message.status === "error" ? "error" : "success";
     const text = textContent(message) ?? "";
-    const refusal = status === "error" ? refusalCode(text) : undefined;
+    const refusal = status === "error" ? refusalOf(text) : undefined;
     return {
       tool: message.name ?? "",
       callId: message.tool_call_id,
       status,
-      ...(refusal === undefined ? {} : { refusal }),
+      ...(refusal?.code === undefined ? {} : { refusal: refusal.code }),
+      ...(refusal?.approvalId === undefined ? {} : { approvalId: refusal.approvalId }),
       ...(includeToolResults ? { content: text } : {}),
     };
   });
@@ -289,13 +294,21 @@ export function completedOutcome(messages: readonly BaseMessage[], includeToolRe
   return { status: "completed", answer: last === undefined ? "" : (textContent(last) ?? ""), calls };
 }
 
-/** The guardrail's code of a refusal `ToolMessage` (`{"guardrail": code, ...}`), if it is one. */
-function refusalCode(text: string): string | undefined {
+/**
+ * The guardrail's code of a refusal `ToolMessage` (`{"guardrail": code, ...}`), if it is one, and
+ * the approval request it names (`approvalId`: a reviewer's refused edit, an orphaned approval).
+ */
+function refusalOf(text: string): { readonly code?: string; readonly approvalId?: string } | undefined {
+  let parsed: unknown;
   try {
-    const parsed: unknown = JSON.parse(text);
-    const code = typeof parsed === "object" && parsed !== null ? (parsed as { guardrail?: unknown }).guardrail : undefined;
-    return typeof code === "string" && /^[a-z][a-z0-9_]*$/.test(code) ? code : undefined;
+    parsed = JSON.parse(text);
   } catch {
     return undefined;
   }
+  if (typeof parsed !== "object" || parsed === null) return undefined;
+  const { guardrail, approvalId, editedByReviewer } = parsed as { guardrail?: unknown; approvalId?: unknown; editedByReviewer?: unknown };
+  if (typeof guardrail !== "string" || !/^[a-z][a-z0-9_]*$/.test(guardrail)) return undefined;
+  // Only the refusals that are about an approval request name one (a guardrail's details could carry any field).
+  const aboutApproval = editedByReviewer === true || guardrail === "approval_orphaned";
+  return aboutApproval && DigestSchema.safeParse(approvalId).success ? { code: guardrail, approvalId: approvalId as string } : { code: guardrail };
 }

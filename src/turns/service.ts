@@ -27,9 +27,10 @@ import {
   type TurnState,
 } from "../contracts.js";
 import { digest } from "../digest.js";
-import { AdmissionError, ApprovalError, ConfigurationError, SettlementError } from "../errors.js";
+import { AdmissionError, ConfigurationError, SettlementError } from "../errors.js";
 import { hitlResponse } from "../guardrails/langchain-format.js";
 import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
+import { documentGuardrailsLabel } from "../middleware.js";
 import { LoggerSchema, StoreShape } from "../options.js";
 import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
 import { parseStoreValue } from "../stores/validate.js";
@@ -90,7 +91,12 @@ export interface TurnServiceOptions {
   readonly store: AnyGuardrailStore;
   /** Your moderation provider, called once per turn (`admitTurn`). */
   readonly moderate: Moderate;
-  /** The segment whose text is the user's message when `submit` is given no messages. Default `"user"`. */
+  /**
+   * The segment whose text is the user's message when `submit` is given no messages. Default: the
+   * `userMessageLabel` of the agent's `createDocumentGuardrails` (read from `createAgent`'s
+   * middleware), else `"user"`. One that differs from the guardrails' is a `ConfigurationError`:
+   * every turn would fail admission.
+   */
   readonly userMessageLabel?: string;
   /**
    * How long a running turn's lease lasts, in ms (default 30 000). The worker running the turn
@@ -291,7 +297,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   if (!parsed.success) throw new ConfigurationError(`invalid createTurnService options: ${z.prettifyError(parsed.error)}`);
   const { agent, moderate } = parsed.data;
   const store = withStoreParts(parsed.data.store, ["turns", "approvals"], "createTurnService", "the turn service needs (turn records; a paused turn's approval requests)");
-  const label = parsed.data.userMessageLabel ?? "user";
+  const label = userMessageLabelOf(agent, parsed.data.userMessageLabel);
   const leaseMs = parsed.data.leaseMs ?? DEFAULT_LEASE_MS;
   const mayDecide = parsed.data.mayDecide ?? ownPrincipal;
   const maxAttempts = parsed.data.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
@@ -348,10 +354,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     );
     const left = mutation?.status === undefined ? {} : { mutation: mutation.status };
     const admission = AdmissionError.find(error);
-    const approval = ApprovalError.find(error);
     let outcome: TurnOutcome;
     if (admission !== undefined) outcome = { status: "failed", code: "admission_failed", detail: admission.code, ...left };
-    else if (approval !== undefined) outcome = { status: "failed", code: "approval_failed", detail: approval.code, ...left };
     else {
       const name = failureClass(sanitizeError(error));
       // A lookup that failed is no proof that nothing was claimed: final, as after a claim.
@@ -781,6 +785,23 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       return step.answer;
     },
   };
+}
+
+/**
+ * The label of the user's segment: the guardrails' own (`createAgent` keeps its `middleware` in
+ * `agent.options`), so it is set once; a service option that disagrees would fail every turn's
+ * admission (`transcript_mismatch`), so it is refused here. A hand-built graph has no such list:
+ * the option, or `"user"`.
+ */
+function userMessageLabelOf(agent: TurnAgent, given: string | undefined): string {
+  const own = documentGuardrailsLabel((agent as { readonly options?: { readonly middleware?: unknown } }).options?.middleware);
+  if (given !== undefined && own !== undefined && given !== own) {
+    throw new ConfigurationError(
+      `createTurnService's userMessageLabel "${given}" is not the agent's createDocumentGuardrails userMessageLabel "${own}": ` +
+        "every turn would fail admission (transcript_mismatch). Omit it: the service reads the guardrails' label",
+    );
+  }
+  return given ?? own ?? "user";
 }
 
 /**

@@ -18,7 +18,17 @@ describe("turnHttpReply", () => {
     [{ status: "refused", code: "input_mismatch", turnKey, replayed: false }, 422],
     [{ status: "forbidden" }, 403],
     [{ status: "not_found" }, 404],
-    [{ status: "failed", code: "approval_failed", detail: "edit_rejected", turnKey, replayed: false }, 422],
+    // A decided edit that failed its checks: the turn went on with the call refused.
+    [
+      {
+        status: "completed",
+        turnKey,
+        replayed: false,
+        answer: "The edit was refused.",
+        calls: [{ tool: "edit_note", callId: "w1", status: "error", refusal: "invalid_arguments", approvalId: "b".repeat(64) }],
+      },
+      200,
+    ],
     [{ status: "failed", code: "admission_failed", detail: "transcript_mismatch", turnKey, replayed: false }, 422],
     [{ status: "failed", code: "run_failed", error: "Error", turnKey, replayed: false }, 500],
     [{ status: "failed", code: "moderation_failed", turnKey, replayed: false }, 500],
@@ -45,6 +55,14 @@ it("docs/turns.md's HTTP table gives each answer the status turnHttpReply gives 
   expect(row("`decide`: `forbidden`")).toContain(statusOf({ status: "forbidden" }));
   expect(row("`decide` / `get`: `not_found`")).toContain(statusOf({ status: "not_found" }));
   expect(row("`decide`: `not_pending`")).toContain(statusOf({ status: "not_pending", approvalStatus: "applied" }));
+  const editRefused: DecideAnswer = {
+    status: "completed",
+    turnKey,
+    replayed: false,
+    answer: "",
+    calls: [{ tool: "edit_note", callId: "w1", status: "error", refusal: "invalid_arguments", approvalId: "b".repeat(64) }],
+  };
+  expect(row("`decide`: an edit that fails its checks")).toContain(statusOf(editRefused));
 });
 
 describe("turnHttpErrorReply", () => {

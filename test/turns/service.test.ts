@@ -27,6 +27,7 @@ import {
   requireApproval,
   turnKey,
   TurnServiceError,
+  turnHttpReply,
   turnThreadId,
   type GuardrailStore,
   type ToolPolicy,
@@ -882,6 +883,38 @@ for (const kind of KINDS) {
         expect((await store.getApproval(approvalId))?.status).toBe("applied");
       });
 
+      it(`${approvalFormat} approval format: a decided edit that fails the tool's schema runs nothing, closes its request and is named in the completed answer`, async () => {
+        const store = await open();
+        const { service, notes } = serviceHarness({ store, approvals: true, approvalFormat });
+        const paused = awaiting(await service.submit({ turn: turnOf() }));
+        const approvalId = paused.approvals[0]?.approvalId ?? "";
+        // `body` is missing: the edit fails the tool's parse, the first check a model's call meets.
+        const edit = { decision: "edit", args: { noteId: "note-7" } } as const;
+        const answer = completed(await service.decide({ approvalId, principal: "alice", decision: edit }));
+        expect(turnHttpReply(answer).status).toBe(200);
+        expect(answer.calls.find((call) => call.callId === "w1")).toEqual({
+          tool: "edit_note",
+          callId: "w1",
+          status: "error",
+          refusal: "invalid_arguments",
+          approvalId,
+        });
+        expect(answer.mutation, "the write slot stays free").toBeUndefined();
+        expect(notes.entries).not.toContain("edit_note");
+        expect(notes.writes).toEqual([]);
+        // The decision stands (the person's, recorded first), is never applied, and cannot be taken back.
+        expect((await store.getApproval(approvalId))?.status).toBe("edited");
+        const trail = await store.readAudit({ approvalId });
+        expect(trail.filter((event) => event.decision === "refused").map((event) => [event.toolCallId, event.code])).toEqual([["w1", "invalid_arguments"]]);
+        expect(trail.map((event) => event.action)).not.toContain("applied");
+        expect(await service.decide({ approvalId, principal: "alice", decision: { decision: "approve" } })).toEqual({
+          status: "not_pending",
+          approvalStatus: "edited",
+        });
+        expect(await service.submit({ turn: turnOf() })).toEqual({ ...answer, replayed: true });
+        expect(notes.writes).toEqual([]);
+      });
+
       it(`${approvalFormat} approval format: a pause on two requests waits for both, then runs only the approved one`, async () => {
         const store = await open();
         const { service, notes } = serviceHarness({
@@ -1004,6 +1037,37 @@ describe("turn service and its checkpointer", () => {
       saver.db.close();
       rmSync(folder, { recursive: true, force: true });
     }
+  });
+});
+
+describe("turn service and the user's segment label", () => {
+  const buildAgent = (userMessageLabel: string) =>
+    createAgent({
+      model: new ScriptedModel([{ content: "Noted." }]),
+      tools: turnTools(new NotesService()),
+      middleware: [createDocumentGuardrails({ store: new InMemoryGuardrailStore(), userMessageLabel, authorize: () => true, tools: NOTE_POLICIES })],
+      checkpointer: new MemorySaver(),
+    });
+
+  it("userMessageLabel is set once, on the guardrails: the service reads it from the agent, and runs the turn from that segment", async () => {
+    const store = new InMemoryGuardrailStore();
+    const agent = createAgent({
+      model: new ScriptedModel([{ content: "Noted." }]),
+      tools: turnTools(new NotesService()),
+      middleware: [createDocumentGuardrails({ store, userMessageLabel: "message", authorize: () => true, tools: NOTE_POLICIES })],
+      checkpointer: new MemorySaver(),
+    });
+    const turns = createTurnService({ agent, store, moderate: () => true, allowInMemoryCheckpointer: true });
+    const turn = turnOf({ segments: [{ label: "message", content: "Hello." }] });
+    expect(completed(await turns.submit({ turn }))).toMatchObject({ answer: "Noted.", calls: [] });
+  });
+
+  it("a service userMessageLabel that is not the guardrails' is a ConfigurationError; the same one is accepted", () => {
+    const build = (userMessageLabel: string) =>
+      createTurnService({ agent: buildAgent("message"), store: new InMemoryGuardrailStore(), moderate: () => true, allowInMemoryCheckpointer: true, userMessageLabel });
+    expect(() => build("user")).toThrow(ConfigurationError);
+    expect(() => build("user")).toThrow(/userMessageLabel "user" is not the agent's createDocumentGuardrails userMessageLabel "message"/);
+    expect(build("message")).toHaveProperty("submit");
   });
 });
 
