@@ -1,12 +1,12 @@
 /**
  * The graph LangGraph Server serves (`langgraph.json`'s `notes`): one guarded `createAgent` for
- * every run. No checkpointer (the server brings its own) and no fixed turn: each run's turn is in
+ * every run. No checkpointer (the server brings its own, which `requireApproval` pauses on) and no fixed turn: each run's turn is in
  * its `context`, put there by the server's auth handler (`auth.ts`) after it admitted the turn, so
  * a client never supplies it.
  */
 import { createAgent, tool } from "langchain";
 import { z } from "zod";
-import { createDocumentGuardrails } from "arkah-agent-guardrails";
+import { createDocumentGuardrails, requireApproval } from "arkah-agent-guardrails";
 import { chatModel, SYSTEM_PROMPT } from "../http-service/model.js";
 import { notes, store } from "./service.js";
 
@@ -37,6 +37,8 @@ export const agent = createAgent({
         read_note: { kind: "document-read", scope: (args) => args.noteId as string },
         edit_note: { kind: "mutation", scope: (args) => args.noteId as string },
       },
+      // Clearing a note waits for a person: the run pauses, and a resume run answers it.
+      guardrails: [requireApproval({ tools: ["edit_note"], when: (args) => args.body === "" })],
     }),
   ],
 });

@@ -1,7 +1,7 @@
 /**
  * What the auth handler and the graph share in the server process: the guardrail store (the
- * handler writes admission receipts, the graph's guardrails read them), the notes and the policy
- * version. Opened once, at module load.
+ * handler writes admission receipts, the graph's guardrails read them) and the notes. Opened once,
+ * at module load.
  *
  *   ARKAH_DATA_DIR  where the SQLite guardrail store and the notes' write log live (default:
  *                   ./.langgraph-server-data). One host only: a deployed server with several
@@ -20,6 +20,3 @@ export const store = SqliteGuardrailStore.open({ path: join(dataDir, "guardrails
 
 /** The notes the graph's tools read and write. */
 export const notes = noteService(dataDir);
-
-/** The moderation policy turns are admitted under; bound into every receipt. */
-export const POLICY_VERSION = "notes-v1";

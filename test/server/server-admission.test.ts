@@ -11,7 +11,7 @@
 import { randomUUID } from "node:crypto";
 import type { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { turnKey, type TurnInput } from "arkah-agent-guardrails";
+import { turnKey, type ApprovalRequest, type TurnInput } from "arkah-agent-guardrails";
 import { startExampleServer, type ExampleServer } from "./support/example-server.js";
 
 const ASK = "Set note-7 to: Buy oat milk";
@@ -124,5 +124,33 @@ describe("admission inside LangGraph Server: the auth handler admits each run's 
     expect(await alice.runs.list(thread.thread_id)).toEqual([]);
     expect(server.writes()).toHaveLength(before);
     expect(await server.store.getReceipt(turnKey(expectedTurn("alice", requestId, "note-7", text)))).toMatchObject({ allowed: false });
+  });
+
+  it("a pause is resumed by its own user: the resume's turn is rebuilt from the request and checked, never admitted anew; it writes once", async () => {
+    const before = server.writes().length;
+    const requestId = randomUUID();
+    const clear = "Clear note-7";
+    const thread = await alice.threads.create();
+
+    await alice.runs.wait(thread.thread_id, "notes", request(requestId, clear));
+    const interrupts = (await alice.threads.getState(thread.thread_id)).tasks.flatMap((task) => task.interrupts);
+    const pending = interrupts[0]?.value as ApprovalRequest;
+    expect(pending).toMatchObject({ type: "arkah.approval", tool: "edit_note", args: { noteId: "note-7", body: "" } });
+    expect(server.writes()).toHaveLength(before);
+
+    // The resume repeats the request (note, id, message) and carries only the answer.
+    const resume = (message: string, id = requestId) => ({
+      command: { resume: { decision: "approve", approvalId: pending.approvalId } },
+      context: { noteId: "note-7", requestId: id, message },
+    });
+    // Not the request's message, or a request never admitted: refused before any run.
+    await expect(alice.runs.wait(thread.thread_id, "notes", resume("Clear note-7 now"))).rejects.toMatchObject({ status: 409 });
+    await expect(alice.runs.wait(thread.thread_id, "notes", resume(clear, randomUUID()))).rejects.toMatchObject({ status: 403 });
+    expect(await server.store.getApproval(pending.approvalId)).toMatchObject({ status: "pending" });
+
+    const done = await alice.runs.wait(thread.thread_id, "notes", resume(clear));
+    expect(edits(done)).toEqual([["success", "Saved note-7"]]);
+    expect(server.writes().slice(before)).toEqual([{ noteId: "note-7", body: "" }]);
+    expect(await server.store.getApproval(pending.approvalId)).toMatchObject({ status: "applied" });
   });
 });
