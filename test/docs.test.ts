@@ -143,6 +143,14 @@ describe("docs/guardrails.md: resuming an approval with a shared middleware", ()
   });
 });
 
+describe("docs/deploying.md: admission inside LangGraph Server", () => {
+  it("embeds examples/langgraph-server/auth.ts verbatim", () => {
+    const deploying = readFileSync(new URL("../docs/deploying.md", import.meta.url), "utf8");
+    const block = /<!-- server-admission:start -->\n```ts\n([\s\S]*?)```\n<!-- server-admission:end -->/.exec(deploying)?.[1];
+    expect(block).toBe(readFileSync(new URL("../examples/langgraph-server/auth.ts", import.meta.url), "utf8"));
+  });
+});
+
 /**
  * The README and docs reach npm users: every relative link (and its #anchor) in a shipped markdown
  * file must resolve inside the packed tarball, since that is all an npm user has; anything else
