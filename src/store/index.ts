@@ -153,7 +153,9 @@ export { StoreContractError } from "../errors.js";
 export {
   KeyValueGuardrailStore,
   type KeyValueGuardrailStoreOptions,
+  type KeyValueKeyRef,
   type KeyValueScanOptions,
+  type KeyValueStepFootprint,
   type KeyValueSyncTransaction,
   type KeyValueTransaction,
 } from "./key-value.js";

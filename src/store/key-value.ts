@@ -188,6 +188,43 @@ interface StepTransaction {
   scan(collection: string, options?: KeyValueScanOptions): unknown;
 }
 
+/** Records the keys a step touches while passing every call through to the adapter's transaction. */
+class StepFootprint {
+  readonly #reads = new Map<string, KeyValueKeyRef>();
+  readonly #scans = new Set<string>();
+  readonly #writes = new Map<string, KeyValueKeyRef>();
+
+  wrap(tx: StepTransaction): StepTransaction {
+    // JSON of the pair: collection and key may hold any character, so no separator is safe.
+    const note = (into: Map<string, KeyValueKeyRef>, collection: string, key: string) => {
+      const id = JSON.stringify([collection, key]);
+      if (!into.has(id)) into.set(id, { collection, key });
+    };
+    return {
+      get: (collection, key) => {
+        note(this.#reads, collection, key);
+        return tx.get(collection, key);
+      },
+      put: (collection, key, value) => {
+        note(this.#writes, collection, key);
+        tx.put(collection, key, value);
+      },
+      delete: (collection, key) => {
+        note(this.#writes, collection, key);
+        tx.delete(collection, key);
+      },
+      scan: (collection, options) => {
+        this.#scans.add(collection);
+        return tx.scan(collection, options);
+      },
+    };
+  }
+
+  done(): KeyValueStepFootprint {
+    return { reads: [...this.#reads.values()], scans: [...this.#scans], writes: [...this.#writes.values()] };
+  }
+}
+
 /** One operation's step: yields reads, returns the answer. */
 type Step<T> = Generator<unknown, T, unknown>;
 
@@ -203,10 +240,38 @@ async function runAsync<T>(step: Step<T>): Promise<T> {
   return next.value;
 }
 
+/** One (collection, key) a step read or wrote. */
+export interface KeyValueKeyRef {
+  /** The collection. */
+  readonly collection: string;
+  /** The key in it. */
+  readonly key: string;
+}
+
+/**
+ * What one committed step touched: the keys it read and wrote and the collections it scanned. Two
+ * steps conflict when one writes what the other read, scanned or wrote: on storage with optimistic
+ * concurrency (Redis `WATCH`, conditional writes), one of them aborts and runs again.
+ */
+export interface KeyValueStepFootprint {
+  /** Keys the step read with `get`, each once, in first-read order. */
+  readonly reads: readonly KeyValueKeyRef[];
+  /** Collections the step scanned, each once. */
+  readonly scans: readonly string[];
+  /** Keys the step put or deleted, each once, in first-write order. */
+  readonly writes: readonly KeyValueKeyRef[];
+}
+
 /** `KeyValueGuardrailStore`'s options. */
 export interface KeyValueGuardrailStoreOptions {
   /** Clock for every time the store records (claims, settlements, audit events, leases). Default: the system clock. */
   readonly now?: () => Date;
+  /**
+   * Measurement only: called with the footprint of each step that committed (the last run, when
+   * the adapter re-ran it), after it committed. Keys and collection names only, never a value.
+   * Anything it throws is ignored: the step has committed. Default: none (no footprint is kept).
+   */
+  readonly onStep?: (footprint: KeyValueStepFootprint) => void;
 }
 
 /** Entries a base scan asks for at once: a page, so an adapter never has to hold a whole collection. */
@@ -228,9 +293,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   readonly #clock: () => number;
   readonly #trusted: boolean;
   readonly #sync: boolean;
+  readonly #onStep: ((footprint: KeyValueStepFootprint) => void) | undefined;
 
   constructor(options: KeyValueGuardrailStoreOptions = {}) {
     const now = options.now;
+    this.#onStep = options.onStep;
     this.#now = now ?? (() => new Date());
     this.#clock = now === undefined ? Date.now : () => now().getTime();
     this.#trusted = this.recordsAreTrusted();
@@ -273,8 +340,34 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   /** Runs one operation's step in one transaction: synchronously when the adapter can. */
   #run<T>(step: (tx: StepTransaction) => Step<T>): T | Promise<T> {
+    if (this.#onStep !== undefined) return this.#observed(step, this.#onStep);
     if (this.#sync && this.atomicSync !== undefined) return this.atomicSync((tx) => runSync(step(tx)));
     return this.atomic((tx) => runAsync(step(tx)));
+  }
+
+  /** `#run` with every key the step touches recorded, reported to `onStep` once the step committed. */
+  #observed<T>(step: (tx: StepTransaction) => Step<T>, onStep: (footprint: KeyValueStepFootprint) => void): T | Promise<T> {
+    let footprint = new StepFootprint();
+    const report = (value: T): T => {
+      try {
+        onStep(footprint.done());
+      } catch {
+        // Measurement only: the step has committed, so its caller gets its answer.
+      }
+      return value;
+    };
+    if (this.#sync && this.atomicSync !== undefined) {
+      return report(
+        this.atomicSync((tx) => {
+          footprint = new StepFootprint();
+          return runSync(step(footprint.wrap(tx)));
+        }),
+      );
+    }
+    return this.atomic((tx) => {
+      footprint = new StepFootprint();
+      return runAsync(step(footprint.wrap(tx)));
+    }).then(report);
   }
 
   // -- records --------------------------------------------------------------------------------
