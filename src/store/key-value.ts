@@ -5,12 +5,16 @@
  * it was read by, writes the audit events a store writes itself, and decides each operation with
  * the same rules as the shipped stores.
  *
- * The hot path (record a read, claim, settle, release) does only gets and puts; the index it needs
- * (a scope's `unknown` claims, which block the scope) is a record the base keeps itself. Operator
- * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a
- * collection, and so does `readAudit` (any filter, `approvalId` included). `listTurns` walks the
- * `liveTurns` index the turn transitions keep (never the finished turns); its `decided` filter scans
- * the approval requests.
+ * The hot path (record a read, claim, settle, release) does only gets and puts; the indexes it
+ * needs (a scope's `unknown` claims, which block the scope; the unresolved claims and effects) are
+ * records the base keeps itself, each under the turn's or the effect's own key. A claim writes no
+ * key that a claim of another turn writes: no shared counter (docs/storage-adapters.md, "Hot keys
+ * and the layout"). The audit counter is the one key every audited step writes: `seq` is one total
+ * order. `listUnresolved` and `listUnresolvedEffects` read their indexes; other operator work
+ * (`prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a collection, and so does
+ * `readAudit` (any filter, `approvalId` included). `listTurns` walks the `liveTurns` index the turn
+ * transitions keep (never the finished turns); its `decided` filter scans the approval requests.
+ * Each store object's first step checks the records' layout version and migrates layout 1.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -124,6 +128,8 @@ import { existingClaimAnswer, existingEffectAnswer, instantMs, reconcileAnswer, 
 import {
   effectGroupKey,
   KEY_VALUE_COLLECTIONS as C,
+  KEY_VALUE_LAYOUT,
+  LAYOUT_KEY,
   RECORD_KINDS as K,
   sequenceKey,
   verdictStorageKey,
@@ -294,6 +300,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   readonly #trusted: boolean;
   readonly #sync: boolean;
   readonly #onStep: ((footprint: KeyValueStepFootprint) => void) | undefined;
+  /** Set once this object's layout step committed: the records are in {@link KEY_VALUE_LAYOUT}. */
+  #layoutReady = false;
+  /** The layout step under way, shared by the operations that wait for it; cleared if it fails, so the next one tries again. */
+  #layoutCheck: Promise<void> | undefined;
+  /**
+   * This object's claim counter: the tie-break of a claim's (and a side effect's) time. Kept in
+   * memory, not in a shared record, so that two claims of different turns never write one key.
+   */
+  #claims = 0;
 
   constructor(options: KeyValueGuardrailStoreOptions = {}) {
     const now = options.now;
@@ -338,8 +353,16 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return false;
   }
 
-  /** Runs one operation's step in one transaction: synchronously when the adapter can. */
+  /**
+   * Runs one operation's step in one transaction: synchronously when the adapter can. A store
+   * object's first operation waits for its layout step ({@link #layoutStep}).
+   */
   #run<T>(step: (tx: StepTransaction) => Step<T>): T | Promise<T> {
+    if (!this.#layoutReady) return this.#checkLayout().then(() => this.#runStep(step));
+    return this.#runStep(step);
+  }
+
+  #runStep<T>(step: (tx: StepTransaction) => Step<T>): T | Promise<T> {
     if (this.#onStep !== undefined) return this.#observed(step, this.#onStep);
     if (this.#sync && this.atomicSync !== undefined) return this.atomicSync((tx) => runSync(step(tx)));
     return this.atomic((tx) => runAsync(step(tx)));
@@ -368,6 +391,42 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       footprint = new StepFootprint();
       return runAsync(step(footprint.wrap(tx)));
     }).then(report);
+  }
+
+  // -- layout ---------------------------------------------------------------------------------
+
+  #checkLayout(): Promise<void> {
+    this.#layoutCheck ??= (async () => {
+      await this.#runStep((tx) => this.#layoutStep(tx));
+      this.#layoutReady = true;
+    })().catch((error: unknown) => {
+      this.#layoutCheck = undefined;
+      throw error;
+    });
+    return this.#layoutCheck;
+  }
+
+  /**
+   * The first step of each store object: reads the layout version and, in a store written before
+   * layout 2, builds the unresolved-claim and unresolved-effect indexes from a scan of the claims
+   * and effects (once, in one step: every later object finds layout 2 and writes nothing). A store
+   * written by a newer layout is refused: this version would not keep that layout's records.
+   */
+  *#layoutStep(tx: StepTransaction): Step<void> {
+    const layout = yield* this.#get(tx, K.layout, LAYOUT_KEY);
+    if (layout === KEY_VALUE_LAYOUT) return;
+    if (layout !== undefined && layout > KEY_VALUE_LAYOUT) {
+      throw new StoreContractError(
+        `the store's records are in key-value layout ${String(layout)}, written by a newer arkah-agent-guardrails; this version reads layout ${String(KEY_VALUE_LAYOUT)} and older: upgrade it`,
+      );
+    }
+    for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
+      if (claim.state === "pending" || claim.state === "unknown") this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
+    }
+    for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
+      if (effect.state === "pending" || effect.state === "unknown") this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
+    }
+    this.#put(tx, K.layout, LAYOUT_KEY, KEY_VALUE_LAYOUT);
   }
 
   // -- records --------------------------------------------------------------------------------
@@ -525,8 +584,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     }
     const token = randomUUID();
     const claimedAtMs = this.#time();
-    const seq = this.#count(tx, "claim", yield tx.get(C.counters, "claim"));
+    const seq = ++this.#claims;
     this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "pending" });
+    this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
     return { status: "acquired", token };
   }
 
@@ -545,6 +605,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (settlement.outcome === "complete") {
       const { result } = settlement;
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs });
+      tx.delete(C.unresolvedClaims, turnKey);
     } else {
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
       yield* this.#markUnknown(tx, identity, true);
@@ -563,6 +624,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (claim === undefined || !tokenHoldsClaim(claim, token)) return false;
     // A pending claim is not counted against its scope: deleting it is all there is to undo.
     tx.delete(C.claims, turnKey);
+    tx.delete(C.unresolvedClaims, turnKey);
     yield* this.#append(tx, releasedEvent(claim.identity, this.#timestamp()));
     return true;
   }
@@ -771,9 +833,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#listUnresolved(tx));
   }
 
+  /** Reads the claims the unresolved-claims index names, never the settled ones. */
   *#listUnresolved(tx: StepTransaction): Step<UnresolvedMutation[]> {
     const unresolved: StoredClaim[] = [];
-    for (const [, claim] of yield* this.#all(tx, K.claim)) if (claim.state === "pending" || claim.state === "unknown") unresolved.push(claim);
+    for (const [turnKey] of yield* this.#all(tx, K.unresolvedClaim)) {
+      const claim = yield* this.#get(tx, K.claim, turnKey);
+      if (claim?.state === "pending" || claim?.state === "unknown") unresolved.push(claim);
+    }
     // Oldest claim time first; ties in claim order.
     return unresolved
       .sort((a, b) => a.claimedAtMs - b.claimedAtMs || a.seq - b.seq)
@@ -794,6 +860,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const time = this.#time();
     const at = new Date(time).toISOString();
     if (answer.state === "unknown") yield* this.#markUnknown(tx, claim.identity, false);
+    tx.delete(C.unresolvedClaims, turnKey);
     if (reconciliation.resolution === "completed") {
       this.#put(tx, K.claim, turnKey, { ...claim, state: "complete", result: reconciliation.result, settledAtMs: time });
     } else {
@@ -987,8 +1054,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (maxPerTurn !== undefined && (group?.effectKeys.length ?? 0) >= maxPerTurn) return { status: "limit_reached" };
     const token = randomUUID();
     const claimedAtMs = this.#time();
-    const seq = yield* this.#next(tx, "effect");
+    const seq = ++this.#claims;
     this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "pending" });
+    this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
     this.#put(tx, K.effectGroup, groupKey, { turnKey, toolName, effectKeys: [...(group?.effectKeys ?? []), effectKey] });
     return { status: "acquired", token };
   }
@@ -1008,6 +1076,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         ? { identity, token, seq, claimedAtMs, state: "complete", result: settlement.result, settledAtMs }
         : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
     this.#put(tx, K.effect, settlement.effectKey, settled);
+    if (settlement.outcome === "complete") tx.delete(C.unresolvedEffects, settlement.effectKey);
     if (settlement.audit !== undefined) yield* this.#append(tx, settlement.audit);
     return true;
   }
@@ -1028,6 +1097,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   /** Deletes an effect's claim and takes it out of its group: it no longer counts toward `maxPerTurn`. */
   *#forgetEffect(tx: StepTransaction, { effectKey, turnKey, toolName }: EffectIdentity): Step<void> {
     tx.delete(C.effects, effectKey);
+    tx.delete(C.unresolvedEffects, effectKey);
     const groupKey = effectGroupKey(turnKey, toolName);
     const group = yield* this.#get(tx, K.effectGroup, groupKey);
     const effectKeys = group?.effectKeys.filter((each) => each !== effectKey) ?? [];
@@ -1053,9 +1123,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#listUnresolvedEffects(tx));
   }
 
+  /** Reads the effects the unresolved-effects index names, never the settled ones. */
   *#listUnresolvedEffects(tx: StepTransaction): Step<UnresolvedEffect[]> {
     const unresolved: StoredEffect[] = [];
-    for (const [, effect] of yield* this.#all(tx, K.effect)) if (effect.state === "pending" || effect.state === "unknown") unresolved.push(effect);
+    for (const [effectKey] of yield* this.#all(tx, K.unresolvedEffect)) {
+      const effect = yield* this.#get(tx, K.effect, effectKey);
+      if (effect?.state === "pending" || effect?.state === "unknown") unresolved.push(effect);
+    }
     // Oldest claim time first; ties in claim order.
     return unresolved
       .sort((a, b) => a.claimedAtMs - b.claimedAtMs || a.seq - b.seq)
@@ -1077,6 +1151,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (reconciliation.resolution === "completed") {
       const { identity, token, seq, claimedAtMs } = effect;
       this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "complete", result: reconciliation.result, settledAtMs: time });
+      tx.delete(C.unresolvedEffects, effectKey);
     } else {
       yield* this.#forgetEffect(tx, effect.identity);
     }
