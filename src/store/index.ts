@@ -161,6 +161,7 @@ export {
 } from "./key-value.js";
 export {
   KEY_VALUE_COLLECTIONS,
+  KEY_VALUE_LAYOUT,
   effectGroupKey,
   sequenceKey,
   verdictStorageKey,
@@ -175,6 +176,9 @@ export {
   type LiveTurnEntry,
   type TurnRequestEntry,
   type UnknownScopeEntry,
+  type UnresolvedClaimEntry,
+  type UnresolvedEffectEntry,
+  type ApprovalIndexEntry,
 } from "./records.js";
 
 // -- Steps shared by every shipped store --------------------------------------------------------

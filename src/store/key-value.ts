@@ -10,10 +10,10 @@
  * records the base keeps itself, each under the turn's or the effect's own key. A claim writes no
  * key that a claim of another turn writes: no shared counter (docs/storage-adapters.md, "Hot keys
  * and the layout"). The audit counter is the one key every audited step writes: `seq` is one total
- * order. `listUnresolved` and `listUnresolvedEffects` read their indexes; other operator work
- * (`prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a collection, and so does
+ * order. `listUnresolved`, `listUnresolvedEffects`, `expireApprovals` and `orphanApprovals` read
+ * indexes of the records they act on; `prune` and `listApprovals` scan collections, and so does
  * `readAudit` (any filter, `approvalId` included). `listTurns` walks the `liveTurns` index the turn
- * transitions keep (never the finished turns); its `decided` filter scans the approval requests.
+ * transitions keep (never the finished turns); its `decided` filter reads the pending-approvals index.
  * Each store object's first step checks the records' layout version and migrates layout 1.
  */
 import { randomUUID } from "node:crypto";
@@ -133,6 +133,7 @@ import {
   RECORD_KINDS as K,
   sequenceKey,
   verdictStorageKey,
+  type ApprovalIndexEntry,
   type KeyValueCounter,
   type RecordKind,
   type StoredApproval,
@@ -278,6 +279,11 @@ export interface KeyValueGuardrailStoreOptions {
    * Anything it throws is ignored: the step has committed. Default: none (no footprint is kept).
    */
   readonly onStep?: (footprint: KeyValueStepFootprint) => void;
+}
+
+/** Oldest `requestedAt` first; ties in request order. Sorts in place. */
+function sortByRequestTime(stored: StoredApproval[]): StoredApproval[] {
+  return stored.sort((a, b) => instantMs(a.record.requestedAt) - instantMs(b.record.requestedAt) || a.seq - b.seq);
 }
 
 /** Entries a base scan asks for at once: a page, so an adapter never has to hold a whole collection. */
@@ -426,6 +432,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
       if (effect.state === "pending" || effect.state === "unknown") this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
     }
+    for (const [, { record }] of yield* this.#all(tx, K.approval)) this.#indexApproval(tx, undefined, record);
     this.#put(tx, K.layout, LAYOUT_KEY, KEY_VALUE_LAYOUT);
   }
 
@@ -679,6 +686,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const record: ApprovalRecord = { ...candidate, status: "pending" };
     const seq = yield* this.#next(tx, "approval");
     this.#put(tx, K.approval, approvalId, { seq, record });
+    this.#indexApproval(tx, undefined, record);
     yield* this.#append(tx, approvalEvent(record, "requested", this.#timestamp()));
     return structuredClone(record);
   }
@@ -701,7 +709,10 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#decideApproval(tx: StepTransaction, input: DecideApprovalInput): Step<ApprovalDecisionResult> {
     const stored = yield* this.#get(tx, K.approval, input.approvalId);
     const outcome = approvalDecisionOutcome(stored?.record, input, this.#timestamp());
-    if (stored !== undefined && outcome.changed !== undefined) this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: outcome.changed });
+    if (stored !== undefined && outcome.changed !== undefined) {
+      this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: outcome.changed });
+      this.#indexApproval(tx, stored.record, outcome.changed);
+    }
     if (outcome.event !== undefined) yield* this.#append(tx, outcome.event);
     return structuredClone(outcome.result);
   }
@@ -716,6 +727,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const applied = appliedApprovalRecord(stored?.record, input.appliedAt);
     if (stored === undefined || applied === undefined) return false;
     this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: applied });
+    this.#indexApproval(tx, stored.record, applied);
     yield* this.#append(tx, approvalEvent(applied, "applied", this.#timestamp()));
     return true;
   }
@@ -740,10 +752,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#expireApprovals(tx: StepTransaction, cutoff: number): Step<ExpireApprovalsResult> {
     const at = this.#timestamp();
     let expired = 0;
-    for (const { seq, record } of yield* this.#approvalsByTime(tx)) {
+    for (const { seq, record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) {
       if (record.status !== "pending" || !(instantMs(record.requestedAt) < cutoff)) continue;
       const retired = expiredApprovalRecord(record, at);
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
+      this.#indexApproval(tx, record, retired);
       yield* this.#append(tx, approvalEvent(retired, "expired", at));
       expired++;
     }
@@ -758,10 +771,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#orphanApprovals(tx: StepTransaction, cutoff: number): Step<OrphanApprovalsResult> {
     const at = this.#timestamp();
     let orphaned = 0;
-    for (const { seq, record } of yield* this.#approvalsByTime(tx)) {
+    for (const { seq, record } of yield* this.#indexedApprovals(tx, K.decidedApproval)) {
       const retired = orphanedApprovalRecord(record, cutoff, at);
       if (retired === undefined) continue;
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
+      this.#indexApproval(tx, record, retired);
       yield* this.#append(tx, approvalEvent(retired, "orphaned", at));
       orphaned++;
     }
@@ -770,8 +784,35 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   /** Oldest `requestedAt` first; ties in request order. */
   *#approvalsByTime(tx: StepTransaction): Step<StoredApproval[]> {
-    const stored = (yield* this.#all(tx, K.approval)).map(([, each]) => each);
-    return stored.sort((a, b) => instantMs(a.record.requestedAt) - instantMs(b.record.requestedAt) || a.seq - b.seq);
+    return sortByRequestTime((yield* this.#all(tx, K.approval)).map(([, each]) => each));
+  }
+
+  /** The requests an approval index names, oldest `requestedAt` first (ties in request order); never the others. */
+  *#indexedApprovals(tx: StepTransaction, index: RecordKind<ApprovalIndexEntry>): Step<StoredApproval[]> {
+    const stored: StoredApproval[] = [];
+    for (const [approvalId] of yield* this.#all(tx, index)) {
+      const approval = yield* this.#get(tx, K.approval, approvalId);
+      if (approval !== undefined) stored.push(approval);
+    }
+    return sortByRequestTime(stored);
+  }
+
+  /**
+   * Keeps the request's entries in `pendingApprovals` and `decidedApprovals` in step with its
+   * status, from `before` (undefined: a new request) to `after` (undefined: the request is gone).
+   */
+  #indexApproval(tx: StepTransaction, before: ApprovalRecord | undefined, after: ApprovalRecord | undefined): void {
+    const approvalId = (after ?? before)?.approvalId;
+    if (approvalId === undefined) return;
+    for (const [index, holds] of [
+      [K.pendingApproval, (record: ApprovalRecord | undefined) => record?.status === "pending"],
+      [K.decidedApproval, (record: ApprovalRecord | undefined) => record?.status === "approved" || record?.status === "edited"],
+    ] as const) {
+      const was = before !== undefined && holds(before);
+      const is = holds(after);
+      if (is && !was) this.#put(tx, index, approvalId, { approvalId });
+      else if (was && !is) tx.delete(index.collection, approvalId);
+    }
   }
 
   // -- audit trail ----------------------------------------------------------------------------
@@ -892,7 +933,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     }
     if (pruned.size > 0) {
       for (const [key, record] of yield* this.#all(tx, K.verdict)) if (pruned.has(record.turnKey)) tx.delete(C.verdicts, key);
-      for (const [key, { record }] of approvals) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
+      for (const [key, { record }] of approvals) {
+        if (!pruned.has(record.turnKey)) continue;
+        tx.delete(C.approvals, key);
+        this.#indexApproval(tx, record, undefined);
+      }
     }
     for (const [key, record] of turns) {
       if (!PRUNABLE_TURN_STATES.includes(record.state) || !(instantMs(record.updatedAt) < cutoff)) continue;
@@ -1011,13 +1056,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   /**
-   * Walks the live-turn index (never the finished turns) in key order. `decided` scans the
-   * approval requests for pending ones, as the base's other operator listings scan.
+   * Walks the live-turn index (never the finished turns) in key order. `decided` reads the
+   * pending-approvals index and the requests it names.
    */
   *#listTurns(tx: StepTransaction, query: ParsedListTurns): Step<TurnRecord[]> {
     const now = this.#timestamp();
     const waiting = new Set<string>();
-    if (query.decided) for (const [, { record }] of yield* this.#all(tx, K.approval)) if (record.status === "pending") waiting.add(record.turnKey);
+    if (query.decided) for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
     const listed: TurnRecord[] = [];
     let after = query.after;
     for (;;) {

@@ -62,14 +62,19 @@ export const KEY_VALUE_COLLECTIONS = {
   unresolvedClaims: "unresolvedClaims",
   /** effect key -> {@link UnresolvedEffectEntry}: the index of `pending` and `unknown` side effects, for `listUnresolvedEffects`. */
   unresolvedEffects: "unresolvedEffects",
+  /** approval id -> {@link ApprovalIndexEntry}: the index of `pending` requests, for `expireApprovals` and `listTurns`' `decided`. */
+  pendingApprovals: "pendingApprovals",
+  /** approval id -> {@link ApprovalIndexEntry}: the index of `approved` and `edited` requests not applied, for `orphanApprovals`. */
+  decidedApprovals: "decidedApprovals",
   /** `layout` -> the layout version the records are kept in ({@link KEY_VALUE_LAYOUT}); absent in a store written before layout 2. */
   meta: "meta",
 } as const;
 
 /**
  * The layout this base writes. 1 (no `meta` record): claims and side effects numbered by the
- * shared `claim` and `effect` counters, unresolved ones found by a scan. 2: no shared counter on a
- * claim's step, unresolved claims and effects kept in their own indexes. A store at layout 1 is
+ * shared `claim` and `effect` counters, unresolved ones and approval requests by status found by a
+ * scan. 2: no shared counter on a claim's step; unresolved claims and effects, pending requests and
+ * decided ones not applied kept in their own indexes. A store at layout 1 is
  * migrated by the first step of a store object that finds it (see `KeyValueGuardrailStore`).
  */
 export const KEY_VALUE_LAYOUT = 2;
@@ -281,6 +286,14 @@ export interface UnresolvedEffectEntry {
 /** Parses an {@link UnresolvedEffectEntry}. */
 export const UnresolvedEffectEntrySchema: z.ZodType<UnresolvedEffectEntry> = z.strictObject({ effectKey: DigestSchema });
 
+/** An approval request's entry in `pendingApprovals` or `decidedApprovals`: kept exactly while its status is the index's. */
+export interface ApprovalIndexEntry {
+  /** The request. */
+  readonly approvalId: string;
+}
+/** Parses an {@link ApprovalIndexEntry}. */
+export const ApprovalIndexEntrySchema: z.ZodType<ApprovalIndexEntry> = z.strictObject({ approvalId: DigestSchema });
+
 /** Parses a counter's value. */
 export const StoredCounterSchema: z.ZodType<number> = z.int().min(0);
 
@@ -330,5 +343,7 @@ export const RECORD_KINDS = {
     UnresolvedEffectEntrySchema,
     (entry) => entry.effectKey,
   ),
+  pendingApproval: kind<ApprovalIndexEntry>(KEY_VALUE_COLLECTIONS.pendingApprovals, "pending-approvals index entry", ApprovalIndexEntrySchema, (entry) => entry.approvalId),
+  decidedApproval: kind<ApprovalIndexEntry>(KEY_VALUE_COLLECTIONS.decidedApprovals, "decided-approvals index entry", ApprovalIndexEntrySchema, (entry) => entry.approvalId),
   layout: kind<number>(KEY_VALUE_COLLECTIONS.meta, "layout version", z.int().min(1), (_value, key) => key),
 } as const;

@@ -3,15 +3,25 @@
  * scopes never write one key, measured by the base's `onStep` footprints on the JSON adapter and
  * the file store (bench/key-value-conflicts.ts prints the same numbers); the audited steps share
  * only the audit counter, which keeps `seq` one total order. And a store written in layout 1 (the
- * shared `claim` and `effect` counters, no unresolved indexes) is migrated by the first step; one
- * written by a newer layout is refused and left as it is.
+ * shared `claim` and `effect` counters, no indexes) is migrated by the first step; one written by a
+ * newer layout is refused and left as it is. Expiry and orphaning read the approval indexes, never
+ * the requests of other statuses.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
-import { KEY_VALUE_COLLECTIONS as C, type EffectIdentity, type MutationIdentity, type StoredClaim, type StoredEffect } from "arkah-agent-guardrails/store";
+import {
+  KEY_VALUE_COLLECTIONS as C,
+  type ApprovalSubmission,
+  type EffectIdentity,
+  type KeyValueStepFootprint,
+  type MutationIdentity,
+  type StoredApproval,
+  type StoredClaim,
+  type StoredEffect,
+} from "arkah-agent-guardrails/store";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
 import { JsonKeyValueStore } from "../support/json-key-value-store.js";
 import { measureStepConflicts, type ObservedStoreFactory, type StepConflicts } from "../support/step-conflicts.js";
@@ -130,5 +140,68 @@ describe("KeyValueGuardrailStore: a store written in an older or newer layout", 
     expect(String(error)).toMatch(/key-value layout 3, written by a newer arkah-agent-guardrails; this version reads layout 2 and older/);
     await expect(store.listUnresolved(), "every later operation is refused too").rejects.toThrow(/layout 3/);
     expect(snapshot(store), "nothing written").toBe(before);
+  });
+});
+
+function submission(index: number, requestedAt: string): ApprovalSubmission {
+  const turn = { scopeId: `doc-approval-${String(index)}`, turnId: `t-${String(index)}` };
+  return {
+    approvalId: digest({ kind: "hot-keys.approval", index }),
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: "c1",
+    toolName: "rename_document",
+    toolFingerprint: toolFingerprint({ name: "rename_document" }),
+    argsDigest: digest({ index }),
+    args: { index },
+    guardrails: ["manager"],
+    requestedAt,
+  };
+}
+
+describe("KeyValueGuardrailStore: expiry and orphaning read the approval indexes", () => {
+  it("expireApprovals and orphanApprovals read only the pending and the decided requests, and retire the right ones", async () => {
+    const footprints: KeyValueStepFootprint[] = [];
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT), onStep: (footprint) => footprints.push(footprint) });
+    const old = "2031-02-03T00:00:00.000Z";
+    const requests = [0, 1, 2, 3].map((index) => submission(index, old));
+    for (const request of requests) await store.requestApproval(request);
+    const [pending, approved, rejected, applied] = requests.map((request) => request.approvalId);
+    const decidedAt = "2031-02-03T01:00:00.000Z";
+    await store.decideApproval({ approvalId: approved ?? "", decision: { decision: "approve" }, decidedAt });
+    await store.decideApproval({ approvalId: rejected ?? "", decision: { decision: "reject" }, decidedAt });
+    await store.decideApproval({ approvalId: applied ?? "", decision: { decision: "approve" }, decidedAt });
+    expect(await store.applyApproval({ approvalId: applied ?? "", appliedAt: decidedAt })).toBe(true);
+    expect([...(store.data.get(C.pendingApprovals)?.keys() ?? [])], "pending index").toEqual([pending]);
+    expect([...(store.data.get(C.decidedApprovals)?.keys() ?? [])], "decided, not applied").toEqual([approved]);
+
+    footprints.length = 0;
+    expect(await store.expireApprovals({ olderThan: "2031-02-04T00:00:00.000Z" })).toEqual({ expired: 1 });
+    expect(await store.orphanApprovals({ decidedBefore: "2031-02-04T00:00:00.000Z" })).toEqual({ orphaned: 1 });
+    const statuses = await Promise.all(requests.map(async (request) => (await store.getApproval(request.approvalId))?.status));
+    expect(statuses).toEqual(["expired", "orphaned", "rejected", "applied"]);
+    const [expiry, orphaning] = footprints;
+    expect(expiry?.scans, "expiry scans the pending index, not the requests").toEqual([C.pendingApprovals]);
+    expect(orphaning?.scans, "orphaning scans the decided index, not the requests").toEqual([C.decidedApprovals]);
+    expect(expiry?.reads.filter((ref) => ref.collection === C.approvals).map((ref) => ref.key), "expiry reads the pending request alone").toEqual([pending]);
+    expect(store.data.get(C.pendingApprovals)?.size ?? 0, "both indexes emptied").toBe(0);
+    expect(store.data.get(C.decidedApprovals)?.size ?? 0).toBe(0);
+  });
+
+  it("layout 1: the first step indexes the pending and the decided requests, which then expire and orphan", async () => {
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT) });
+    const old = "2031-02-03T00:00:00.000Z";
+    const [waiting, decided, done] = [0, 1, 2].map((index) => submission(index, old));
+    const stored = (seq: number, record: StoredApproval["record"]): StoredApproval => ({ seq, record });
+    const decision = { decision: { decision: "approve" as const }, decidedAt: "2031-02-03T01:00:00.000Z" };
+    if (waiting === undefined || decided === undefined || done === undefined) throw new Error("three requests");
+    store.writeRaw(C.approvals, waiting.approvalId, stored(1, { ...waiting, status: "pending" }));
+    store.writeRaw(C.approvals, decided.approvalId, stored(2, { ...decided, status: "approved", ...decision }));
+    store.writeRaw(C.approvals, done.approvalId, stored(3, { ...done, status: "applied", ...decision, appliedAt: "2031-02-03T02:00:00.000Z" }));
+    store.writeRaw(C.counters, "approval", 3);
+
+    expect(await store.expireApprovals({ olderThan: "2031-02-04T00:00:00.000Z" })).toEqual({ expired: 1 });
+    expect(await store.orphanApprovals({ decidedBefore: "2031-02-04T00:00:00.000Z" })).toEqual({ orphaned: 1 });
+    expect((await store.listApprovals()).map((record) => record.status)).toEqual(["expired", "orphaned", "applied"]);
   });
 });
