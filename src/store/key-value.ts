@@ -318,6 +318,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   constructor(options: KeyValueGuardrailStoreOptions = {}) {
     const now = options.now;
+    if (options.onStep !== undefined && typeof options.onStep !== "function") throw new TypeError(`${new.target.name}: onStep must be a function`);
     this.#onStep = options.onStep;
     this.#now = now ?? (() => new Date());
     this.#clock = now === undefined ? Date.now : () => now().getTime();

@@ -41,6 +41,11 @@ const adapters: readonly (readonly [string, ObservedStoreFactory])[] = [
 const byStep = (rows: readonly StepConflicts[]) => Object.fromEntries(rows.map((row) => [row.step, row]));
 
 describe("KeyValueGuardrailStore: steps of turns in different scopes", () => {
+  it("onStep that is not a function is refused at construction", () => {
+    expect(() => new JsonKeyValueStore({ onStep: "log" as unknown as () => void })).toThrow(new TypeError("JsonKeyValueStore: onStep must be a function"));
+  });
+
+
   for (const [name, open] of adapters) {
     it(`${name}: ${String(WORKERS)} concurrent claims (mutation and side effect) and effect settlements write no key another one touches`, async () => {
       const rows = byStep(await measureStepConflicts(open, WORKERS));
