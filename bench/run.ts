@@ -526,6 +526,29 @@ where commits share flushes) waits for the disk, and the audit trail's sequence 
 the flush of each commit that appends an event (\`Lock:advisory\` waits). With this process's CPU as
 the limit, the durable server kept pace at 32 workers; see the verdict below for this run.
 
+**Step conflicts on the key-value base (bench/key-value-conflicts.ts).** Not timed: counted.
+\`KeyValueGuardrailStore\`'s \`onStep\` option reports the keys each committed step read and wrote.
+8 turns, each in its own scope, run each operation of a guarded mutation at once (the read with
+its audit event, the claim with the read evidence, the settlement with its audit event, then a
+side effect's claim and settlement), on the JSON adapter (test/support/json-key-value-store.ts) and
+on the file store (examples/file-store). A step *conflicts* when another turn's step of that round
+writes a key it read or wrote (or into a collection it scanned): on storage with optimistic
+concurrency (Redis \`WATCH\`) one of the two aborts and runs again. Both adapters serialize their
+steps, so nothing re-ran; the footprints say what would. The counts are the same on both adapters:
+
+| step (8 turns, 8 scopes) | before (layout 1) | after (layout 2) | shared key |
+|---|---|---|---|
+| \`claimMutation\` | 8/8 | 0/8 | before: \`counters/claim\` |
+| \`claimEffect\` | 8/8 | 0/8 | before: \`counters/effect\` |
+| \`settleEffect\` (no audit event) | 0/8 | 0/8 | |
+| \`recordSuccessfulRead\` with its event | 8/8 | 8/8 | \`counters/audit\` |
+| \`settleMutation\` with its event | 8/8 | 8/8 | \`counters/audit\` |
+
+The audit counter stays one key on purpose: \`seq\` is one total order that audit cursors and
+\`readAudit({ afterSeq })\` page by (docs/storage-adapters.md, "Hot keys and the layout").
+\`pnpm tsx bench/key-value-conflicts.ts [workers]\` prints the rows; test/stores/key-value-hot-keys.test.ts
+asserts the zeros.
+
 Reproduce with \`pnpm bench\` (about 10 minutes on 2 cores; it rewrites this file). It measures the package as it
 ships: it builds dist/ first and runs with bench/tsconfig.dist.json, which resolves \`arkah-agent-guardrails\` to dist/
 rather than src/ (through tsx, src/ carries tsx's transform, which keeps function names with a helper call for every

@@ -44,7 +44,7 @@ export class FileGuardrailStore extends KeyValueGuardrailStore {
   #closed = false;
 
   private constructor(directory: FileDirectory, options: FileGuardrailStoreOptions) {
-    super(options.now === undefined ? {} : { now: options.now });
+    super({ ...(options.now === undefined ? {} : { now: options.now }), ...(options.onStep === undefined ? {} : { onStep: options.onStep }) });
     this.#directory = directory;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
     this.#commitHook = options.commitHook;

@@ -153,12 +153,15 @@ export { StoreContractError } from "../errors.js";
 export {
   KeyValueGuardrailStore,
   type KeyValueGuardrailStoreOptions,
+  type KeyValueKeyRef,
   type KeyValueScanOptions,
+  type KeyValueStepFootprint,
   type KeyValueSyncTransaction,
   type KeyValueTransaction,
 } from "./key-value.js";
 export {
   KEY_VALUE_COLLECTIONS,
+  KEY_VALUE_LAYOUT,
   effectGroupKey,
   sequenceKey,
   verdictStorageKey,
@@ -173,6 +176,9 @@ export {
   type LiveTurnEntry,
   type TurnRequestEntry,
   type UnknownScopeEntry,
+  type UnresolvedClaimEntry,
+  type UnresolvedEffectEntry,
+  type ApprovalIndexEntry,
 } from "./records.js";
 
 // -- Steps shared by every shipped store --------------------------------------------------------

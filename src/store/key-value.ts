@@ -5,12 +5,16 @@
  * it was read by, writes the audit events a store writes itself, and decides each operation with
  * the same rules as the shipped stores.
  *
- * The hot path (record a read, claim, settle, release) does only gets and puts; the index it needs
- * (a scope's `unknown` claims, which block the scope) is a record the base keeps itself. Operator
- * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a
- * collection, and so does `readAudit` (any filter, `approvalId` included). `listTurns` walks the
- * `liveTurns` index the turn transitions keep (never the finished turns); its `decided` filter scans
- * the approval requests.
+ * The hot path (record a read, claim, settle, release) does only gets and puts; the indexes it
+ * needs (a scope's `unknown` claims, which block the scope; the unresolved claims and effects) are
+ * records the base keeps itself, each under the turn's or the effect's own key. A claim writes no
+ * key that a claim of another turn writes: no shared counter (docs/storage-adapters.md, "Hot keys
+ * and the layout"). The audit counter is the one key every audited step writes: `seq` is one total
+ * order. `listUnresolved`, `listUnresolvedEffects`, `expireApprovals` and `orphanApprovals` read
+ * indexes of the records they act on; `prune` and `listApprovals` scan collections, and so does
+ * `readAudit` (any filter, `approvalId` included). `listTurns` walks the `liveTurns` index the turn
+ * transitions keep (never the finished turns); its `decided` filter reads the pending-approvals index.
+ * Each store object's first step checks the records' layout version and migrates layout 1.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -124,9 +128,12 @@ import { existingClaimAnswer, existingEffectAnswer, instantMs, reconcileAnswer, 
 import {
   effectGroupKey,
   KEY_VALUE_COLLECTIONS as C,
+  KEY_VALUE_LAYOUT,
+  LAYOUT_KEY,
   RECORD_KINDS as K,
   sequenceKey,
   verdictStorageKey,
+  type ApprovalIndexEntry,
   type KeyValueCounter,
   type RecordKind,
   type StoredApproval,
@@ -188,6 +195,43 @@ interface StepTransaction {
   scan(collection: string, options?: KeyValueScanOptions): unknown;
 }
 
+/** Records the keys a step touches while passing every call through to the adapter's transaction. */
+class StepFootprint {
+  readonly #reads = new Map<string, KeyValueKeyRef>();
+  readonly #scans = new Set<string>();
+  readonly #writes = new Map<string, KeyValueKeyRef>();
+
+  wrap(tx: StepTransaction): StepTransaction {
+    // JSON of the pair: collection and key may hold any character, so no separator is safe.
+    const note = (into: Map<string, KeyValueKeyRef>, collection: string, key: string) => {
+      const id = JSON.stringify([collection, key]);
+      if (!into.has(id)) into.set(id, { collection, key });
+    };
+    return {
+      get: (collection, key) => {
+        note(this.#reads, collection, key);
+        return tx.get(collection, key);
+      },
+      put: (collection, key, value) => {
+        note(this.#writes, collection, key);
+        tx.put(collection, key, value);
+      },
+      delete: (collection, key) => {
+        note(this.#writes, collection, key);
+        tx.delete(collection, key);
+      },
+      scan: (collection, options) => {
+        this.#scans.add(collection);
+        return tx.scan(collection, options);
+      },
+    };
+  }
+
+  done(): KeyValueStepFootprint {
+    return { reads: [...this.#reads.values()], scans: [...this.#scans], writes: [...this.#writes.values()] };
+  }
+}
+
 /** One operation's step: yields reads, returns the answer. */
 type Step<T> = Generator<unknown, T, unknown>;
 
@@ -203,10 +247,43 @@ async function runAsync<T>(step: Step<T>): Promise<T> {
   return next.value;
 }
 
+/** One (collection, key) a step read or wrote. */
+export interface KeyValueKeyRef {
+  /** The collection. */
+  readonly collection: string;
+  /** The key in it. */
+  readonly key: string;
+}
+
+/**
+ * What one committed step touched: the keys it read and wrote and the collections it scanned. Two
+ * steps conflict when one writes what the other read, scanned or wrote: on storage with optimistic
+ * concurrency (Redis `WATCH`, conditional writes), one of them aborts and runs again.
+ */
+export interface KeyValueStepFootprint {
+  /** Keys the step read with `get`, each once, in first-read order. */
+  readonly reads: readonly KeyValueKeyRef[];
+  /** Collections the step scanned, each once. */
+  readonly scans: readonly string[];
+  /** Keys the step put or deleted, each once, in first-write order. */
+  readonly writes: readonly KeyValueKeyRef[];
+}
+
 /** `KeyValueGuardrailStore`'s options. */
 export interface KeyValueGuardrailStoreOptions {
   /** Clock for every time the store records (claims, settlements, audit events, leases). Default: the system clock. */
   readonly now?: () => Date;
+  /**
+   * Measurement only: called with the footprint of each step that committed (the last run, when
+   * the adapter re-ran it), after it committed. Keys and collection names only, never a value.
+   * Anything it throws is ignored: the step has committed. Default: none (no footprint is kept).
+   */
+  readonly onStep?: (footprint: KeyValueStepFootprint) => void;
+}
+
+/** Oldest `requestedAt` first; ties in request order. Sorts in place. */
+function sortByRequestTime(stored: StoredApproval[]): StoredApproval[] {
+  return stored.sort((a, b) => instantMs(a.record.requestedAt) - instantMs(b.record.requestedAt) || a.seq - b.seq);
 }
 
 /** Entries a base scan asks for at once: a page, so an adapter never has to hold a whole collection. */
@@ -228,9 +305,21 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   readonly #clock: () => number;
   readonly #trusted: boolean;
   readonly #sync: boolean;
+  readonly #onStep: ((footprint: KeyValueStepFootprint) => void) | undefined;
+  /** Set once this object's layout step committed: the records are in {@link KEY_VALUE_LAYOUT}. */
+  #layoutReady = false;
+  /** The layout step under way, shared by the operations that wait for it; cleared if it fails, so the next one tries again. */
+  #layoutCheck: Promise<void> | undefined;
+  /**
+   * This object's claim counter: the tie-break of a claim's (and a side effect's) time. Kept in
+   * memory, not in a shared record, so that two claims of different turns never write one key.
+   */
+  #claims = 0;
 
   constructor(options: KeyValueGuardrailStoreOptions = {}) {
     const now = options.now;
+    if (options.onStep !== undefined && typeof options.onStep !== "function") throw new TypeError(`${new.target.name}: onStep must be a function`);
+    this.#onStep = options.onStep;
     this.#now = now ?? (() => new Date());
     this.#clock = now === undefined ? Date.now : () => now().getTime();
     this.#trusted = this.recordsAreTrusted();
@@ -271,10 +360,81 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return false;
   }
 
-  /** Runs one operation's step in one transaction: synchronously when the adapter can. */
+  /**
+   * Runs one operation's step in one transaction: synchronously when the adapter can. A store
+   * object's first operation waits for its layout step ({@link #layoutStep}).
+   */
   #run<T>(step: (tx: StepTransaction) => Step<T>): T | Promise<T> {
+    if (!this.#layoutReady) return this.#checkLayout().then(() => this.#runStep(step));
+    return this.#runStep(step);
+  }
+
+  #runStep<T>(step: (tx: StepTransaction) => Step<T>): T | Promise<T> {
+    if (this.#onStep !== undefined) return this.#observed(step, this.#onStep);
     if (this.#sync && this.atomicSync !== undefined) return this.atomicSync((tx) => runSync(step(tx)));
     return this.atomic((tx) => runAsync(step(tx)));
+  }
+
+  /** `#run` with every key the step touches recorded, reported to `onStep` once the step committed. */
+  #observed<T>(step: (tx: StepTransaction) => Step<T>, onStep: (footprint: KeyValueStepFootprint) => void): T | Promise<T> {
+    let footprint = new StepFootprint();
+    const report = (value: T): T => {
+      try {
+        onStep(footprint.done());
+      } catch {
+        // Measurement only: the step has committed, so its caller gets its answer.
+      }
+      return value;
+    };
+    if (this.#sync && this.atomicSync !== undefined) {
+      return report(
+        this.atomicSync((tx) => {
+          footprint = new StepFootprint();
+          return runSync(step(footprint.wrap(tx)));
+        }),
+      );
+    }
+    return this.atomic((tx) => {
+      footprint = new StepFootprint();
+      return runAsync(step(footprint.wrap(tx)));
+    }).then(report);
+  }
+
+  // -- layout ---------------------------------------------------------------------------------
+
+  #checkLayout(): Promise<void> {
+    this.#layoutCheck ??= (async () => {
+      await this.#runStep((tx) => this.#layoutStep(tx));
+      this.#layoutReady = true;
+    })().catch((error: unknown) => {
+      this.#layoutCheck = undefined;
+      throw error;
+    });
+    return this.#layoutCheck;
+  }
+
+  /**
+   * The first step of each store object: reads the layout version and, in a store written before
+   * layout 2, builds the unresolved-claim and unresolved-effect indexes from a scan of the claims
+   * and effects (once, in one step: every later object finds layout 2 and writes nothing). A store
+   * written by a newer layout is refused: this version would not keep that layout's records.
+   */
+  *#layoutStep(tx: StepTransaction): Step<void> {
+    const layout = yield* this.#get(tx, K.layout, LAYOUT_KEY);
+    if (layout === KEY_VALUE_LAYOUT) return;
+    if (layout !== undefined && layout > KEY_VALUE_LAYOUT) {
+      throw new StoreContractError(
+        `the store's records are in key-value layout ${String(layout)}, written by a newer arkah-agent-guardrails; this version reads layout ${String(KEY_VALUE_LAYOUT)} and older: upgrade it`,
+      );
+    }
+    for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
+      if (claim.state === "pending" || claim.state === "unknown") this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
+    }
+    for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
+      if (effect.state === "pending" || effect.state === "unknown") this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
+    }
+    for (const [, { record }] of yield* this.#all(tx, K.approval)) this.#indexApproval(tx, undefined, record);
+    this.#put(tx, K.layout, LAYOUT_KEY, KEY_VALUE_LAYOUT);
   }
 
   // -- records --------------------------------------------------------------------------------
@@ -432,8 +592,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     }
     const token = randomUUID();
     const claimedAtMs = this.#time();
-    const seq = this.#count(tx, "claim", yield tx.get(C.counters, "claim"));
+    const seq = ++this.#claims;
     this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "pending" });
+    this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
     return { status: "acquired", token };
   }
 
@@ -452,6 +613,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (settlement.outcome === "complete") {
       const { result } = settlement;
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs });
+      tx.delete(C.unresolvedClaims, turnKey);
     } else {
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
       yield* this.#markUnknown(tx, identity, true);
@@ -470,6 +632,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (claim === undefined || !tokenHoldsClaim(claim, token)) return false;
     // A pending claim is not counted against its scope: deleting it is all there is to undo.
     tx.delete(C.claims, turnKey);
+    tx.delete(C.unresolvedClaims, turnKey);
     yield* this.#append(tx, releasedEvent(claim.identity, this.#timestamp()));
     return true;
   }
@@ -524,6 +687,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const record: ApprovalRecord = { ...candidate, status: "pending" };
     const seq = yield* this.#next(tx, "approval");
     this.#put(tx, K.approval, approvalId, { seq, record });
+    this.#indexApproval(tx, undefined, record);
     yield* this.#append(tx, approvalEvent(record, "requested", this.#timestamp()));
     return structuredClone(record);
   }
@@ -546,7 +710,10 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#decideApproval(tx: StepTransaction, input: DecideApprovalInput): Step<ApprovalDecisionResult> {
     const stored = yield* this.#get(tx, K.approval, input.approvalId);
     const outcome = approvalDecisionOutcome(stored?.record, input, this.#timestamp());
-    if (stored !== undefined && outcome.changed !== undefined) this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: outcome.changed });
+    if (stored !== undefined && outcome.changed !== undefined) {
+      this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: outcome.changed });
+      this.#indexApproval(tx, stored.record, outcome.changed);
+    }
     if (outcome.event !== undefined) yield* this.#append(tx, outcome.event);
     return structuredClone(outcome.result);
   }
@@ -561,6 +728,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const applied = appliedApprovalRecord(stored?.record, input.appliedAt);
     if (stored === undefined || applied === undefined) return false;
     this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: applied });
+    this.#indexApproval(tx, stored.record, applied);
     yield* this.#append(tx, approvalEvent(applied, "applied", this.#timestamp()));
     return true;
   }
@@ -585,10 +753,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#expireApprovals(tx: StepTransaction, cutoff: number): Step<ExpireApprovalsResult> {
     const at = this.#timestamp();
     let expired = 0;
-    for (const { seq, record } of yield* this.#approvalsByTime(tx)) {
+    for (const { seq, record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) {
       if (record.status !== "pending" || !(instantMs(record.requestedAt) < cutoff)) continue;
       const retired = expiredApprovalRecord(record, at);
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
+      this.#indexApproval(tx, record, retired);
       yield* this.#append(tx, approvalEvent(retired, "expired", at));
       expired++;
     }
@@ -603,10 +772,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#orphanApprovals(tx: StepTransaction, cutoff: number): Step<OrphanApprovalsResult> {
     const at = this.#timestamp();
     let orphaned = 0;
-    for (const { seq, record } of yield* this.#approvalsByTime(tx)) {
+    for (const { seq, record } of yield* this.#indexedApprovals(tx, K.decidedApproval)) {
       const retired = orphanedApprovalRecord(record, cutoff, at);
       if (retired === undefined) continue;
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
+      this.#indexApproval(tx, record, retired);
       yield* this.#append(tx, approvalEvent(retired, "orphaned", at));
       orphaned++;
     }
@@ -615,8 +785,35 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   /** Oldest `requestedAt` first; ties in request order. */
   *#approvalsByTime(tx: StepTransaction): Step<StoredApproval[]> {
-    const stored = (yield* this.#all(tx, K.approval)).map(([, each]) => each);
-    return stored.sort((a, b) => instantMs(a.record.requestedAt) - instantMs(b.record.requestedAt) || a.seq - b.seq);
+    return sortByRequestTime((yield* this.#all(tx, K.approval)).map(([, each]) => each));
+  }
+
+  /** The requests an approval index names, oldest `requestedAt` first (ties in request order); never the others. */
+  *#indexedApprovals(tx: StepTransaction, index: RecordKind<ApprovalIndexEntry>): Step<StoredApproval[]> {
+    const stored: StoredApproval[] = [];
+    for (const [approvalId] of yield* this.#all(tx, index)) {
+      const approval = yield* this.#get(tx, K.approval, approvalId);
+      if (approval !== undefined) stored.push(approval);
+    }
+    return sortByRequestTime(stored);
+  }
+
+  /**
+   * Keeps the request's entries in `pendingApprovals` and `decidedApprovals` in step with its
+   * status, from `before` (undefined: a new request) to `after` (undefined: the request is gone).
+   */
+  #indexApproval(tx: StepTransaction, before: ApprovalRecord | undefined, after: ApprovalRecord | undefined): void {
+    const approvalId = (after ?? before)?.approvalId;
+    if (approvalId === undefined) return;
+    for (const [index, holds] of [
+      [K.pendingApproval, (record: ApprovalRecord | undefined) => record?.status === "pending"],
+      [K.decidedApproval, (record: ApprovalRecord | undefined) => record?.status === "approved" || record?.status === "edited"],
+    ] as const) {
+      const was = before !== undefined && holds(before);
+      const is = holds(after);
+      if (is && !was) this.#put(tx, index, approvalId, { approvalId });
+      else if (was && !is) tx.delete(index.collection, approvalId);
+    }
   }
 
   // -- audit trail ----------------------------------------------------------------------------
@@ -678,9 +875,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#listUnresolved(tx));
   }
 
+  /** Reads the claims the unresolved-claims index names, never the settled ones. */
   *#listUnresolved(tx: StepTransaction): Step<UnresolvedMutation[]> {
     const unresolved: StoredClaim[] = [];
-    for (const [, claim] of yield* this.#all(tx, K.claim)) if (claim.state === "pending" || claim.state === "unknown") unresolved.push(claim);
+    for (const [turnKey] of yield* this.#all(tx, K.unresolvedClaim)) {
+      const claim = yield* this.#get(tx, K.claim, turnKey);
+      if (claim?.state === "pending" || claim?.state === "unknown") unresolved.push(claim);
+    }
     // Oldest claim time first; ties in claim order.
     return unresolved
       .sort((a, b) => a.claimedAtMs - b.claimedAtMs || a.seq - b.seq)
@@ -701,6 +902,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const time = this.#time();
     const at = new Date(time).toISOString();
     if (answer.state === "unknown") yield* this.#markUnknown(tx, claim.identity, false);
+    tx.delete(C.unresolvedClaims, turnKey);
     if (reconciliation.resolution === "completed") {
       this.#put(tx, K.claim, turnKey, { ...claim, state: "complete", result: reconciliation.result, settledAtMs: time });
     } else {
@@ -732,7 +934,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     }
     if (pruned.size > 0) {
       for (const [key, record] of yield* this.#all(tx, K.verdict)) if (pruned.has(record.turnKey)) tx.delete(C.verdicts, key);
-      for (const [key, { record }] of approvals) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
+      for (const [key, { record }] of approvals) {
+        if (!pruned.has(record.turnKey)) continue;
+        tx.delete(C.approvals, key);
+        this.#indexApproval(tx, record, undefined);
+      }
     }
     for (const [key, record] of turns) {
       if (!PRUNABLE_TURN_STATES.includes(record.state) || !(instantMs(record.updatedAt) < cutoff)) continue;
@@ -851,13 +1057,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   /**
-   * Walks the live-turn index (never the finished turns) in key order. `decided` scans the
-   * approval requests for pending ones, as the base's other operator listings scan.
+   * Walks the live-turn index (never the finished turns) in key order. `decided` reads the
+   * pending-approvals index and the requests it names.
    */
   *#listTurns(tx: StepTransaction, query: ParsedListTurns): Step<TurnRecord[]> {
     const now = this.#timestamp();
     const waiting = new Set<string>();
-    if (query.decided) for (const [, { record }] of yield* this.#all(tx, K.approval)) if (record.status === "pending") waiting.add(record.turnKey);
+    if (query.decided) for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
     const listed: TurnRecord[] = [];
     let after = query.after;
     for (;;) {
@@ -894,8 +1100,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (maxPerTurn !== undefined && (group?.effectKeys.length ?? 0) >= maxPerTurn) return { status: "limit_reached" };
     const token = randomUUID();
     const claimedAtMs = this.#time();
-    const seq = yield* this.#next(tx, "effect");
+    const seq = ++this.#claims;
     this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "pending" });
+    this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
     this.#put(tx, K.effectGroup, groupKey, { turnKey, toolName, effectKeys: [...(group?.effectKeys ?? []), effectKey] });
     return { status: "acquired", token };
   }
@@ -915,6 +1122,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         ? { identity, token, seq, claimedAtMs, state: "complete", result: settlement.result, settledAtMs }
         : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
     this.#put(tx, K.effect, settlement.effectKey, settled);
+    if (settlement.outcome === "complete") tx.delete(C.unresolvedEffects, settlement.effectKey);
     if (settlement.audit !== undefined) yield* this.#append(tx, settlement.audit);
     return true;
   }
@@ -935,6 +1143,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   /** Deletes an effect's claim and takes it out of its group: it no longer counts toward `maxPerTurn`. */
   *#forgetEffect(tx: StepTransaction, { effectKey, turnKey, toolName }: EffectIdentity): Step<void> {
     tx.delete(C.effects, effectKey);
+    tx.delete(C.unresolvedEffects, effectKey);
     const groupKey = effectGroupKey(turnKey, toolName);
     const group = yield* this.#get(tx, K.effectGroup, groupKey);
     const effectKeys = group?.effectKeys.filter((each) => each !== effectKey) ?? [];
@@ -960,9 +1169,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#listUnresolvedEffects(tx));
   }
 
+  /** Reads the effects the unresolved-effects index names, never the settled ones. */
   *#listUnresolvedEffects(tx: StepTransaction): Step<UnresolvedEffect[]> {
     const unresolved: StoredEffect[] = [];
-    for (const [, effect] of yield* this.#all(tx, K.effect)) if (effect.state === "pending" || effect.state === "unknown") unresolved.push(effect);
+    for (const [effectKey] of yield* this.#all(tx, K.unresolvedEffect)) {
+      const effect = yield* this.#get(tx, K.effect, effectKey);
+      if (effect?.state === "pending" || effect?.state === "unknown") unresolved.push(effect);
+    }
     // Oldest claim time first; ties in claim order.
     return unresolved
       .sort((a, b) => a.claimedAtMs - b.claimedAtMs || a.seq - b.seq)
@@ -984,6 +1197,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (reconciliation.resolution === "completed") {
       const { identity, token, seq, claimedAtMs } = effect;
       this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "complete", result: reconciliation.result, settledAtMs: time });
+      tx.delete(C.unresolvedEffects, effectKey);
     } else {
       yield* this.#forgetEffect(tx, effect.identity);
     }

@@ -53,15 +53,44 @@ export const KEY_VALUE_COLLECTIONS = {
   effects: "effects",
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
   effectGroups: "effectGroups",
-  /** counter name (`audit`, `claim`, `approval`, `effect`) -> the last number it issued (an integer, 0 before any). */
+  /**
+   * counter name (`audit`, `approval`) -> the last number it issued (an integer, 0 before any). A
+   * store written before layout 2 also holds `claim` and `effect`, which nothing reads any more.
+   */
   counters: "counters",
+  /** turn key -> {@link UnresolvedClaimEntry}: the index of `pending` and `unknown` claims, for `listUnresolved`. */
+  unresolvedClaims: "unresolvedClaims",
+  /** effect key -> {@link UnresolvedEffectEntry}: the index of `pending` and `unknown` side effects, for `listUnresolvedEffects`. */
+  unresolvedEffects: "unresolvedEffects",
+  /** approval id -> {@link ApprovalIndexEntry}: the index of `pending` requests, for `expireApprovals` and `listTurns`' `decided`. */
+  pendingApprovals: "pendingApprovals",
+  /** approval id -> {@link ApprovalIndexEntry}: the index of `approved` and `edited` requests not applied, for `orphanApprovals`. */
+  decidedApprovals: "decidedApprovals",
+  /** `layout` -> the layout version the records are kept in ({@link KEY_VALUE_LAYOUT}); absent in a store written before layout 2. */
+  meta: "meta",
 } as const;
+
+/**
+ * The layout this base writes. 1 (no `meta` record): claims and side effects numbered by the
+ * shared `claim` and `effect` counters, unresolved ones and approval requests by status found by a
+ * scan. 2: no shared counter on a claim's step; unresolved claims and effects, pending requests and
+ * decided ones not applied kept in their own indexes. A store at layout 1 is
+ * migrated by the first step of a store object that finds it (see `KeyValueGuardrailStore`).
+ */
+export const KEY_VALUE_LAYOUT = 2;
+
+/** The key of the layout version in {@link KEY_VALUE_COLLECTIONS}' `meta`. */
+export const LAYOUT_KEY = "layout";
 
 /** One of {@link KEY_VALUE_COLLECTIONS}' values. */
 export type KeyValueCollection = (typeof KEY_VALUE_COLLECTIONS)[keyof typeof KEY_VALUE_COLLECTIONS];
 
-/** The counters the base keeps, each in its own record of `counters`. */
-export type KeyValueCounter = "audit" | "claim" | "approval" | "effect";
+/**
+ * The counters the base keeps, each in its own record of `counters`. Both are written only by
+ * steps that append to the audit trail (an approval request appends its `requested` event): a
+ * claim's step writes neither.
+ */
+export type KeyValueCounter = "audit" | "approval";
 
 /** Digits of a zero-padded sequence number: every safe integer fits, so key order is number order. */
 const SEQ_DIGITS = 16;
@@ -95,7 +124,11 @@ export interface StoredClaim {
   readonly identity: MutationIdentity;
   /** The claim token `claimMutation` issued: a settlement or release needs it. */
   readonly token: string;
-  /** The claim counter's number for it: claim order, the tie-break of `listUnresolved` among equal times. */
+  /**
+   * The tie-break of `listUnresolved` among claims made in the same millisecond: the order the
+   * store object that made it made its claims in (between store objects, unspecified; a store
+   * written before layout 2 holds the shared `claim` counter's number).
+   */
   readonly seq: number;
   /** Epoch milliseconds of the store's clock when claimed. */
   readonly claimedAtMs: number;
@@ -128,7 +161,7 @@ export interface StoredEffect {
   readonly identity: EffectIdentity;
   /** The claim token `claimEffect` issued: a settlement or release needs it. */
   readonly token: string;
-  /** The effect counter's number for it: claim order, the tie-break of `listUnresolvedEffects`. */
+  /** The tie-break of `listUnresolvedEffects`, as {@link StoredClaim.seq} is `listUnresolved`'s. */
   readonly seq: number;
   /** Epoch milliseconds of the store's clock when claimed. */
   readonly claimedAtMs: number;
@@ -237,6 +270,30 @@ export interface StoredCursor {
 /** Parses a {@link StoredCursor}. */
 export const StoredCursorSchema: z.ZodType<StoredCursor> = z.strictObject({ sink: z.string().min(1), seq: z.int().min(0) });
 
+/** A claim's entry in the `unresolvedClaims` index: kept exactly while the turn's claim is `pending` or `unknown`. */
+export interface UnresolvedClaimEntry {
+  /** The turn whose claim it is. */
+  readonly turnKey: string;
+}
+/** Parses an {@link UnresolvedClaimEntry}. */
+export const UnresolvedClaimEntrySchema: z.ZodType<UnresolvedClaimEntry> = z.strictObject({ turnKey: DigestSchema });
+
+/** A side effect's entry in the `unresolvedEffects` index: kept exactly while its claim is `pending` or `unknown`. */
+export interface UnresolvedEffectEntry {
+  /** The effect whose claim it is. */
+  readonly effectKey: string;
+}
+/** Parses an {@link UnresolvedEffectEntry}. */
+export const UnresolvedEffectEntrySchema: z.ZodType<UnresolvedEffectEntry> = z.strictObject({ effectKey: DigestSchema });
+
+/** An approval request's entry in `pendingApprovals` or `decidedApprovals`: kept exactly while its status is the index's. */
+export interface ApprovalIndexEntry {
+  /** The request. */
+  readonly approvalId: string;
+}
+/** Parses an {@link ApprovalIndexEntry}. */
+export const ApprovalIndexEntrySchema: z.ZodType<ApprovalIndexEntry> = z.strictObject({ approvalId: DigestSchema });
+
 /** Parses a counter's value. */
 export const StoredCounterSchema: z.ZodType<number> = z.int().min(0);
 
@@ -279,4 +336,14 @@ export const RECORD_KINDS = {
     effectGroupKey(record.turnKey, record.toolName),
   ),
   counter: kind<number>(KEY_VALUE_COLLECTIONS.counters, "counter", StoredCounterSchema, (_value, key) => key),
+  unresolvedClaim: kind<UnresolvedClaimEntry>(KEY_VALUE_COLLECTIONS.unresolvedClaims, "unresolved-claims index entry", UnresolvedClaimEntrySchema, (entry) => entry.turnKey),
+  unresolvedEffect: kind<UnresolvedEffectEntry>(
+    KEY_VALUE_COLLECTIONS.unresolvedEffects,
+    "unresolved-effects index entry",
+    UnresolvedEffectEntrySchema,
+    (entry) => entry.effectKey,
+  ),
+  pendingApproval: kind<ApprovalIndexEntry>(KEY_VALUE_COLLECTIONS.pendingApprovals, "pending-approvals index entry", ApprovalIndexEntrySchema, (entry) => entry.approvalId),
+  decidedApproval: kind<ApprovalIndexEntry>(KEY_VALUE_COLLECTIONS.decidedApprovals, "decided-approvals index entry", ApprovalIndexEntrySchema, (entry) => entry.approvalId),
+  layout: kind<number>(KEY_VALUE_COLLECTIONS.meta, "layout version", z.int().min(1), (_value, key) => key),
 } as const;

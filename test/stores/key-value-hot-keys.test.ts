@@ -1,0 +1,212 @@
+/**
+ * No hot keys in the key-value base (issue 40, item 3): concurrent claims of turns in different
+ * scopes never write one key, measured by the base's `onStep` footprints on the JSON adapter and
+ * the file store (bench/key-value-conflicts.ts prints the same numbers); the audited steps share
+ * only the audit counter, which keeps `seq` one total order. And a store written in layout 1 (the
+ * shared `claim` and `effect` counters, no indexes) is migrated by the first step; one written by a
+ * newer layout is refused and left as it is. Expiry and orphaning read the approval indexes, never
+ * the requests of other statuses.
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
+import {
+  KEY_VALUE_COLLECTIONS as C,
+  type ApprovalSubmission,
+  type EffectIdentity,
+  type KeyValueStepFootprint,
+  type MutationIdentity,
+  type StoredApproval,
+  type StoredClaim,
+  type StoredEffect,
+} from "arkah-agent-guardrails/store";
+import { FileGuardrailStore } from "../../examples/file-store/store.js";
+import { JsonKeyValueStore } from "../support/json-key-value-store.js";
+import { measureStepConflicts, type ObservedStoreFactory, type StepConflicts } from "../support/step-conflicts.js";
+
+const root = mkdtempSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), "arkah-hot-keys-"));
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+const WORKERS = 8;
+let directories = 0;
+const adapters: readonly (readonly [string, ObservedStoreFactory])[] = [
+  ["the JSON adapter", (onStep) => new JsonKeyValueStore({ onStep })],
+  ["the file store", (onStep) => FileGuardrailStore.open({ directory: join(root, `store-${String(++directories)}`), onStep })],
+];
+
+const byStep = (rows: readonly StepConflicts[]) => Object.fromEntries(rows.map((row) => [row.step, row]));
+
+describe("KeyValueGuardrailStore: steps of turns in different scopes", () => {
+  it("onStep that is not a function is refused at construction", () => {
+    expect(() => new JsonKeyValueStore({ onStep: "log" as unknown as () => void })).toThrow(new TypeError("JsonKeyValueStore: onStep must be a function"));
+  });
+
+
+  for (const [name, open] of adapters) {
+    it(`${name}: ${String(WORKERS)} concurrent claims (mutation and side effect) and effect settlements write no key another one touches`, async () => {
+      const rows = byStep(await measureStepConflicts(open, WORKERS));
+      for (const step of ["claimMutation", "claimEffect", "settleEffect"] as const) {
+        expect({ step, steps: rows[step]?.steps, conflicting: rows[step]?.conflicting, hotKeys: rows[step]?.hotKeys }, step).toEqual({
+          step,
+          steps: WORKERS,
+          conflicting: 0,
+          hotKeys: [],
+        });
+      }
+    });
+
+    it(`${name}: the audited steps (a read with its event, a settlement with its event) meet on the audit counter alone`, async () => {
+      const rows = byStep(await measureStepConflicts(open, WORKERS));
+      for (const step of ["recordSuccessfulRead", "settleMutation"] as const) {
+        expect(rows[step]?.hotKeys, `${step}: the one shared key, the audit counter, which keeps seq a total order`).toEqual([`${C.counters}/audit`]);
+      }
+    });
+  }
+});
+
+function mutation(turn: TurnRef): MutationIdentity {
+  const call = { id: "w1", name: "rename_document", args: { title: "Field notes" } };
+  return {
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(call.args),
+    mutationKey: mutationKey(turn, call),
+    toolFingerprint: toolFingerprint({ name: call.name }),
+  };
+}
+
+function sideEffect(turn: TurnRef): EffectIdentity {
+  const call = { id: "m1", name: "send_mail", args: { to: "ops@example.com" } };
+  return {
+    effectKey: effectKey(turn, call),
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: call.id,
+    toolName: call.name,
+    argsDigest: digest(call.args),
+    toolFingerprint: toolFingerprint({ name: call.name }),
+  };
+}
+
+const CLAIMED_AT = Date.UTC(2031, 1, 3, 4, 5, 6);
+const snapshot = (store: JsonKeyValueStore) => JSON.stringify([...store.data].map(([name, entries]) => [name, [...entries].sort()]));
+
+describe("KeyValueGuardrailStore: a store written in an older or newer layout", () => {
+  it("layout 1 (shared counters, no unresolved indexes): the first step indexes its unresolved claims and effects, and they list, settle and drop out", async () => {
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT) });
+    const pending = mutation({ scopeId: "doc-old", turnId: "pending" });
+    const unknown = mutation({ scopeId: "doc-old-2", turnId: "unknown" });
+    const done = mutation({ scopeId: "doc-old-3", turnId: "done" });
+    const effect = sideEffect({ scopeId: "doc-old", turnId: "pending" });
+    // As the previous base wrote them: numbered by the shared counters, found by a scan.
+    const claims: StoredClaim[] = [
+      { identity: unknown, token: "t-unknown", seq: 41, claimedAtMs: CLAIMED_AT, state: "unknown", settledAtMs: CLAIMED_AT },
+      { identity: pending, token: "t-pending", seq: 42, claimedAtMs: CLAIMED_AT, state: "pending" },
+      { identity: done, token: "t-done", seq: 43, claimedAtMs: CLAIMED_AT, state: "complete", result: { content: "ok", status: "success" }, settledAtMs: CLAIMED_AT },
+    ];
+    for (const claim of claims) store.writeRaw(C.claims, claim.identity.turnKey, claim);
+    store.writeRaw(C.unknownScopes, unknown.scopeId, { scopeId: unknown.scopeId, turnKeys: [unknown.turnKey] });
+    const stored: StoredEffect = { identity: effect, token: "t-effect", seq: 7, claimedAtMs: CLAIMED_AT, state: "pending" };
+    store.writeRaw(C.effects, effect.effectKey, stored);
+    store.writeRaw(C.effectGroups, JSON.stringify([effect.turnKey, effect.toolName]), { turnKey: effect.turnKey, toolName: effect.toolName, effectKeys: [effect.effectKey] });
+    store.writeRaw(C.counters, "claim", 43);
+    store.writeRaw(C.counters, "effect", 7);
+
+    expect((await store.listUnresolved()).map((entry) => [entry.turnKey, entry.state]), "old claims, in their old claim order").toEqual([
+      [unknown.turnKey, "unknown"],
+      [pending.turnKey, "pending"],
+    ]);
+    expect(store.readRaw(C.meta, "layout"), "migrated once, in the first step").toBe(2);
+    expect([...(store.data.get(C.unresolvedClaims)?.keys() ?? [])].sort()).toEqual([pending.turnKey, unknown.turnKey].sort());
+    expect((await store.listUnresolvedEffects()).map((entry) => entry.effectKey)).toEqual([effect.effectKey]);
+
+    expect(await store.settleMutation({ turnKey: pending.turnKey, token: "t-pending", outcome: "complete", result: { content: "done", status: "success" } })).toBe(true);
+    expect(await store.settleEffect({ effectKey: effect.effectKey, token: "t-effect", outcome: "complete", result: { content: "sent", status: "success" } })).toBe(true);
+    expect((await store.listUnresolved()).map((entry) => entry.turnKey), "a settled old claim leaves the index").toEqual([unknown.turnKey]);
+    expect(await store.listUnresolvedEffects()).toEqual([]);
+    expect(store.readRaw(C.counters, "claim"), "the old counter is left as it was, and never written again").toBe(43);
+  });
+
+  it("a layout newer than this version's is refused with a clear error, and nothing is written", async () => {
+    const store = new JsonKeyValueStore();
+    store.writeRaw(C.meta, "layout", 3);
+    const before = snapshot(store);
+    const error = await store.claimMutation(mutation({ scopeId: "doc-new", turnId: "t" })).then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
+    expect(String(error)).toMatch(/key-value layout 3, written by a newer arkah-agent-guardrails; this version reads layout 2 and older/);
+    await expect(store.listUnresolved(), "every later operation is refused too").rejects.toThrow(/layout 3/);
+    expect(snapshot(store), "nothing written").toBe(before);
+  });
+});
+
+function submission(index: number, requestedAt: string): ApprovalSubmission {
+  const turn = { scopeId: `doc-approval-${String(index)}`, turnId: `t-${String(index)}` };
+  return {
+    approvalId: digest({ kind: "hot-keys.approval", index }),
+    turnKey: turnKey(turn),
+    scopeId: turn.scopeId,
+    toolCallId: "c1",
+    toolName: "rename_document",
+    toolFingerprint: toolFingerprint({ name: "rename_document" }),
+    argsDigest: digest({ index }),
+    args: { index },
+    guardrails: ["manager"],
+    requestedAt,
+  };
+}
+
+describe("KeyValueGuardrailStore: expiry and orphaning read the approval indexes", () => {
+  it("expireApprovals and orphanApprovals read only the pending and the decided requests, and retire the right ones", async () => {
+    const footprints: KeyValueStepFootprint[] = [];
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT), onStep: (footprint) => footprints.push(footprint) });
+    const old = "2031-02-03T00:00:00.000Z";
+    const requests = [0, 1, 2, 3].map((index) => submission(index, old));
+    for (const request of requests) await store.requestApproval(request);
+    const [pending, approved, rejected, applied] = requests.map((request) => request.approvalId);
+    const decidedAt = "2031-02-03T01:00:00.000Z";
+    await store.decideApproval({ approvalId: approved ?? "", decision: { decision: "approve" }, decidedAt });
+    await store.decideApproval({ approvalId: rejected ?? "", decision: { decision: "reject" }, decidedAt });
+    await store.decideApproval({ approvalId: applied ?? "", decision: { decision: "approve" }, decidedAt });
+    expect(await store.applyApproval({ approvalId: applied ?? "", appliedAt: decidedAt })).toBe(true);
+    expect([...(store.data.get(C.pendingApprovals)?.keys() ?? [])], "pending index").toEqual([pending]);
+    expect([...(store.data.get(C.decidedApprovals)?.keys() ?? [])], "decided, not applied").toEqual([approved]);
+
+    footprints.length = 0;
+    expect(await store.expireApprovals({ olderThan: "2031-02-04T00:00:00.000Z" })).toEqual({ expired: 1 });
+    expect(await store.orphanApprovals({ decidedBefore: "2031-02-04T00:00:00.000Z" })).toEqual({ orphaned: 1 });
+    const statuses = await Promise.all(requests.map(async (request) => (await store.getApproval(request.approvalId))?.status));
+    expect(statuses).toEqual(["expired", "orphaned", "rejected", "applied"]);
+    const [expiry, orphaning] = footprints;
+    expect(expiry?.scans, "expiry scans the pending index, not the requests").toEqual([C.pendingApprovals]);
+    expect(orphaning?.scans, "orphaning scans the decided index, not the requests").toEqual([C.decidedApprovals]);
+    expect(expiry?.reads.filter((ref) => ref.collection === C.approvals).map((ref) => ref.key), "expiry reads the pending request alone").toEqual([pending]);
+    expect(store.data.get(C.pendingApprovals)?.size ?? 0, "both indexes emptied").toBe(0);
+    expect(store.data.get(C.decidedApprovals)?.size ?? 0).toBe(0);
+  });
+
+  it("layout 1: the first step indexes the pending and the decided requests, which then expire and orphan", async () => {
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT) });
+    const old = "2031-02-03T00:00:00.000Z";
+    const [waiting, decided, done] = [0, 1, 2].map((index) => submission(index, old));
+    const stored = (seq: number, record: StoredApproval["record"]): StoredApproval => ({ seq, record });
+    const decision = { decision: { decision: "approve" as const }, decidedAt: "2031-02-03T01:00:00.000Z" };
+    if (waiting === undefined || decided === undefined || done === undefined) throw new Error("three requests");
+    store.writeRaw(C.approvals, waiting.approvalId, stored(1, { ...waiting, status: "pending" }));
+    store.writeRaw(C.approvals, decided.approvalId, stored(2, { ...decided, status: "approved", ...decision }));
+    store.writeRaw(C.approvals, done.approvalId, stored(3, { ...done, status: "applied", ...decision, appliedAt: "2031-02-03T02:00:00.000Z" }));
+    store.writeRaw(C.counters, "approval", 3);
+
+    expect(await store.expireApprovals({ olderThan: "2031-02-04T00:00:00.000Z" })).toEqual({ expired: 1 });
+    expect(await store.orphanApprovals({ decidedBefore: "2031-02-04T00:00:00.000Z" })).toEqual({ orphaned: 1 });
+    expect((await store.listApprovals()).map((record) => record.status)).toEqual(["expired", "orphaned", "applied"]);
+  });
+});
