@@ -10,7 +10,7 @@
  * work (`listUnresolved`, `prune`, `listApprovals`, `expireApprovals`, `orphanApprovals`) scans a
  * collection, and so does `readAudit` (any filter, `approvalId` included). `listTurns` walks the
  * `liveTurns` index the turn transitions keep (never the finished turns); its `decided` filter scans
- * the approval requests.
+ * the approval requests, and its `finished` listing (what `prune` would remove) scans the turns.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -106,7 +106,7 @@ import {
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
-  PRUNABLE_TURN_STATES,
+  prunableTurn,
   resumeTransition,
 } from "../stores/turns.js";
 import {
@@ -735,7 +735,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       for (const [key, { record }] of approvals) if (pruned.has(record.turnKey)) tx.delete(C.approvals, key);
     }
     for (const [key, record] of turns) {
-      if (!PRUNABLE_TURN_STATES.includes(record.state) || !(instantMs(record.updatedAt) < cutoff)) continue;
+      if (!prunableTurn(record, cutoff)) continue;
       tx.delete(C.turns, key);
       // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
       if (record.requestKey !== undefined && (yield* this.#get(tx, K.turnRequest, record.requestKey))?.turnKey === key) {
@@ -852,10 +852,12 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   /**
    * Walks the live-turn index (never the finished turns) in key order. `decided` scans the
-   * approval requests for pending ones, as the base's other operator listings scan.
+   * approval requests for pending ones, as the base's other operator listings scan; `finished`
+   * scans the turns, as `prune` does.
    */
   *#listTurns(tx: StepTransaction, query: ParsedListTurns): Step<TurnRecord[]> {
     const now = this.#timestamp();
+    if (query.state === "finished") return yield* this.#listFinishedTurns(tx, query, now);
     const waiting = new Set<string>();
     if (query.decided) for (const [, { record }] of yield* this.#all(tx, K.approval)) if (record.status === "pending") waiting.add(record.turnKey);
     const listed: TurnRecord[] = [];
@@ -875,6 +877,25 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       after = last[0];
     }
   }
+
+  /** The finished turns `prune` with the query's cut-off would remove, in key order, from the turns collection. */
+  *#listFinishedTurns(tx: StepTransaction, query: ParsedListTurns, now: string): Step<TurnRecord[]> {
+    const listed: TurnRecord[] = [];
+    let after = query.after;
+    for (;;) {
+      const page = yield* this.#scan(tx, C.turns, after);
+      for (const [key, value] of page) {
+        const record = this.#check(K.turn, key, value);
+        if (record === undefined || !listedTurn(record, query, now)) continue;
+        listed.push(structuredClone(record));
+        if (listed.length === query.limit) return listed;
+      }
+      const last = page.at(-1);
+      if (page.length < SCAN_PAGE || last === undefined) return listed;
+      after = last[0];
+    }
+  }
+
   // -- side effects ---------------------------------------------------------------------------
 
   async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
