@@ -10,12 +10,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { BaseCheckpointSaver } from "@langchain/langgraph";
+import { MemorySaver, type BaseCheckpointSaver } from "@langchain/langgraph";
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import type pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { turnKey, TurnServiceError, type DecideAnswer, type GuardrailStore, type TurnAnswer } from "arkah-agent-guardrails";
+import { ConfigurationError, InMemoryGuardrailStore, turnKey, TurnServiceError, type DecideAnswer, type GuardrailStore, type TurnAnswer } from "arkah-agent-guardrails";
 import type { ListTurnsQuery, PruneOptions, PruneResult, TurnRecord } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
@@ -311,3 +311,19 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe("service.prune and its checkpointer", () => {
+  it("a checkpointer without deleteThread is a ConfigurationError when prune is called, and nothing is pruned", async () => {
+    const clock = new TestClock();
+    const store = new InMemoryGuardrailStore({ now: clock.now });
+    const checkpointer = new MemorySaver();
+    Object.defineProperty(checkpointer, "deleteThread", { value: undefined });
+    const worker = serviceHarness({ store, checkpointer, service: { now: clock.now } });
+    expectStatus(await worker.service.submit({ turn: DONE }), "completed");
+    clock.advance(DAY);
+    const error = await rejection(worker.service.prune({ olderThan: clock.now().toISOString() }));
+    expect(ConfigurationError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/deleteThread/);
+    expect((await store.getTurn(turnKey(DONE)))?.state).toBe("completed");
+  });
+});
