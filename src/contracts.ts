@@ -1193,27 +1193,38 @@ export const RenewTurnInputSchema: z.ZodType<RenewTurnInput> = z.strictObject({ 
 export const MAX_LIST_TURNS = 1000;
 
 /**
- * `listTurns`' query: the live turns a recovery sweep looks for, in turn key order, at most
- * `limit` (default 100), after the turn key `after` (paging).
+ * `listTurns`' query, in turn key order, at most `limit` (default 100), after the turn key `after`
+ * (paging): the live turns a recovery sweep looks for (`running`, `awaiting_approval`), or the
+ * finished turn records `prune({ olderThan })` would remove (`finished` with `olderThan`), whose
+ * checkpoint threads the turn service deletes before it prunes them.
  */
 export interface ListTurnsQuery {
-  /** `running` or `awaiting_approval`: finished turns are never listed. */
-  readonly state: "running" | "awaiting_approval";
+  /**
+   * `running` or `awaiting_approval`; or `finished`: the turns in a finished state (`completed`,
+   * `refused`, `failed`) last updated before `olderThan`, exactly the turn records `prune` removes.
+   */
+  readonly state: "running" | "awaiting_approval" | "finished";
   /** With `running`: only turns whose lease expired at the store's clock (any other worker may take them over). */
   readonly expired?: boolean;
   /** With `awaiting_approval`: only turns none of whose approval requests is `pending` (every one decided or expired). */
   readonly decided?: boolean;
+  /** With `finished`, and required there: only turns last updated strictly before this time, as `prune({ olderThan })` compares. */
+  readonly olderThan?: string;
   /** Only turns whose key sorts after this one (the last key of the previous page). */
   readonly after?: string;
   /** At most this many turns (1 to {@link MAX_LIST_TURNS}; default 100). */
   readonly limit?: number;
 }
-/** Parses a {@link ListTurnsQuery}: `expired` only with `running`, `decided` only with `awaiting_approval`. */
+/**
+ * Parses a {@link ListTurnsQuery}: `expired` only with `running`, `decided` only with
+ * `awaiting_approval`, `olderThan` exactly with `finished`.
+ */
 export const ListTurnsQuerySchema: z.ZodType<ListTurnsQuery> = z
   .strictObject({
-    state: z.enum(["running", "awaiting_approval"]),
+    state: z.enum(["running", "awaiting_approval", "finished"]),
     expired: z.boolean().optional(),
     decided: z.boolean().optional(),
+    olderThan: TimestampSchema.optional(),
     after: DigestSchema.optional(),
     limit: z.int().min(1).max(MAX_LIST_TURNS).optional(),
   })
@@ -1221,6 +1232,9 @@ export const ListTurnsQuerySchema: z.ZodType<ListTurnsQuery> = z
     if (query.expired !== undefined && query.state !== "running") ctx.addIssue({ code: "custom", path: ["expired"], message: "expired filters running turns only" });
     if (query.decided !== undefined && query.state !== "awaiting_approval") {
       ctx.addIssue({ code: "custom", path: ["decided"], message: "decided filters awaiting_approval turns only" });
+    }
+    if ((query.olderThan !== undefined) !== (query.state === "finished")) {
+      ctx.addIssue({ code: "custom", path: ["olderThan"], message: "olderThan goes with finished, and finished needs it" });
     }
   });
 

@@ -43,7 +43,7 @@ export const STORE_PARTS = {
   approvalOrphans: ["orphanApprovals"],
   /** Per-sink delivery cursors: needed by `deliverAudit`. */
   auditDelivery: ["getAuditCursor", "advanceAuditCursor"],
-  /** Operator work: needed by the CLI's `inspect` and `reconcile`, and by hosts that prune. */
+  /** Operator work: needed by the CLI's `inspect` and `reconcile`, by hosts that prune, and by the turn service's `prune`. */
   operator: ["listUnresolved", "reconcileMutation", "prune"],
   /** Turn records: needed by `createTurnService`. */
   turns: ["beginTurn", "finishTurn", "resumeTurn", "renewTurn", "listTurns", "getTurn"],

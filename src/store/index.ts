@@ -219,6 +219,7 @@ export {
   parseResumeTurn,
   parseTurnRecord,
   PRUNABLE_TURN_STATES,
+  prunableTurn,
   renewTransition,
   resumeTransition,
   type ParsedListTurns,

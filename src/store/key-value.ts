@@ -13,7 +13,8 @@
  * order. `listUnresolved`, `listUnresolvedEffects`, `expireApprovals` and `orphanApprovals` read
  * indexes of the records they act on; `prune` and `listApprovals` scan collections, and so does
  * `readAudit` (any filter, `approvalId` included). `listTurns` walks the `liveTurns` index the turn
- * transitions keep (never the finished turns); its `decided` filter reads the pending-approvals index.
+ * transitions keep (never the finished turns); its `decided` filter reads the pending-approvals index, and its `finished` listing (what `prune`
+ * would remove) scans the turns.
  * Each store object's first step checks the records' layout version and migrates layout 1.
  */
 import { randomUUID } from "node:crypto";
@@ -110,7 +111,7 @@ import {
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
-  PRUNABLE_TURN_STATES,
+  prunableTurn,
   resumeTransition,
 } from "../stores/turns.js";
 import {
@@ -941,7 +942,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       }
     }
     for (const [key, record] of turns) {
-      if (!PRUNABLE_TURN_STATES.includes(record.state) || !(instantMs(record.updatedAt) < cutoff)) continue;
+      if (!prunableTurn(record, cutoff)) continue;
       tx.delete(C.turns, key);
       // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
       if (record.requestKey !== undefined && (yield* this.#get(tx, K.turnRequest, record.requestKey))?.turnKey === key) {
@@ -1058,10 +1059,12 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   /**
    * Walks the live-turn index (never the finished turns) in key order. `decided` reads the
-   * pending-approvals index and the requests it names.
+   * pending-approvals index and the requests it names; `finished` scans the turns, as `prune`
+   * does.
    */
   *#listTurns(tx: StepTransaction, query: ParsedListTurns): Step<TurnRecord[]> {
     const now = this.#timestamp();
+    if (query.state === "finished") return yield* this.#listFinishedTurns(tx, query, now);
     const waiting = new Set<string>();
     if (query.decided) for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
     const listed: TurnRecord[] = [];
@@ -1081,6 +1084,25 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       after = last[0];
     }
   }
+
+  /** The finished turns `prune` with the query's cut-off would remove, in key order, from the turns collection. */
+  *#listFinishedTurns(tx: StepTransaction, query: ParsedListTurns, now: string): Step<TurnRecord[]> {
+    const listed: TurnRecord[] = [];
+    let after = query.after;
+    for (;;) {
+      const page = yield* this.#scan(tx, C.turns, after);
+      for (const [key, value] of page) {
+        const record = this.#check(K.turn, key, value);
+        if (record === undefined || !listedTurn(record, query, now)) continue;
+        listed.push(structuredClone(record));
+        if (listed.length === query.limit) return listed;
+      }
+      const last = page.at(-1);
+      if (page.length < SCAN_PAGE || last === undefined) return listed;
+      after = last[0];
+    }
+  }
+
   // -- side effects ---------------------------------------------------------------------------
 
   async claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {

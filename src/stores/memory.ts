@@ -99,7 +99,7 @@ import {
   parseListTurns,
   parseRenewTurn,
   parseResumeTurn,
-  PRUNABLE_TURN_STATES,
+  prunableTurn,
   renewTransition,
   resumeTransition,
 } from "./turns.js";
@@ -479,7 +479,7 @@ export class InMemoryGuardrailStore implements GuardrailStore {
       for (const [key, record] of records) if (pruned.has(record.turnKey)) records.delete(key);
     }
     for (const [turnKey, record] of this.#turns) {
-      if (!PRUNABLE_TURN_STATES.includes(record.state) || !(Date.parse(record.updatedAt) < cutoff)) continue;
+      if (!prunableTurn(record, cutoff)) continue;
       this.#turns.delete(turnKey);
       // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
       if (record.requestKey !== undefined && this.#turnRequests.get(record.requestKey) === turnKey) this.#turnRequests.delete(record.requestKey);

@@ -49,6 +49,8 @@ export interface ParsedListTurns {
   readonly expired: boolean;
   /** Only paused turns with no pending approval request. */
   readonly decided: boolean;
+  /** With `finished`: the cut-off (ISO 8601); only turns last updated strictly before it. Undefined otherwise. */
+  readonly olderThan: string | undefined;
   /** Only turn keys after this one; undefined: from the first. */
   readonly after: string | undefined;
   /** At most this many. */
@@ -57,7 +59,14 @@ export interface ParsedListTurns {
 /** `listTurns`' query, detached, with its defaults (limit 100). */
 export function parseListTurns(query: unknown): ParsedListTurns {
   const parsed = parseStoreValue(ListTurnsQuerySchema, query, "listTurns query");
-  return { state: parsed.state, expired: parsed.expired ?? false, decided: parsed.decided ?? false, after: parsed.after, limit: parsed.limit ?? 100 };
+  return {
+    state: parsed.state,
+    expired: parsed.expired ?? false,
+    decided: parsed.decided ?? false,
+    olderThan: parsed.olderThan,
+    after: parsed.after,
+    limit: parsed.limit ?? 100,
+  };
 }
 
 /** A stored turn record, as read back (a row, a map entry): a corrupt one fails closed. */
@@ -124,11 +133,13 @@ export function renewTransition(existing: TurnRecord | undefined, input: RenewTu
 }
 
 /**
- * Whether `listTurns` lists a record of the query's state (the caller has selected the state and,
- * for `decided`, the absence of pending requests): with `expired`, a lease that expired at `now`.
- * An unparseable expiry never expires, as in `beginTurn`.
+ * Whether `listTurns` lists a record (the caller has selected the state and, for `decided`, the
+ * absence of pending requests): with `expired`, a lease that expired at `now`; with `finished`, a
+ * finished state and an update strictly before `olderThan`, as `prune` compares (an unparseable
+ * time is never before anything). An unparseable expiry never expires, as in `beginTurn`.
  */
 export function listedTurn(record: TurnRecord, query: ParsedListTurns, now: string): boolean {
+  if (query.state === "finished") return prunableTurn(record, Date.parse(query.olderThan ?? ""));
   if (record.state !== query.state) return false;
   if (!query.expired) return true;
   const expires = Date.parse(record.lease?.expiresAt ?? "");
@@ -137,6 +148,11 @@ export function listedTurn(record: TurnRecord, query: ParsedListTurns, now: stri
 
 /** Finished states `prune` may remove: a paused or running turn is kept. */
 export const PRUNABLE_TURN_STATES: readonly TurnRecord["state"][] = ["completed", "refused", "failed"];
+
+/** Whether `prune` with the cut-off `cutoffMs` (epoch ms) removes this turn record: finished, last updated before it. */
+export function prunableTurn(record: Pick<TurnRecord, "state" | "updatedAt">, cutoffMs: number): boolean {
+  return PRUNABLE_TURN_STATES.includes(record.state) && Date.parse(record.updatedAt) < cutoffMs;
+}
 
 /**
  * The turns `prune` leaves whole, whatever their age (their claims, effects, read evidence,

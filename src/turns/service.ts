@@ -17,22 +17,26 @@ import {
   DigestSchema,
   JsonValueSchema,
   MutationStatusSchema,
+  PruneOptionsSchema,
+  PruneResultSchema,
   ResumeTurnResultSchema,
   TurnRecordSchema,
   type ApprovalDecision,
   type ApprovalRecord,
+  type PruneResult,
   type TurnInput,
   type TurnRecord,
   type TurnStart,
   type TurnState,
 } from "../contracts.js";
 import { digest } from "../digest.js";
-import { AdmissionError, ConfigurationError, SettlementError } from "../errors.js";
+import { AdmissionError, ConfigurationError, SettlementError, StoreContractError } from "../errors.js";
 import { hitlResponse } from "../guardrails/langchain-format.js";
 import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import { documentGuardrailsLabel } from "../middleware.js";
 import { LoggerSchema, StoreShape } from "../options.js";
 import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
+import { prunableTurn } from "../stores/turns.js";
 import { parseStoreValue } from "../stores/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
@@ -183,6 +187,26 @@ export interface RecoverySummary {
   readonly counts: Readonly<Partial<Record<RecoveredTurn["status"], number>>>;
 }
 
+/** `prune`'s options. */
+export interface PruneTurnsOptions {
+  /**
+   * The retention cut-off (ISO 8601), not later than the service's clock (`now`): finished turns
+   * last updated before it are pruned, with their checkpoint threads, as `store.prune` compares.
+   */
+  readonly olderThan: string;
+}
+
+/** What one `prune` call did. */
+export interface TurnPruneResult {
+  /**
+   * Checkpoint threads deleted: one per finished turn the store listed before the cut-off. A thread
+   * an interrupted or concurrent call deleted already is deleted (a no-op) and counted again.
+   */
+  readonly threads: number;
+  /** The store's own `prune` answer: turns whose completed claims became tombstones, and side effects. */
+  readonly store: PruneResult;
+}
+
 /** Runs turns: see the module comment and docs/turns.md. */
 export interface TurnService {
   /** Runs the turn once; a retry answers the stored outcome (`replayed: true`) without running anything. */
@@ -200,11 +224,23 @@ export interface TurnService {
    * answered `error`, never thrown; it rejects only when the store cannot list the turns.
    */
   recover(options?: RecoverTurnsOptions): Promise<RecoverySummary>;
+  /**
+   * Retention, the one maintenance call: deletes the checkpoint thread of every finished turn
+   * (`completed`, `refused`, `failed`) last updated before `olderThan`, then prunes the store with
+   * that cut-off (`store.prune`: those turn records, and what `prune` removes of finished turns).
+   * A running or paused turn, and its thread, are never touched. Threads go first, so a call that
+   * fails or dies half-way leaves the turn records, and the next call finishes the job. Safe with
+   * several workers calling it at once, and on an interval. Needs the store's `operator` part and a
+   * checkpointer with `deleteThread`.
+   */
+  prune(options: PruneTurnsOptions): Promise<TurnPruneResult>;
 }
 
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_MAX_ATTEMPTS = 3;
 const DEFAULT_RECOVER_LIMIT = 100;
+/** Turns listed per page by `prune` (the most one `listTurns` answers). */
+const PRUNE_PAGE = 1000;
 
 const RecoverOptionsSchema = z
   .strictObject({
@@ -305,7 +341,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   const now = parsed.data.now ?? (() => new Date());
   const { telemetry } = parsed.data;
   const logger = resolveLogger(parsed.data.logger);
-  checkDurablePauses(agent, parsed.data.allowInMemoryCheckpointer ?? false);
+  const checkpointer = durableCheckpointer(agent, parsed.data.allowInMemoryCheckpointer ?? false);
 
   const threadOf = (record: TurnRecord): ThreadConfig => ({ configurable: { thread_id: record.threadId } });
   const answerOf = (outcome: TurnOutcome, turnKey: string, replayed: boolean): TurnAnswer => ({ ...outcome, turnKey, replayed });
@@ -752,9 +788,49 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     return { turns, counts };
   }
 
+  /**
+   * See `TurnService.prune`. Thread first, then the record: a crash in between leaves the record,
+   * which the next call lists again (deleting a thread twice is a no-op). The other order would
+   * leave a thread nobody can find, or delete the thread of a retry that, after the record went,
+   * began the key as a new turn on the same thread.
+   */
+  async function pruneFinished(options: PruneTurnsOptions): Promise<TurnPruneResult> {
+    const parsedOptions = PruneOptionsSchema.safeParse(options);
+    if (!parsedOptions.success) throw new TurnServiceError("invalid_input", `invalid prune options: ${z.prettifyError(parsedOptions.error)}`);
+    const { olderThan } = parsedOptions.data;
+    const cutoff = Date.parse(olderThan);
+    // A cut-off in the future would let a turn that finishes during this call be pruned without
+    // having been listed, and so keep its thread for ever.
+    if (!(cutoff <= now().getTime())) throw new TurnServiceError("invalid_input", "invalid prune options: olderThan must not be later than now");
+    const operator = withStoreParts(store, ["operator"], "the turn service's prune", "it prunes the store (prune)");
+    const deleteThread = threadDeleter(checkpointer);
+    let threads = 0;
+    let after: string | undefined;
+    for (;;) {
+      const answer = await store.listTurns({ state: "finished", olderThan, limit: PRUNE_PAGE, ...(after === undefined ? {} : { after }) });
+      const records = parseStoreValue(z.array(TurnRecordSchema).max(PRUNE_PAGE), answer, "listTurns answer");
+      for (const record of records) {
+        // Deleting a live turn's thread would lose its run (a pause resumes from it): a listing that
+        // names one, or goes backwards (it would never end), is a broken store.
+        if (!prunableTurn(record, cutoff)) throw new StoreContractError("listTurns (finished) answered a turn that is not finished before the cut-off");
+        if (after !== undefined && !(record.turnKey > after)) throw new StoreContractError("listTurns answered turns out of key order");
+        await deleteThread(record.threadId);
+        threads += 1;
+        after = record.turnKey;
+      }
+      if (records.length < PRUNE_PAGE) break;
+    }
+    const pruned = parseStoreValue(PruneResultSchema, await operator.prune({ olderThan }), "prune answer");
+    return { threads, store: pruned };
+  }
+
   return {
     async recover(options) {
       return recoverStalled(options);
+    },
+
+    async prune(options) {
+      return pruneFinished(options);
     },
 
     async submit(input) {
@@ -805,10 +881,10 @@ function userMessageLabelOf(agent: TurnAgent, given: string | undefined): string
 }
 
 /**
- * The service keeps a paused run in the agent's checkpointer: it needs one, and one that outlives
- * the process unless the host says this is a test.
+ * The agent's checkpointer. The service keeps a paused run in it: it needs one, and one that
+ * outlives the process unless the host says this is a test.
  */
-function checkDurablePauses(agent: TurnAgent, allowInMemory: boolean): void {
+function durableCheckpointer(agent: TurnAgent, allowInMemory: boolean): unknown {
   const own = (agent as { readonly checkpointer?: unknown }).checkpointer;
   const graph = (agent.graph as { readonly checkpointer?: unknown }).checkpointer;
   const checkpointer = own ?? graph;
@@ -820,6 +896,19 @@ function checkDurablePauses(agent: TurnAgent, allowInMemory: boolean): void {
       "createTurnService was given an agent whose checkpointer is the in-memory MemorySaver: a paused run would be lost with the process while its approval requests stay decidable. Use a durable checkpointer (SqliteSaver, PostgresSaver), or pass allowInMemoryCheckpointer: true in tests",
     );
   }
+  return checkpointer;
+}
+
+/** The checkpointer's `deleteThread` (LangGraph's `BaseCheckpointSaver` has it since @langchain/langgraph-checkpoint 0.1), bound. */
+function threadDeleter(checkpointer: unknown): (threadId: string) => Promise<void> {
+  const saver = (typeof checkpointer === "object" && checkpointer !== null ? checkpointer : {}) as { readonly deleteThread?: unknown };
+  if (typeof saver.deleteThread !== "function") {
+    throw new ConfigurationError("the turn service's prune needs a checkpointer with deleteThread(threadId) (LangGraph's BaseCheckpointSaver): it deletes finished turns' threads");
+  }
+  const deleteThread = saver.deleteThread as (threadId: string) => Promise<void>;
+  return async (threadId) => {
+    await deleteThread.call(checkpointer, threadId);
+  };
 }
 
 /**

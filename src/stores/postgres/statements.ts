@@ -210,6 +210,13 @@ export function statements(schema: string) {
          AND NOT EXISTS (SELECT 1 FROM ${s}.approvals AS a WHERE a.turn_key = t.turn_key AND a.status = 'pending')
        ORDER BY t.turn_key LIMIT $2::integer`,
     ),
+    // What prune_turns removes, in key order: $1 the cut-off (epoch ms), $2 the key after which, $3 the page.
+    listFinishedTurns: statement(
+      "list_finished_turns",
+      `SELECT turn_key, record FROM ${s}.turns
+       WHERE state IN ('completed', 'refused', 'failed') AND updated_ms < $1::bigint AND turn_key > $2
+       ORDER BY turn_key LIMIT $3::integer`,
+    ),
     pruneTurns: statement(
       "prune_turns",
       `DELETE FROM ${s}.turns WHERE state IN ('completed', 'refused', 'failed') AND updated_ms < $1::bigint`,

@@ -28,7 +28,7 @@ import {
 } from "../turns.js";
 import { parseStoreValue } from "../validate.js";
 import { query, transaction, type Queryable, type Session } from "./connection.js";
-import { claimedIdentityFromRow, decodeJson, decodeOptionalText } from "./encoding.js";
+import { claimedIdentityFromRow, decodeJson, decodeOptionalText, epochMs } from "./encoding.js";
 
 const rowValues = (record: TurnRecord): unknown[] => [record.turnKey, record.state, Date.parse(record.updatedAt), JSON.stringify(record)];
 const insertValues = (record: TurnRecord): unknown[] => [...rowValues(record), record.requestKey ?? null];
@@ -112,15 +112,24 @@ export function renewTurn(session: Session, input: RenewTurnInput): Promise<bool
 /** Rows of the listing read at once: the expiry filter runs on parsed records, so a page may list fewer. */
 const LIST_PAGE = 500;
 
-/** `listTurns`: live turns of the query's state in key order, by the turns_live index, each row parsed (a corrupt one fails closed). */
+/**
+ * `listTurns`: live turns of the query's state in key order, by the turns_live index, or the
+ * finished ones prune would remove; each row parsed (a corrupt one fails closed).
+ */
 export async function listTurns(session: Session, listing: ParsedListTurns): Promise<TurnRecord[]> {
   const now = session.timestamp();
+  // An unparseable cut-off compares false with every time, as in prune: nothing is listed.
+  const cutoff = listing.olderThan === undefined ? null : epochMs(listing.olderThan);
+  if (listing.state === "finished" && cutoff === null) return [];
   const listed: TurnRecord[] = [];
   let after = listing.after ?? "";
   for (;;) {
-    const { rows } = listing.decided
-      ? await query(session.pool, session.sql.listDecidedTurns, [after, LIST_PAGE])
-      : await query(session.pool, session.sql.listTurns, [listing.state, after, LIST_PAGE]);
+    const { rows } =
+      listing.state === "finished"
+        ? await query(session.pool, session.sql.listFinishedTurns, [cutoff, after, LIST_PAGE])
+        : listing.decided
+          ? await query(session.pool, session.sql.listDecidedTurns, [after, LIST_PAGE])
+          : await query(session.pool, session.sql.listTurns, [listing.state, after, LIST_PAGE]);
     for (const row of rows) {
       const key = row.turn_key;
       if (typeof key !== "string") throw new StoreContractError("corrupt turn row: its turn_key is not text");

@@ -117,6 +117,10 @@ const SQL = {
     "SELECT turn_key, record FROM turns WHERE state = 'awaiting_approval' AND turn_key > @after " +
       "AND NOT EXISTS (SELECT 1 FROM approvals WHERE approvals.turn_key = turns.turn_key AND approvals.status = 'pending') " +
       "ORDER BY turn_key LIMIT @limit",
+  // What prune's pruneTurns removes, in key order: @cutoff (epoch ms), @after, @limit. By the primary key, or turns_finished_by_updated.
+  listFinishedTurns:
+    "SELECT turn_key, record FROM turns WHERE state IN ('completed', 'refused', 'failed') AND updated_at_ms < @cutoff AND turn_key > @after " +
+      "ORDER BY turn_key LIMIT @limit",
   pruneClaims:
     `UPDATE claims SET state = 'pruned', result_content = NULL, result_status = NULL WHERE ${PRUNABLE_CLAIM}`,
   getEffect: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE effect_key = ?`,

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
 import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, RenewTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts.js";
 import { beginTransition, finishTransition, listedTurn, parseTurnRecord, renewTransition, resumeTransition, type ParsedListTurns } from "../turns.js";
-import { parseJson } from "./encoding.js";
+import { epochMs, parseJson } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
 
@@ -22,17 +22,24 @@ export interface TurnSteps {
 const LIST_PAGE = 500;
 
 /**
- * `listTurns`: live turns of the query's state in key order, by the turns_live index, each row
- * parsed (a corrupt one fails closed). One read transaction, so the pages are one snapshot.
+ * `listTurns`: live turns of the query's state in key order, by the turns_live index, or the
+ * finished ones prune would remove; each row parsed (a corrupt one fails closed). One read
+ * transaction, so the pages are one snapshot.
  */
 export function listTurns(db: Database.Database, sql: Statements, query: ParsedListTurns, now: string): TurnRecord[] {
+  // An unparseable cut-off compares false with every time, as in prune: nothing is listed.
+  const cutoff = query.olderThan === undefined ? null : epochMs(query.olderThan);
+  if (query.state === "finished" && cutoff === null) return [];
   return db.transaction(() => {
     const listed: TurnRecord[] = [];
     let after = query.after ?? "";
     for (;;) {
-      const rows = query.decided
-        ? sql.listDecidedTurns.all({ after, limit: LIST_PAGE })
-        : sql.listTurns.all({ state: query.state, after, limit: LIST_PAGE });
+      const rows =
+        query.state === "finished"
+          ? sql.listFinishedTurns.all({ cutoff, after, limit: LIST_PAGE })
+          : query.decided
+            ? sql.listDecidedTurns.all({ after, limit: LIST_PAGE })
+            : sql.listTurns.all({ state: query.state, after, limit: LIST_PAGE });
       for (const row of rows) {
         const key = row.turn_key;
         if (typeof key !== "string") throw corrupt("turn row", "its turn_key is not text");

@@ -364,7 +364,7 @@ export function turnsSuite(test: StoreTest): void {
     expect(await listed(store, { state: "awaiting_approval", decided: true }), "a resumed turn is no longer paused").toEqual([b.turnKey]);
   }, ["approvals"]);
 
-  test("listTurns never lists a finished turn, and rejects a malformed query, changing nothing", async ({ store, clock }) => {
+  test("listTurns lists no finished turn as running or paused, and rejects a malformed query, changing nothing", async ({ store, clock }) => {
     for (const state of ["completed", "refused", "failed"] as const) {
       const of = start(turnInput(`listed-${state}`));
       const token = await started(store, of);
@@ -382,12 +382,66 @@ export function turnsSuite(test: StoreTest): void {
       ["a limit over the maximum", { state: "running", limit: 1001 }],
       ["an after that is no turn key", { state: "running", after: "zzz" }],
       ["an unknown field", { state: "running", extra: 1 }],
+      ["finished without olderThan", { state: "finished" }],
+      ["olderThan with running", { state: "running", olderThan: new Date(clock.ms).toISOString() }],
+      ["olderThan that is no timestamp", { state: "finished", olderThan: "yesterday" }],
+      ["expired with finished", { state: "finished", olderThan: new Date(clock.ms).toISOString(), expired: true }],
     ];
     for (const [what, query] of bad) await expectContractError(() => store.listTurns(query as never), `listTurns with ${what}`);
     await expectContractError(() => store.renewTurn({ turnKey: "not-a-digest", token: "t", leaseMs: LEASE_MS }), "renewTurn of a bad key");
     await expectContractError(() => store.renewTurn({ turnKey: TURN_START.turnKey, token: "", leaseMs: LEASE_MS }), "renewTurn with an empty token");
     await expectContractError(() => store.renewTurn({ turnKey: TURN_START.turnKey, token: "t", leaseMs: 0 }), "renewTurn with a zero lease");
   });
+
+  test("listTurns with finished lists, in key order, the finished turns last updated before olderThan: exactly the turn records prune removes", async ({ store, clock }) => {
+    const finished = byKey(["finished-completed", "finished-refused", "finished-failed"]);
+    const states = ["completed", "refused", "failed"] as const;
+    for (const [i, of] of finished.entries()) {
+      const token = await started(store, of);
+      const state = states[i] ?? "completed";
+      expectBoolean(await store.finishTurn({ turnKey: of.turnKey, token, state, outcome: { state } }), true, `finishing ${state}`);
+    }
+    const running = start(turnInput("finished-running"));
+    await started(store, running, DAY);
+    await awaiting(store);
+    clock.advance(DAY);
+    const fresh = start(turnInput("finished-fresh"));
+    const freshToken = await started(store, fresh);
+    await store.finishTurn({ turnKey: fresh.turnKey, token: freshToken, state: "completed", outcome: COMPLETED });
+    const olderThan = new Date(clock.ms).toISOString();
+    const keys = finished.map((of) => of.turnKey);
+    expect(await listed(store, { state: "finished", olderThan }), "the three finished a day ago, in key order; not the one finished at the cut-off").toEqual(keys);
+    expect(await listed(store, { state: "finished", olderThan: new Date(clock.ms + 1).toISOString() }), "a cut-off after the fresh one lists it too").toEqual(
+      [...keys, fresh.turnKey].sort(),
+    );
+    expect(await listed(store, { state: "finished", olderThan: new Date(clock.ms - DAY).toISOString() }), "a cut-off at their update lists none (strict)").toEqual([]);
+    expect(await listed(store, { state: "finished", olderThan, limit: 2 }), "limit").toEqual(keys.slice(0, 2));
+    expect(await listed(store, { state: "finished", olderThan, after: keys[0] }), "after a key").toEqual(keys.slice(1));
+    const records = await Promise.all(keys.map((key) => getTurn(store, key)));
+    expect(await store.listTurns({ state: "finished", olderThan }), "listed records are the stored records").toEqual(records);
+    expect(await listed(store, { state: "running" }), "the running turn is listed as running only").toEqual([running.turnKey]);
+  });
+
+  test("what listTurns lists as finished before a cut-off, prune with that cut-off removes, and nothing else of the turns", async ({ store, clock }) => {
+    const [a, b] = byKey(["pruned-listing-a", "pruned-listing-b"]);
+    if (a === undefined || b === undefined) throw new Error("two turns");
+    for (const of of [a, b]) {
+      const token = await started(store, of);
+      await store.finishTurn({ turnKey: of.turnKey, token, state: "completed", outcome: COMPLETED });
+    }
+    const running = start(turnInput("pruned-listing-running"));
+    await started(store, running, DAY);
+    await awaiting(store);
+    clock.advance(DAY / 2);
+    const olderThan = new Date(clock.ms).toISOString();
+    const before = await listed(store, { state: "finished", olderThan });
+    expect(before, "both finished turns are listed").toEqual([a.turnKey, b.turnKey]);
+    await store.prune({ olderThan });
+    for (const key of before) expect(await getTurn(store, key), "a listed turn is pruned").toBeUndefined();
+    expect(await listed(store, { state: "finished", olderThan }), "nothing is left to list").toEqual([]);
+    expect((await getTurn(store, running.turnKey))?.state, "the running turn stays").toBe("running");
+    expect((await getTurn(store))?.state, "the paused turn stays").toBe("awaiting_approval");
+  }, ["operator"]);
 
   test("16 concurrent begins of one new turn: one starts, the others answer running", async ({ store }) => {
     const answers = await Promise.all(Array.from({ length: 16 }, () => begin(store)));
