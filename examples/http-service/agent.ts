@@ -92,7 +92,16 @@ export async function buildService(dataDir: string, env: NodeJS.ProcessEnv, opti
     authorize: (call, turn) => call.kind === "document-read" || notes.note(turn.scopeId)?.owner === turn.principal,
     tools: {
       read_note: { kind: "document-read", scope: (args) => args.noteId as string },
-      edit_note: { kind: "mutation", scope: (args) => args.noteId as string },
+      edit_note: {
+        kind: "mutation",
+        scope: (args) => args.noteId as string,
+        // A write left pending (its worker died mid-call) or unknown is settled from the note
+        // service's record of its key when the call comes again (a recovered turn), not by an operator.
+        confirm: (claim) => {
+          const result = claim.kind === "mutation" ? notes.writeOf(claim.mutationKey) : undefined;
+          return result === undefined ? { outcome: "no-effect" } : { outcome: "completed", result };
+        },
+      },
     },
     guardrails: [clearingNeedsApproval],
   });

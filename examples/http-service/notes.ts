@@ -67,6 +67,16 @@ export class NoteService {
     })();
   }
 
+  /**
+   * The result of the write recorded under `mutationKey`, or `undefined` when there is none (the
+   * write happens in the same transaction as its record, so none means it never happened): what
+   * the edit tool's `confirm` answers from.
+   */
+  writeOf(mutationKey: string): string | undefined {
+    const seen: unknown = this.#db.prepare("SELECT result FROM note_writes WHERE mutation_key = ?").get(mutationKey);
+    return seen === undefined ? undefined : WriteSchema.parse(seen).result;
+  }
+
   close(): void {
     this.#db.close();
   }

@@ -37,7 +37,23 @@ server.on("listening", () => {
   console.log(`listening on http://${hostname}:${String((server.address() as AddressInfo).port)} (${framework})`);
 });
 
+// Finishes the turns no client comes back for (a worker that died mid-run, a decider that died
+// before resuming): at startup, then about once a lease (docs/operations.md#turn-recovery).
+const recoverTurns = () =>
+  service.turns.recover().then(
+    ({ counts }) => {
+      if (Object.keys(counts).length > 0) console.log("recovered turns", counts);
+    },
+    (error: unknown) => {
+      console.warn("turn recovery could not list turns", error instanceof Error ? error.name : "error");
+    },
+  );
+void recoverTurns();
+const recovery = setInterval(() => void recoverTurns(), 30_000);
+recovery.unref();
+
 const stop = () => {
+  clearInterval(recovery);
   server.close(() => {
     service.close();
     process.exit(0);

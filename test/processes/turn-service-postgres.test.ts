@@ -10,14 +10,17 @@
  *   renewing, is never taken over by other workers' `submit` or `recover`; a SIGKILLed worker's
  *   turn is recovered by one of three workers calling `recover()` once its lease ran out, with one
  *   write.
+ * - A worker SIGKILLed inside the write body, after its write committed: a restarted worker's
+ *   `recover()` completes the turn through the tool's `confirm`, with that one write and no
+ *   operator (turn-service-support.ts; the same scenario runs on SQLite).
  */
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { turnKey } from "arkah-agent-guardrails";
-import { startWorker, type Worker } from "./support.js";
-import { workerTurn, type TurnServiceWorkerReport, type TurnServiceWorkerSpec } from "./workers/turn-service-protocol.js";
+import { killInWriteThenRecover, recoverOn as recover, submitTo as submit, turnServiceWorkers, type TurnServiceWorker } from "./turn-service-support.js";
+import { workerTurn } from "./workers/turn-service-protocol.js";
 import { adminPool, dropSchema, freshSchema, describePostgres, requirePostgres } from "../support/postgres.js";
 
 requirePostgres();
@@ -33,31 +36,8 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
   const checkpoints = `${schema}_lg`;
   let admin: pg.Pool;
   let store: PostgresGuardrailStore;
-  const started: Worker<TurnServiceWorkerReport>[] = [];
-
-  const start = async (name: string, options: Partial<TurnServiceWorkerSpec> = {}) => {
-    const spec: TurnServiceWorkerSpec = { schema, checkpoints, name, clockOffsetMs: 0, leaseMs: LEASE_MS, ...options };
-    const worker = startWorker<TurnServiceWorkerReport>("turn-service-worker.ts", [JSON.stringify(spec)]);
-    started.push(worker);
-    await worker.next((report) => report.type === "ready" || report.type === "error");
-    return worker;
-  };
-
-  const submit = async (worker: Worker<TurnServiceWorkerReport>, turnId: string) => {
-    const answered = worker.next((report) => report.type === "answer" || report.type === "error");
-    worker.child.send({ type: "submit", turnId });
-    const report = await answered;
-    if (report.type !== "answer") throw new Error(`worker failed: ${JSON.stringify(report)}`);
-    return report.answer;
-  };
-
-  const recover = async (worker: Worker<TurnServiceWorkerReport>) => {
-    const answered = worker.next((report) => report.type === "recovered" || report.type === "error");
-    worker.child.send({ type: "recover" });
-    const report = await answered;
-    if (report.type !== "recovered") throw new Error(`worker failed: ${JSON.stringify(report)}`);
-    return report.summary;
-  };
+  const workers = turnServiceWorkers({ kind: "postgres", schema, checkpoints }, LEASE_MS);
+  const start = workers.start;
 
   const writesOf = async (turnId: string) =>
     (await admin.query<{ worker: string }>(`SELECT worker FROM "${schema}".writes WHERE turn_id = $1`, [turnId])).rows.map((row) => row.worker);
@@ -65,7 +45,10 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
   beforeAll(async () => {
     admin = adminPool();
     store = await PostgresGuardrailStore.open({ connectionString: url }, { schema });
-    await admin.query(`CREATE TABLE "${schema}".writes (turn_id text NOT NULL, worker text NOT NULL, note_id text NOT NULL, body text NOT NULL)`);
+    // The write service's table: one row per mutationKey (a key it has seen is not written again).
+    await admin.query(
+      `CREATE TABLE "${schema}".writes (mutation_key text PRIMARY KEY, turn_id text NOT NULL, worker text NOT NULL, note_id text NOT NULL, body text NOT NULL)`,
+    );
     // The checkpointer's tables once, before the workers open it.
     const saver = PostgresSaver.fromConnString(url, { schema: checkpoints });
     await saver.setup();
@@ -73,8 +56,7 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
   }, 60_000);
 
   afterAll(async () => {
-    for (const worker of started) if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill("SIGKILL");
-    await Promise.all(started.map((worker) => worker.exited));
+    await workers.stopAll();
     await store.close();
     await dropSchema(admin, schema);
     await dropSchema(admin, checkpoints);
@@ -174,7 +156,7 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
     ];
     // Every sweeper calls recover on its own interval until the turn is finished.
     const seen: { worker: string; status: string }[] = [];
-    const sweep = async (worker: Worker<TurnServiceWorkerReport>, name: string) => {
+    const sweep = async (worker: TurnServiceWorker, name: string) => {
       while ((await store.getTurn(key))?.state === "running") {
         for (const turn of (await recover(worker)).turns) seen.push({ worker: name, status: turn.status });
         await pause(200);
@@ -190,7 +172,11 @@ describePostgres("PostgreSQL: the turn service across worker processes", (url) =
     const writes = await writesOf(turnId);
     expect(writes).toHaveLength(1);
     expect(completers).toContain(writes[0]);
-    expect(await submit(sweepers[0] as Worker<TurnServiceWorkerReport>, turnId)).toMatchObject({ status: "completed", replayed: true });
+    expect(await submit(sweepers[0] as TurnServiceWorker, turnId)).toMatchObject({ status: "completed", replayed: true });
     expect(await writesOf(turnId)).toEqual(writes);
+  }, 120_000);
+
+  it("a worker SIGKILLed inside the write body, after its write committed: a restarted worker's recover() with confirm completes the turn with that one write, no operator", async () => {
+    await killInWriteThenRecover({ workers, store, leaseMs: LEASE_MS, writesOf }, "killed-in-write-1");
   }, 120_000);
 });

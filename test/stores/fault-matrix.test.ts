@@ -20,7 +20,15 @@ import { renderMatrix, runMatrix, summarize, turnCalls, type Cell } from "../sup
 import { FAULT_KINDS, FAULT_MARKER, FaultPlan, InjectedStoreFault } from "../support/faults.js";
 import { admit, turnInput } from "../support/fixtures.js";
 import { adminPool, describePostgres, dropSchema, freshSchema } from "../support/postgres.js";
-import { renderTurnMatrix, runTurnMatrix, turnServiceCalls, TURN_FAULT_KINDS } from "../support/turn-fault-matrix.js";
+import {
+  CONFIRM_ANSWERS,
+  renderConfirmRows,
+  renderTurnMatrix,
+  runConfirmRows,
+  runTurnMatrix,
+  turnServiceCalls,
+  TURN_FAULT_KINDS,
+} from "../support/turn-fault-matrix.js";
 import { TestClock } from "../turns/support.js";
 
 /** The calls a guarded read-then-write turn makes: admission (admitting server, then the worker's check), read, claim, settle. */
@@ -103,6 +111,12 @@ const TURN_SERVICE_CALLS = {
   "write-then-fail": ["beginTurn#1", "getMutation#1", "finishTurn#1"],
   // A worker died mid-run: recover lists the expired turns (then the decided pauses), takes the turn over and stores its outcome.
   recover: ["listTurns#1", "listTurns#2", "beginTurn#1", "getMutation#1", "finishTurn#1"],
+  // A decider recorded the decision and died before resuming: recover lists the decided pause, takes the resume, stores the outcome.
+  "recover-decided": ["listTurns#1", "listTurns#2", "beginTurn#1", "resumeTurn#1", "getMutation#1", "finishTurn#1"],
+  // The run spans two renewals of its lease (a renewal that fails is logged and tried again).
+  renew: ["beginTurn#1", "renewTurn#1", "renewTurn#2", "getMutation#1", "finishTurn#1"],
+  // The worker stalled past its lease and another completed the turn: its renewal answers false, the run is aborted and answers the turn as it stands.
+  "renew-lost": ["beginTurn#1", "renewTurn#1", "getTurn#1"],
 } as const;
 
 /** The turn service's rows (test/support/turn-fault-matrix.ts) on a store whose clock is `clock`. */
@@ -118,6 +132,18 @@ async function checkTurnMatrix(name: string, store: GuardrailStore, clock: TestC
   expect(rows.some((row) => row.faulted.includes("InjectedStoreFault"))).toBe(true);
   expect(rows.some((row) => row.faulted.includes("StoreContractError"))).toBe(true);
   expect(rows.some((row) => row.retry.includes("running"))).toBe(true);
+
+  const confirmRows = await runConfirmRows(store, clock);
+  console.log(`Turn service confirm rows, ${name} store\n\n${renderConfirmRows(confirmRows)}`);
+  expect(confirmRows.map((row) => row.answer)).toEqual([...CONFIRM_ANSWERS]);
+  expect(confirmRows.flatMap((row) => row.violations.map((violation) => `confirm ${row.answer}: ${violation}`))).toEqual([]);
+  // Where each answer leaves the turn: settled and replayed, reopened and run once, or left for an operator.
+  expect(confirmRows.map((row) => [row.answer, row.call, row.claimAfter, row.unresolved])).toEqual([
+    ["completed", "success", "complete", 0],
+    ["no-effect", "success", "complete", 0],
+    ["unknown", "mutation_pending", "pending", 1],
+    ["throws", "mutation_pending", "pending", 1],
+  ]);
 }
 
 describe("the fault-injecting store", () => {

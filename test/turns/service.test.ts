@@ -3,8 +3,9 @@
  * stores: a turn runs once, a retry answers the stored outcome and calls nothing (model calls,
  * tool-body entries, moderations and writes are counted), a concurrent submit answers `running`,
  * a reused key with other input is refused, approvals pause and only the principal (or whom
- * `mayDecide` allows) resumes, a turn whose worker gave up is taken over from its checkpoint, and
- * `prune` leaves a paused turn whole (its request still decidable, its effect run once).
+ * `mayDecide` allows) resumes, a turn whose worker gave up is taken over from its checkpoint,
+ * `prune` leaves a paused turn whole (its request still decidable, its effect run once), and a
+ * write that timed out is `unknown` until the tool's `confirm` settles it.
  */
 import { getEventListeners } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -29,6 +30,7 @@ import {
   TurnServiceError,
   turnHttpReply,
   turnThreadId,
+  type ConfirmClaim,
   type GuardrailStore,
   type ToolPolicy,
   type TurnAnswer,
@@ -36,6 +38,7 @@ import {
 import type { RenewTurnInput } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { EXIT, reconcileAuto } from "../../src/cli/commands.js";
 import { adminPool, dropSchema, freshSchema, PG_URL } from "../support/postgres.js";
 import { deferred, ForwardingStore, rejection } from "../support/fixtures.js";
 import { ScriptedModel, type ScriptResponder } from "arkah-agent-guardrails/testing";
@@ -799,6 +802,41 @@ for (const kind of KINDS) {
       const view = await service.get(turnKey(turnOf()));
       expect(view.status === "found" ? view.outcome : undefined).toMatchObject({ status: "completed", mutation: { state: "complete" } });
       expect(notes.writes).toEqual([]);
+    });
+
+    it("a mutation that times out is unknown in the completed answer; confirm settles it (reconcile --auto), and the turn then answers the write complete: one write", async () => {
+      const store = await open();
+      const notes = new NotesService();
+      const hung = deferred();
+      const confirm: ConfirmClaim = () => (notes.writes.length > 0 ? { outcome: "completed", result: "Saved" } : { outcome: "no-effect" });
+      const { service } = serviceHarness({
+        store,
+        notes,
+        // The write commits, then the write service never answers: the body outlasts timeoutMs.
+        hooks: { afterWrite: () => hung.promise },
+        policies: { ...NOTE_POLICIES, edit_note: { kind: "mutation", timeoutMs: 20, confirm } },
+        guardrailLogger: { warn: () => undefined },
+      });
+      const answer = completed(await service.submit({ turn: turnOf() }));
+      expect(answer.calls.find((call) => call.tool === "edit_note")?.refusal).toBe("tool_timeout");
+      expect(answer.mutation).toEqual({ state: "unknown", toolName: "edit_note", toolCallId: "w1" });
+      expect(notes.writes).toHaveLength(1);
+
+      // Nothing runs the call again on its own: the tool's confirm settles the claim from the write service's record.
+      const output: string[] = [];
+      const sink = { out: (text: string) => void output.push(text), err: (text: string) => void output.push(text) };
+      expect(await reconcileAuto(store, (name) => (name === "edit_note" ? confirm : undefined), sink)).toBe(EXIT.ok);
+      expect(await store.listUnresolved()).toEqual([]);
+      expect((await store.readAudit({ turnKey: turnKey(turnOf()) })).filter((event) => event.decision === "reconciled")).toMatchObject([
+        { action: "completed", operatorRef: "confirm:edit_note" },
+      ]);
+      const retried = completed(await service.submit({ turn: turnOf() }));
+      expect(retried.replayed).toBe(true);
+      expect(retried.mutation).toEqual({ state: "complete", toolName: "edit_note", toolCallId: "w1" });
+      const view = await service.get(turnKey(turnOf()));
+      expect(view.status === "found" ? view.mutation?.state : undefined).toBe("complete");
+      expect(notes.writes).toHaveLength(1);
+      hung.resolve();
     });
 
     it("an approval request is not decidable before its pause is durable: decide answers running and records nothing", async () => {

@@ -12,18 +12,21 @@ import {
   createDocumentGuardrails,
   createTurnService,
   requireApproval,
+  type GuardrailLogger,
   type GuardrailStore,
   type GuardrailTelemetry,
+  type ToolPolicy,
   type TurnInput,
   type TurnServiceOptions,
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptReply, type ScriptResponder } from "arkah-agent-guardrails/testing";
 import { NOTE_POLICIES, NotesService, USER } from "../security/support.js";
 
-/** Runs inside a tool body before its effect; may block or throw. */
+/** Runs inside a tool body before its effect (or, `afterWrite`, after the write, before the body returns); may block or throw. */
 export interface TurnHooks {
   readonly beforeRead?: () => void | Promise<void>;
   readonly beforeWrite?: () => void | Promise<void>;
+  readonly afterWrite?: () => void | Promise<void>;
 }
 
 /** The notes tools; `notes.entries` counts every entry into a body, `notes.writes` every write. */
@@ -40,7 +43,9 @@ export function turnTools(notes: NotesService, hooks: TurnHooks = {}) {
     async ({ noteId, body }) => {
       notes.entries.push("edit_note");
       await hooks.beforeWrite?.();
-      return notes.write(noteId, body);
+      const result = notes.write(noteId, body);
+      await hooks.afterWrite?.();
+      return result;
     },
     { name: "edit_note", description: "Replace a note's body.", schema: z.object({ noteId: z.string(), body: z.string() }) },
   );
@@ -101,6 +106,10 @@ export interface ServiceHarnessOptions {
   /** The model's responder; default `noteResponder()`. */
   readonly responder?: ScriptResponder;
   readonly hooks?: TurnHooks;
+  /** The guardrails' tool policies; default `NOTE_POLICIES`. */
+  readonly policies?: Readonly<Record<string, ToolPolicy>>;
+  /** The guardrails' logger (a `confirm` that failed warns there); default theirs. */
+  readonly guardrailLogger?: GuardrailLogger;
   readonly checkpointer?: BaseCheckpointSaver;
   readonly notes?: NotesService;
   /** Given to the guardrails and the service alike. */
@@ -117,10 +126,11 @@ export function serviceHarness(options: ServiceHarnessOptions) {
     store: options.agentStore ?? options.store,
     userMessageLabel: "user",
     authorize: () => true,
-    tools: NOTE_POLICIES,
+    tools: options.policies ?? NOTE_POLICIES,
     ...(options.approvals === true ? { guardrails: [requireApproval({ tools: [...(options.approvalTools ?? ["edit_note"])] })] } : {}),
     ...(options.approvalFormat === undefined ? {} : { approvalFormat: options.approvalFormat }),
     ...(options.telemetry === undefined ? {} : { telemetry: options.telemetry }),
+    ...(options.guardrailLogger === undefined ? {} : { logger: options.guardrailLogger }),
   });
   const agent = createAgent({
     model,
