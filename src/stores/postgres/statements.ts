@@ -12,6 +12,17 @@ export function quoteIdentifier(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/**
+ * A one-row source that turns off `synchronous_commit` for the statement's own (implicit)
+ * transaction: its commit returns without waiting for the WAL flush. Only for records whose loss in
+ * a server crash makes a retry redo work or refuse (an allowed receipt, read evidence and its audit
+ * event): the claim's synchronous commit flushes the WAL up to itself, so they are on disk before
+ * any write can depend on them (docs/architecture.md, "Which record waits for its flush").
+ * `set_config(..., true)` rather than `SET LOCAL`: it needs no explicit transaction (no extra round
+ * trips), and the value it sets is the one the commit reads.
+ */
+const UNFLUSHED = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed";
+
 /** Every statement, with the schema quoted in, and a prepared-statement name unique to the schema. */
 export function statements(schema: string) {
   const s = quoteIdentifier(schema);
@@ -38,9 +49,15 @@ export function statements(schema: string) {
       `INSERT INTO ${s}.receipts (${receiptColumns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (turn_key) DO NOTHING RETURNING ${receiptColumns}`,
     ),
+    // An allowed receipt, committed without waiting for its WAL flush (see UNFLUSHED).
+    putReceiptUnflushed: statement(
+      "put_receipt_unflushed",
+      `INSERT INTO ${s}.receipts (${receiptColumns}) SELECT $1, $2, $3, $4, $5, $6::boolean, $7, $8 FROM ${UNFLUSHED}
+       ON CONFLICT (turn_key) DO NOTHING RETURNING ${receiptColumns}`,
+    ),
     recordRead: statement(
       "record_read",
-      `INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+      `INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) SELECT $1, $2 FROM ${UNFLUSHED} ON CONFLICT DO NOTHING`,
     ),
     hasRead: statement("has_read", `SELECT 1 FROM ${s}.read_evidence WHERE turn_key = $1 AND evidence_digest = $2`),
     // The evidence and its audit event in one statement (one transaction): the event is appended
@@ -48,7 +65,7 @@ export function statements(schema: string) {
     recordReadAudited: statement(
       "record_read_audited",
       `WITH recorded AS (
-         INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) VALUES ($1, $2) ON CONFLICT DO NOTHING
+         INSERT INTO ${s}.read_evidence (turn_key, evidence_digest) SELECT $1, $2 FROM ${UNFLUSHED} ON CONFLICT DO NOTHING
        ),
        locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($3::bigint))
        INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
@@ -271,6 +288,18 @@ export function statements(schema: string) {
        INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
        SELECT nextval('${s}.audit_seq'), $2, $3::bigint, $4, $5, $6, $7, $8 FROM locked`,
     ),
+    // Is every commit this session can see flushed? On a standby (recovery), what it replays was
+    // flushed on the primary first. CASE, so the WAL functions are not called during recovery.
+    walFlushed: statement(
+      "wal_flushed",
+      `SELECT CASE WHEN pg_is_in_recovery() THEN true
+         ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END AS flushed`,
+    ),
+    // A transactional WAL message (any role may emit one; logical decoding plugins that ask for
+    // messages see it, others skip it): the statement's transaction then wrote WAL, so its commit
+    // waits for the flush (the session's synchronous_commit), which carries every earlier commit.
+    // An id alone would not do: a transaction that wrote no WAL commits without flushing.
+    flushWal: statement("flush_wal", "SELECT pg_logical_emit_message(true, 'arkah-agent-guardrails', 'flush')"),
     readAudit: statement(
       "read_audit",
       `SELECT seq, event FROM ${s}.audit

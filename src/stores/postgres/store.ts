@@ -105,7 +105,7 @@ import {
   parseSettlement,
   parseStoreValue,
 } from "../validate.js";
-import { appendEvent, lockKey, query, transaction, type Queryable, type Session } from "./connection.js";
+import { appendEvent, awaitFlushed, lockKey, query, transaction, type Queryable, type Session } from "./connection.js";
 import {
   approvalFromRow,
   CLAIM_STATES,
@@ -312,8 +312,12 @@ export class PostgresGuardrailStore implements GuardrailStore {
         candidate.decidedAt,
         candidate.principal === undefined ? null : encodeText(candidate.principal),
       ];
+      // An allowed receipt does not wait for its flush: lost in a crash, the retried turn is admitted
+      // again, and no write can rely on it before the claim's synchronous commit has flushed it. A
+      // refusal waits: it is the answer the caller acts on, and must stand on a retry.
+      const put = candidate.allowed ? this.#sql.putReceiptUnflushed : this.#sql.putReceipt;
       for (let attempt = 0; attempt < 16; attempt++) {
-        const inserted = await this.#query(this.#sql.putReceipt, values);
+        const inserted = await this.#query(put, values);
         if (inserted.rows[0] !== undefined) return receiptFromRow(inserted.rows[0]);
         const { rows } = await this.#query(this.#sql.getReceipt, [candidate.turnKey]);
         if (rows[0] !== undefined) return receiptFromRow(rows[0]);
@@ -527,6 +531,8 @@ export class PostgresGuardrailStore implements GuardrailStore {
           : scope !== null
             ? await this.#query(this.#sql.readAuditByScope, [afterSeq, from, limit, scope])
             : await this.#query(this.#sql.readAudit, [afterSeq, from, limit]);
+      // A read's event may have been committed without waiting for its flush: answered only once on disk.
+      if (rows.length > 0) await awaitFlushed(this.#session);
       return rows.map((row) => {
         const event = decodeJson(row.event, "audit event");
         const seq = Number(row.seq);
