@@ -174,6 +174,7 @@ export {
   type TurnRequestEntry,
   type UnknownScopeEntry,
 } from "./records.js";
+export { KEY_VALUE_LAYOUT, type KeyValueRecordLayout, type KeyValueRecordName } from "./key-layout.js";
 
 // -- Steps shared by every shipped store --------------------------------------------------------
 export {
