@@ -2,11 +2,11 @@
  * Where `KeyValueGuardrailStore` keeps each kind of record: one description, as data, of every
  * collection and the key each record is stored under. The conformance kit's corruption suite
  * locates records through it, an operator reads a backend's contents with it, and a test that
- * writes raw records uses it instead of guessing. Derived from the base's own constants
- * (records.ts), so the two cannot drift: a record kind the base adds without a line here fails
- * the type check below.
+ * writes raw records uses it instead of guessing. Built from the base's own collection names
+ * (records.ts); test/unit/key-layout.test.ts fails when a record kind the base reads (its
+ * `RECORD_KINDS`) or a collection it writes has no line here.
  */
-import { KEY_VALUE_COLLECTIONS as C, type KeyValueCollection, type RECORD_KINDS } from "./records.js";
+import { KEY_VALUE_COLLECTIONS as C, type KeyValueCollection } from "./records.js";
 
 /** Where the base keeps one kind of record. */
 export interface KeyValueRecordLayout {
@@ -18,8 +18,22 @@ export interface KeyValueRecordLayout {
   readonly example: string;
 }
 
-/** A kind of record the base keeps: the names of its record kinds (`receipt`, `reads`, `claim`, ...). */
-export type KeyValueRecordName = keyof typeof RECORD_KINDS;
+/** A kind of record the base keeps, by the name the base gives it. */
+export type KeyValueRecordName =
+  | "receipt"
+  | "reads"
+  | "claim"
+  | "unknownScope"
+  | "verdict"
+  | "approval"
+  | "audit"
+  | "cursor"
+  | "turn"
+  | "turnRequest"
+  | "liveTurn"
+  | "effect"
+  | "effectGroup"
+  | "counter";
 
 /**
  * Every kind of record the base keeps: its collection and its key. Every collection of
