@@ -1,7 +1,7 @@
 /**
  * The file store's hook for the conformance kit: its one raw write. Given as `writeRaw`, it gets
  * the kit's `primitives` suite (the store's get, put, delete and scan) and its `corruption` suite:
- * the kit locates each record it corrupts by `KEY_VALUE_LAYOUT` (`arkah-agent-guardrails/store`)
+ * the kit locates each record it corrupts by `KEY_VALUE_RECORD_KEYS` (`arkah-agent-guardrails/store`)
  * and writes it through this.
  *
  * ```ts

@@ -174,7 +174,7 @@ export {
   type TurnRequestEntry,
   type UnknownScopeEntry,
 } from "./records.js";
-export { KEY_VALUE_LAYOUT, type KeyValueRecordLayout, type KeyValueRecordName } from "./key-layout.js";
+export { KEY_VALUE_RECORD_KEYS, type KeyValueRecordKey, type KeyValueRecordName } from "./record-keys.js";
 
 // -- Steps shared by every shipped store --------------------------------------------------------
 export {

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { digest, mutationKey, toolFingerprint, turnKey, type AuditEvent, type JsonValue } from "arkah-agent-guardrails";
-import { KEY_VALUE_LAYOUT, StoreContractError, type MutationIdentity } from "arkah-agent-guardrails/store";
+import { KEY_VALUE_RECORD_KEYS, StoreContractError, type MutationIdentity } from "arkah-agent-guardrails/store";
 import { validateGuardrailStore } from "arkah-agent-guardrails/testing";
 import { writeRawFileRecord } from "../../examples/file-store/conformance.js";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
@@ -45,7 +45,7 @@ await validateGuardrailStore<FileGuardrailStore>({
     const directory = directories.get(store);
     if (directory !== undefined) rmSync(directory, { recursive: true, force: true });
   },
-  // The example's shipped hook: the kit's primitives suite, and its corruption suite located by KEY_VALUE_LAYOUT.
+  // The example's shipped hook: the kit's primitives suite, and its corruption suite located by KEY_VALUE_RECORD_KEYS.
   writeRaw: writeRawFileRecord,
 });
 
@@ -205,9 +205,9 @@ describe("FileGuardrailStore under createAgent", () => {
   }, 60_000);
 });
 
-/** A claim file as the kit's corruption suite writes it: through the example's hook, at the place `KEY_VALUE_LAYOUT` names. */
+/** A claim file as the kit's corruption suite writes it: through the example's hook, at the place `KEY_VALUE_RECORD_KEYS` names. */
 async function writeClaim(store: FileGuardrailStore, turnKey: string, value: "unparseable" | { readonly copyOf: string }): Promise<void> {
-  const { collection } = KEY_VALUE_LAYOUT.claim;
+  const { collection } = KEY_VALUE_RECORD_KEYS.claim;
   if (value === "unparseable") {
     await writeRawFileRecord(store, { collection, key: turnKey, unparseable: true });
     return;

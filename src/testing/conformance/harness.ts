@@ -37,7 +37,7 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
    * decode (truncated JSON, bytes that are not text). Given, the kit registers the `primitives`
    * suite (your `atomic`'s get, put, delete and scan, through the step machinery) and, unless
    * `corruptRecord` is given too, the `corruption` suite with a hook of its own that locates each
-   * record by `KEY_VALUE_LAYOUT`.
+   * record by `KEY_VALUE_RECORD_KEYS`.
    */
   writeRaw?(store: S, write: KeyValueRawWrite): Promise<void> | void;
   /** Runs once before the suites, e.g. to start a database. */
@@ -62,7 +62,7 @@ export type KeyValueRawWrite =
   | {
       /** The collection, as the base names it (`KEY_VALUE_COLLECTIONS`). */
       readonly collection: string;
-      /** The key, as the base makes it (`KEY_VALUE_LAYOUT`). */
+      /** The key, as the base makes it (`KEY_VALUE_RECORD_KEYS`). */
       readonly key: string;
       /** Store this value, encoded as your adapter encodes what the base puts. */
       readonly value: JsonValue;
@@ -70,7 +70,7 @@ export type KeyValueRawWrite =
   | {
       /** The collection, as the base names it (`KEY_VALUE_COLLECTIONS`). */
       readonly collection: string;
-      /** The key, as the base makes it (`KEY_VALUE_LAYOUT`). */
+      /** The key, as the base makes it (`KEY_VALUE_RECORD_KEYS`). */
       readonly key: string;
       /** Store bytes your adapter cannot decode: its `get` and `scan` must then reject with `StoreContractError`. */
       readonly unparseable: true;
@@ -90,7 +90,7 @@ export interface CorruptionTarget {
    * evidence in one record under the turn key), or, for a verdict, `verdictStorageKey(key)` from
    * `arkah-agent-guardrails/store` (JSON of the `VerdictKey`'s fields in contract order). On the
    * key-value base every one of these but a read's is the key the record is stored under
-   * (`KEY_VALUE_LAYOUT`).
+   * (`KEY_VALUE_RECORD_KEYS`).
    */
   readonly key: string;
   /** `invalid`: make the record unparseable; `wrong_key`: make it describe `otherKey`. */

@@ -2,11 +2,11 @@
  * What the kit needs to test an adapter on `KeyValueGuardrailStore` below the `GuardrailStore`
  * methods: running a step of its own through the adapter's `atomic` (or `atomicSync`), and the
  * corruption hook it derives from the adapter's one raw write, locating records by
- * `KEY_VALUE_LAYOUT`.
+ * `KEY_VALUE_RECORD_KEYS`.
  */
 import type { JsonValue } from "../../contracts.js";
 import type { KeyValueScanOptions, KeyValueSyncTransaction, KeyValueTransaction } from "../../store/key-value.js";
-import { KEY_VALUE_LAYOUT, type KeyValueRecordName } from "../../store/key-layout.js";
+import { KEY_VALUE_RECORD_KEYS, type KeyValueRecordName } from "../../store/record-keys.js";
 import type { AnyGuardrailStore } from "../../store-capabilities.js";
 import type { CorruptedRecord, CorruptionApplied, CorruptionTarget, GuardrailStoreTestInitializer, KeyValueRawWrite } from "./harness.js";
 
@@ -73,7 +73,7 @@ const RECORD_NAMES: Readonly<Record<CorruptedRecord, KeyValueRecordName>> = {
 
 /** Where the key-value base keeps the record the corruption suite names by (`record`, `key`). */
 export function keyValueLocation(record: CorruptedRecord, key: string): { readonly collection: string; readonly key: string } {
-  const { collection } = KEY_VALUE_LAYOUT[RECORD_NAMES[record]];
+  const { collection } = KEY_VALUE_RECORD_KEYS[RECORD_NAMES[record]];
   if (record !== "read") return { collection, key };
   // The contract names one piece of evidence `${turnKey}:${evidenceDigest}`; the base keeps the turn's evidence in one record.
   const colon = key.indexOf(":");

@@ -3,13 +3,13 @@
  * collection and the key each record is stored under. The conformance kit's corruption suite
  * locates records through it, an operator reads a backend's contents with it, and a test that
  * writes raw records uses it instead of guessing. Built from the base's own collection names
- * (records.ts); test/unit/key-layout.test.ts fails when a record kind the base reads (its
+ * (records.ts); test/unit/record-keys.test.ts fails when a record kind the base reads (its
  * `RECORD_KINDS`) or a collection it writes has no line here.
  */
 import { KEY_VALUE_COLLECTIONS as C, type KeyValueCollection } from "./records.js";
 
 /** Where the base keeps one kind of record. */
-export interface KeyValueRecordLayout {
+export interface KeyValueRecordKey {
   /** The collection the records of this kind are in. */
   readonly collection: KeyValueCollection;
   /** The key a record is stored under, in words: what it is made of, and the exported function that makes it, if any. */
@@ -41,7 +41,7 @@ export type KeyValueRecordName =
  * that key (a record naming another key is a `StoreContractError`), so a raw copy of one record
  * under another key is corruption, never a second record.
  */
-export const KEY_VALUE_LAYOUT = {
+export const KEY_VALUE_RECORD_KEYS = {
   receipt: { collection: C.receipts, key: "the turn key", example: "<turnKey>" },
   reads: { collection: C.reads, key: "the turn key: one record holds every evidence digest recorded for the turn", example: "<turnKey>" },
   claim: { collection: C.claims, key: "the turn key", example: "<turnKey>" },
@@ -60,4 +60,4 @@ export const KEY_VALUE_LAYOUT = {
   effect: { collection: C.effects, key: "the effect key", example: "<effectKey>" },
   effectGroup: { collection: C.effectGroups, key: "`effectGroupKey(turnKey, toolName)`: JSON of `[turnKey, toolName]`", example: '["<turnKey>","send_mail"]' },
   counter: { collection: C.counters, key: "the counter's name: `audit`, `claim`, `approval` or `effect`", example: "audit" },
-} as const satisfies Record<KeyValueRecordName, KeyValueRecordLayout>;
+} as const satisfies Record<KeyValueRecordName, KeyValueRecordKey>;
