@@ -180,6 +180,7 @@ export {
   type UnresolvedEffectEntry,
   type ApprovalIndexEntry,
 } from "./records.js";
+export { KEY_VALUE_RECORD_KEYS, type KeyValueRecordKey, type KeyValueRecordName } from "./record-keys.js";
 
 // -- Steps shared by every shipped store --------------------------------------------------------
 export {

@@ -20,7 +20,7 @@ import type { AnyGuardrailStore } from "../store-capabilities.js";
 import type { GuardrailStoreTestInitializer } from "./conformance/harness.js";
 import { CONFORMANCE_SUITES, type ConformanceSuite } from "./conformance/suites.js";
 
-export type { ConformanceNeed, CorruptedRecord, CorruptionApplied, CorruptionTarget, GuardrailStoreTestInitializer } from "./conformance/harness.js";
+export type { ConformanceNeed, CorruptedRecord, CorruptionApplied, CorruptionTarget, GuardrailStoreTestInitializer, KeyValueRawWrite } from "./conformance/harness.js";
 export { CONFORMANCE_SUITES, type ConformanceSuite } from "./conformance/suites.js";
 
 /**

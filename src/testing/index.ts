@@ -14,6 +14,7 @@ export {
   type ConformanceNeed,
   type CorruptionTarget,
   type GuardrailStoreTestInitializer,
+  type KeyValueRawWrite,
 } from "./conformance.js";
 export {
   raceGuardrailStore,

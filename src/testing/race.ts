@@ -39,6 +39,12 @@ export interface RaceGuardrailStoreOptions {
   readonly options?: JsonValue;
   /** How many processes race (at least 2; default 4). */
   readonly processes?: number;
+  /**
+   * How many steps each process runs at once in every race (at least 1; default 2): its store
+   * object must serve concurrent steps too (a connection per step where the backend keeps
+   * transaction state per connection, such as a Redis `WATCH`).
+   */
+  readonly stepsPerProcess?: number;
   /** Rounds of the claim, approval, turn and effect races, each on a turn of its own (default 20). */
   readonly rounds?: number;
   /** Audit events each process appends in the audit race (default 50). */
@@ -69,6 +75,8 @@ export interface StoreRaceResult {
 export interface StoreRaceReport {
   /** How many processes raced. */
   readonly processes: number;
+  /** How many steps each process ran at once. */
+  readonly stepsPerProcess: number;
   /** The optional parts the store has (as the first child detected them). */
   readonly parts: readonly StorePart[];
   /** One result per race, in the order they ran. */
@@ -87,7 +95,7 @@ export class StoreRaceError extends GuardrailsError {
     const lines = broken.flatMap((race) => race.violations.slice(0, 10).map((violation) => `- ${race.race}: ${violation}`));
     const total = broken.reduce((sum, race) => sum + race.violations.length, 0);
     super(
-      `the store broke the contract under ${String(report.processes)} racing processes in the ${broken.map((race) => race.race).join(", ")} race` +
+      `the store broke the contract under ${String(report.processes)} racing processes (${String(report.stepsPerProcess)} steps at once each) in the ${broken.map((race) => race.race).join(", ")} race` +
         `${broken.length === 1 ? "" : "s"} (${String(total)} violation${total === 1 ? "" : "s"}):\n${lines.join("\n")}`,
     );
     this.report = report;
@@ -175,56 +183,67 @@ function expectValue<T extends RaceValue["type"]>(value: RaceValue, type: T): Ex
   return value as Extract<RaceValue, { type: T }>;
 }
 
-/** Every child sends `request(child)` at once; the answers in child order. */
-const all = <T extends RaceValue["type"]>(children: readonly Child[], type: T, request: (child: Child, index: number) => RaceRequest) =>
-  Promise.all(children.map(async (child, index) => expectValue(await child.call(request(child, index)), type)));
+/** One racing step: a process, and which of its concurrent steps (`p1.0`, `p1.1`). */
+interface Racer {
+  readonly name: string;
+  readonly child: Child;
+}
 
-async function claimsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+/** Every racer sends `request(racer)` at once; the answers in racer order. */
+const all = <T extends RaceValue["type"]>(racers: readonly Racer[], type: T, request: (racer: Racer, index: number) => RaceRequest) =>
+  Promise.all(racers.map(async (racer, index) => expectValue(await racer.child.call(request(racer, index)), type)));
+
+async function claimsRace(racers: readonly Racer[], runId: string, rounds: number): Promise<StoreRaceResult> {
   const counts: Record<string, number> = {};
   const violations: string[] = [];
   for (let round = 0; round < rounds; round++) {
     const identity = raceIdentity(runId, round);
-    const claims = await all(children, "claimed", () => ({ type: "claim", identity }));
+    const claims = await all(racers, "claimed", () => ({ type: "claim", identity }));
     const statuses = claims.map(({ result }) => result.status);
     for (const status of statuses) count(counts, status);
     const winners = claims.flatMap(({ result }, index) => (result.status === "acquired" ? [{ index, token: result.token }] : []));
     const others = statuses.filter((status) => status !== "acquired" && status !== "pending");
     if (winners.length !== 1 || others.length > 0) {
       violations.push(
-        `round ${String(round)}: ${String(winners.length)} of ${String(children.length)} processes acquired the same turn's claim ` +
+        `round ${String(round)}: ${String(winners.length)} of ${String(racers.length)} racing steps acquired the same turn's claim ` +
           `(answers: ${statuses.join(", ")}); exactly one must acquire, the others see pending`,
       );
       continue;
     }
     const [winner] = winners;
     if (winner === undefined) continue;
-    const content = `round ${String(round)} by p${String(winner.index)}`;
-    const winnerChild = children[winner.index];
-    if (winnerChild === undefined) continue;
-    const settled = expectValue(await winnerChild.call({ type: "settle", turnKey: identity.turnKey, token: winner.token, content }), "settled");
+    const winnerRacer = racers[winner.index];
+    if (winnerRacer === undefined) continue;
+    const content = `round ${String(round)} by ${winnerRacer.name}`;
+    const settled = expectValue(await winnerRacer.child.call({ type: "settle", turnKey: identity.turnKey, token: winner.token, content }), "settled");
     if (!settled.applied) {
       violations.push(`round ${String(round)}: the winner's settlement with its own token did not apply`);
       continue;
     }
-    const replays = await all(children, "claimed", () => ({ type: "claim", identity }));
+    const replays = await all(racers, "claimed", () => ({ type: "claim", identity }));
     replays.forEach(({ result }, index) => {
       count(counts, `after settlement: ${result.status}`);
       if (result.status !== "replay" || result.result.content !== content || result.result.status !== "success") {
-        violations.push(`round ${String(round)}: after the settlement p${String(index)} got ${JSON.stringify(result)}, not a replay of "${content}"`);
+        violations.push(`round ${String(round)}: after the settlement ${racers[index]?.name ?? ""} got ${JSON.stringify(result)}, not a replay of "${content}"`);
       }
     });
   }
   return { race: "claims", rounds, counts, violations };
 }
 
-async function auditRace(children: readonly Child[], runId: string, appends: number): Promise<StoreRaceResult> {
+async function auditRace(children: readonly Child[], racers: readonly Racer[], runId: string, appends: number): Promise<StoreRaceResult> {
   const violations: string[] = [];
-  await all(children, "appended", (_, process) => ({
+  // Each racer appends its own sequence, one after another; a process runs several at once.
+  await all(racers, "appended", (_, writer) => ({
     type: "append",
-    events: Array.from({ length: appends }, (__, index) => raceAuditEvent(runId, process, index)),
+    events: Array.from({ length: appends }, (__, index) => raceAuditEvent(runId, writer, index)),
   }));
-  const reads = await all(children, "audit", () => ({ type: "read-audit", scopeId: `race-${runId}` }));
-  const expected = children.length * appends;
+  const reads = await all(
+    children.map((child) => ({ name: child.name, child })),
+    "audit",
+    () => ({ type: "read-audit", scopeId: `race-${runId}` }),
+  );
+  const expected = racers.length * appends;
   reads.forEach(({ events }, reader) => {
     const who = `p${String(reader)} read`;
     if (events.length !== expected) violations.push(`${who} ${String(events.length)} events; ${String(expected)} were appended`);
@@ -236,17 +255,17 @@ async function auditRace(children: readonly Child[], runId: string, appends: num
       if (seen.has(toolCallId)) violations.push(`${who} the event ${toolCallId} twice (seq ${String(seen.get(toolCallId))} and ${String(seq)})`);
       seen.set(toolCallId, seq);
     }
-    // One process appends one after another: its events must be numbered in that order.
-    for (let process = 0; process < children.length; process++) {
+    // One racer appends one after another: its events must be numbered in that order.
+    for (let writer = 0; writer < racers.length; writer++) {
       let last = 0;
       for (let index = 0; index < appends; index++) {
-        const id = `p${String(process)}-${String(index)}`;
+        const id = `p${String(writer)}-${String(index)}`;
         const seq = seen.get(id);
         if (seq === undefined) {
           if (events.length === expected) violations.push(`${who} no event ${id}`);
           continue;
         }
-        if (seq <= last) violations.push(`${who} ${id} at seq ${String(seq)}, not after the same process's earlier event at seq ${String(last)}`);
+        if (seq <= last) violations.push(`${who} ${id} at seq ${String(seq)}, not after the same step sequence's earlier event at seq ${String(last)}`);
         last = seq;
       }
     }
@@ -254,38 +273,38 @@ async function auditRace(children: readonly Child[], runId: string, appends: num
   return { race: "audit", rounds: 1, counts: { appended: expected, read: reads[0]?.events.length ?? 0 }, violations };
 }
 
-async function approvalsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+async function approvalsRace(racers: readonly Racer[], runId: string, rounds: number): Promise<StoreRaceResult> {
   const counts: Record<string, number> = {};
   const violations: string[] = [];
-  const [first] = children;
+  const [first] = racers;
   if (first === undefined) return { race: "approvals", rounds, counts, violations };
   for (let round = 0; round < rounds; round++) {
-    expectValue(await first.call({ type: "request-approval", runId, round }), "requested");
+    expectValue(await first.child.call({ type: "request-approval", runId, round }), "requested");
     const { approvalId } = raceApproval(runId, round);
-    const answers = await all(children, "decided", (child, index) => ({ type: "decide", approvalId, operatorRef: child.name, approve: index % 2 === 0 }));
+    const answers = await all(racers, "decided", (racer, index) => ({ type: "decide", approvalId, operatorRef: racer.name, approve: index % 2 === 0 }));
     const winners = answers.flatMap(({ result }, index) => (result.decided ? [{ index, record: result.record }] : []));
     for (const { result } of answers) count(counts, result.decided ? "decided" : result.reason);
     const winner = winners[0];
     if (winners.length !== 1 || winner === undefined) {
-      violations.push(`round ${String(round)}: ${String(winners.length)} of ${String(children.length)} concurrent decisions of one request were decided; exactly one must be`);
+      violations.push(`round ${String(round)}: ${String(winners.length)} of ${String(racers.length)} concurrent decisions of one request were decided; exactly one must be`);
       continue;
     }
     answers.forEach(({ result }, index) => {
       if (index === winner.index) return;
       if (result.decided || result.reason !== "already_decided" || result.record?.status !== winner.record.status || result.record.operatorRef !== winner.record.operatorRef) {
-        violations.push(`round ${String(round)}: p${String(index)} got ${JSON.stringify(result.decided ? "decided" : result.reason)} with ${JSON.stringify(result.record?.status)} by ${String(result.record?.operatorRef)}; expected already_decided with the winner's ${winner.record.status} by ${String(winner.record.operatorRef)}`);
+        violations.push(`round ${String(round)}: ${racers[index]?.name ?? ""} got ${JSON.stringify(result.decided ? "decided" : result.reason)} with ${JSON.stringify(result.record?.status)} by ${String(result.record?.operatorRef)}; expected already_decided with the winner's ${winner.record.status} by ${String(winner.record.operatorRef)}`);
       }
     });
   }
   return { race: "approvals", rounds, counts, violations };
 }
 
-async function turnsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+async function turnsRace(racers: readonly Racer[], runId: string, rounds: number): Promise<StoreRaceResult> {
   const counts: Record<string, number> = {};
   const violations: string[] = [];
   for (let round = 0; round < rounds; round++) {
     const turn = raceTurnStart(runId, round);
-    const answers = await all(children, "begun", () => ({ type: "begin-turn", turn }));
+    const answers = await all(racers, "begun", () => ({ type: "begin-turn", turn }));
     const statuses = answers.map(({ result }) => result.status);
     for (const status of statuses) count(counts, status);
     const started = statuses.filter((status) => status === "started").length;
@@ -301,25 +320,25 @@ async function turnsRace(children: readonly Child[], runId: string, rounds: numb
  * `pending`), then each claims a distinct effect of the same tool in another turn with
  * `maxPerTurn` half the processes (exactly that many `acquired`, the rest `limit_reached`).
  */
-async function effectsRace(children: readonly Child[], runId: string, rounds: number): Promise<StoreRaceResult> {
+async function effectsRace(racers: readonly Racer[], runId: string, rounds: number): Promise<StoreRaceResult> {
   const counts: Record<string, number> = {};
   const violations: string[] = [];
-  const limit = Math.max(1, Math.floor(children.length / 2));
+  const limit = Math.max(1, Math.floor(racers.length / 2));
   for (let round = 0; round < rounds; round++) {
     const identity = raceEffectIdentity(runId, 2 * round, 0);
-    const same = (await all(children, "effect-claimed", () => ({ type: "claim-effect", identity }))).map(({ result }) => result.status);
+    const same = (await all(racers, "effect-claimed", () => ({ type: "claim-effect", identity }))).map(({ result }) => result.status);
     for (const status of same) count(counts, `same effect: ${status}`);
     if (same.filter((status) => status === "acquired").length !== 1 || same.some((status) => status !== "acquired" && status !== "pending")) {
       violations.push(`round ${String(round)}: concurrent claims of one side effect answered ${same.join(", ")}; exactly one must acquire, the others see pending`);
     }
     const limited = (
-      await all(children, "effect-claimed", (_, index) => ({ type: "claim-effect", identity: raceEffectIdentity(runId, 2 * round + 1, index + 1), maxPerTurn: limit }))
+      await all(racers, "effect-claimed", (_, index) => ({ type: "claim-effect", identity: raceEffectIdentity(runId, 2 * round + 1, index + 1), maxPerTurn: limit }))
     ).map(({ result }) => result.status);
     for (const status of limited) count(counts, `limited: ${status}`);
     const acquired = limited.filter((status) => status === "acquired").length;
     if (acquired !== limit || limited.some((status) => status !== "acquired" && status !== "limit_reached")) {
       violations.push(
-        `round ${String(round)}: concurrent claims of ${String(children.length)} distinct side effects of one tool with maxPerTurn ${String(limit)} answered ` +
+        `round ${String(round)}: concurrent claims of ${String(racers.length)} distinct side effects of one tool with maxPerTurn ${String(limit)} answered ` +
           `${limited.join(", ")}; exactly ${String(limit)} must acquire, the others see limit_reached`,
       );
     }
@@ -349,7 +368,8 @@ async function stop(children: readonly Child[]): Promise<void> {
 }
 
 /**
- * Races `processes` OS processes on one shared store and checks the contract: of concurrent claims
+ * Races `processes` OS processes on one shared store, each running `stepsPerProcess` steps at once
+ * (so a store object shared by concurrent steps is raced too), and checks the contract: of concurrent claims
  * of one turn exactly one `acquired` (the rest `pending`), then every process replays the winner's
  * settled result; concurrent `appendAudit` gives unique, ascending `seq` (gaps allowed) with every
  * event once and each process's events in its append order; with `approvals`, of concurrent
@@ -364,9 +384,11 @@ export async function raceGuardrailStore(options: RaceGuardrailStoreOptions): Pr
   const processes = options.processes ?? 4;
   const rounds = options.rounds ?? 20;
   const appends = options.appends ?? 50;
+  const stepsPerProcess = options.stepsPerProcess ?? 2;
   if (!Number.isInteger(processes) || processes < 2) throw new RangeError("raceGuardrailStore: processes must be an integer of at least 2");
   if (!Number.isInteger(rounds) || rounds < 1) throw new RangeError("raceGuardrailStore: rounds must be a positive integer");
   if (!Number.isInteger(appends) || appends < 1) throw new RangeError("raceGuardrailStore: appends must be a positive integer");
+  if (!Number.isInteger(stepsPerProcess) || stepsPerProcess < 1) throw new RangeError("raceGuardrailStore: stepsPerProcess must be a positive integer");
   const cwd = options.cwd ?? process.cwd();
   const storeModule =
     options.storeModule instanceof URL ? options.storeModule.href : isAbsolute(options.storeModule) || /^[a-z][a-z0-9+.-]*:/i.test(options.storeModule) && !/^[a-z]:[\\/]/i.test(options.storeModule) ? options.storeModule : resolve(cwd, options.storeModule);
@@ -391,16 +413,23 @@ export async function raceGuardrailStore(options: RaceGuardrailStoreOptions): Pr
     const started = Array.from({ length: processes }, (_, index) => startChild(index, entry, execArgv, cwd, abort));
     children.push(...started.map(({ child }) => child));
     await Promise.all(started.map(({ ready }) => ready));
-    const opened = await all(children, "opened", () => ({ type: "open", storeModule, options: options.options ?? null }));
+    const opened = await all(
+      children.map((child) => ({ name: child.name, child })),
+      "opened",
+      () => ({ type: "open", storeModule, options: options.options ?? null }),
+    );
+    const racers: Racer[] = children.flatMap((child) =>
+      Array.from({ length: stepsPerProcess }, (_, step) => ({ name: stepsPerProcess === 1 ? child.name : `${child.name}.${String(step)}`, child })),
+    );
     const parts = opened[0]?.parts ?? [];
     const wanted = (race: StoreRace) => options.races === undefined || options.races.includes(race);
     const races: StoreRaceResult[] = [];
-    if (wanted("claims")) races.push(await claimsRace(children, runId, rounds));
-    if (wanted("audit")) races.push(await auditRace(children, runId, appends));
-    if (wanted("approvals") && parts.includes("approvals")) races.push(await approvalsRace(children, runId, rounds));
-    if (wanted("turns") && parts.includes("turns")) races.push(await turnsRace(children, runId, rounds));
-    if (wanted("effects") && parts.includes("effects")) races.push(await effectsRace(children, runId, rounds));
-    return { processes, parts, races };
+    if (wanted("claims")) races.push(await claimsRace(racers, runId, rounds));
+    if (wanted("audit")) races.push(await auditRace(children, racers, runId, appends));
+    if (wanted("approvals") && parts.includes("approvals")) races.push(await approvalsRace(racers, runId, rounds));
+    if (wanted("turns") && parts.includes("turns")) races.push(await turnsRace(racers, runId, rounds));
+    if (wanted("effects") && parts.includes("effects")) races.push(await effectsRace(racers, runId, rounds));
+    return { processes, stepsPerProcess, parts, races };
   };
   try {
     const timeoutMs = options.timeoutMs ?? 120_000;

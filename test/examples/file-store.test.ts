@@ -7,15 +7,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { digest, mutationKey, toolFingerprint, turnKey, type AuditEvent } from "arkah-agent-guardrails";
-import {
-  KEY_VALUE_COLLECTIONS,
-  StoreContractError,
-  verdictStorageKey,
-  type MutationIdentity,
-  type VerdictKey,
-} from "arkah-agent-guardrails/store";
+import { digest, mutationKey, toolFingerprint, turnKey, type AuditEvent, type JsonValue } from "arkah-agent-guardrails";
+import { KEY_VALUE_RECORD_KEYS, StoreContractError, type MutationIdentity } from "arkah-agent-guardrails/store";
 import { validateGuardrailStore } from "arkah-agent-guardrails/testing";
+import { writeRawFileRecord } from "../../examples/file-store/conformance.js";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
 import { startWorker, type Worker } from "../processes/support.js";
 import type { FileWorkerCommand, FileWorkerReport } from "../processes/workers/file-store-worker.js";
@@ -50,6 +45,8 @@ await validateGuardrailStore<FileGuardrailStore>({
     const directory = directories.get(store);
     if (directory !== undefined) rmSync(directory, { recursive: true, force: true });
   },
+  // The example's shipped hook: the kit's primitives suite, and its corruption suite located by KEY_VALUE_RECORD_KEYS.
+  writeRaw: writeRawFileRecord,
 });
 
 const SCOPE = "doc-files";
@@ -208,51 +205,17 @@ describe("FileGuardrailStore under createAgent", () => {
   }, 60_000);
 });
 
-/**
- * What the conformance kit's fail-closed suite asks of an adapter (`corruptRecord`): the record of
- * a kind stored under a key made unparseable (`invalid`), or replaced by another key's record
- * (`wrong_key`). Written here against the file store's raw files; the kit's own suite can take it.
- */
-interface Corruption {
-  readonly record: "receipt" | "read" | "claim" | "verdict" | "approval" | "auditCursor" | "turn";
-  readonly key: string;
-  readonly mode: "invalid" | "wrong_key";
-  readonly otherKey: string;
-}
-
-/** Where the key-value base keeps a record of each kind, from the kit's key for it. */
-function locate(record: Corruption["record"], key: string): readonly [string, string] {
-  const C = KEY_VALUE_COLLECTIONS;
-  switch (record) {
-    case "receipt":
-      return [C.receipts, key];
-    case "read":
-      // The kit names a read `${turnKey}:${evidenceDigest}`; the base keeps a turn's reads in one record.
-      return [C.reads, key.split(":", 1)[0] ?? key];
-    case "claim":
-      return [C.claims, key];
-    case "verdict":
-      return [C.verdicts, verdictStorageKey(JSON.parse(key) as VerdictKey)];
-    case "approval":
-      return [C.approvals, key];
-    case "auditCursor":
-      return [C.cursors, key];
-    case "turn":
-      return [C.turns, key];
-  }
-}
-
-async function corruptRecord(store: FileGuardrailStore, target: Corruption): Promise<void> {
-  const [collection, key] = locate(target.record, target.key);
-  if (target.mode === "invalid") {
-    await store.writeRawRecord(collection, key, JSON.stringify({ key, value: { corrupt: true } }));
+/** A claim file as the kit's corruption suite writes it: through the example's hook, at the place `KEY_VALUE_RECORD_KEYS` names. */
+async function writeClaim(store: FileGuardrailStore, turnKey: string, value: "unparseable" | { readonly copyOf: string }): Promise<void> {
+  const { collection } = KEY_VALUE_RECORD_KEYS.claim;
+  if (value === "unparseable") {
+    await writeRawFileRecord(store, { collection, key: turnKey, unparseable: true });
     return;
   }
-  const [otherCollection, otherKey] = locate(target.record, target.otherKey);
-  const other = await store.readRawRecord(otherCollection, otherKey);
-  if (other === undefined) throw new Error(`no ${target.record} stored under ${target.otherKey}`);
-  // A well-formed file for `key` holding the other key's record: only the base's key check catches it.
-  await store.writeRawRecord(collection, key, JSON.stringify({ key, value: other }));
+  const other = await store.readRawRecord(collection, value.copyOf);
+  if (other === undefined) throw new Error(`no claim stored under ${value.copyOf}`);
+  // A well-formed file for `turnKey` holding the other turn's claim: only the base's key check catches it.
+  await writeRawFileRecord(store, { collection, key: turnKey, value: other as JsonValue });
 }
 
 describe("FileGuardrailStore fails closed on records corrupted on disk", () => {
@@ -263,17 +226,14 @@ describe("FileGuardrailStore fails closed on records corrupted on disk", () => {
       const second = identityFor("corrupt-2");
       for (const identity of [first, second]) expect((await store.claimMutation(identity)).status).toBe("acquired");
 
-      await corruptRecord(store, { record: "claim", key: second.turnKey, mode: "wrong_key", otherKey: first.turnKey });
+      await writeClaim(store, second.turnKey, { copyOf: first.turnKey });
       await expect(store.claimMutation(second)).rejects.toThrow(StoreContractError);
       await expect(store.getMutation(second.turnKey)).rejects.toThrow(/another key/);
 
-      await corruptRecord(store, { record: "claim", key: first.turnKey, mode: "invalid", otherKey: second.turnKey });
-      await expect(store.claimMutation(first)).rejects.toThrow(StoreContractError);
-      await expect(store.listUnresolved()).rejects.toThrow(StoreContractError);
-
       // A file that is not even a record of its key fails in the adapter, before the base sees it.
-      await store.writeRawRecord(KEY_VALUE_COLLECTIONS.claims, first.turnKey, "{truncated");
+      await writeClaim(store, first.turnKey, "unparseable");
       await expect(store.claimMutation(first)).rejects.toThrow(/not JSON/);
+      await expect(store.listUnresolved()).rejects.toThrow(StoreContractError);
     } finally {
       await store.close();
     }

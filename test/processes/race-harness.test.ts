@@ -1,6 +1,6 @@
 /**
  * `raceGuardrailStore` from arkah-agent-guardrails/testing, run as an adapter author would: four OS
- * processes on the shared SQLite file and on the example file store's directory must pass every
+ * processes, each running two steps at once (the default), on the shared SQLite file and on the example file store's directory must pass every
  * race their parts allow; a store that is not shared (a private in-memory store per process) must
  * make it throw, naming the claim race.
  */
@@ -16,6 +16,8 @@ afterEach(() => {
 });
 
 const PROCESSES = 4;
+/** The harness's default: each process runs two steps at once, so 8 racing steps. */
+const RACERS = PROCESSES * 2;
 
 function raced(report: StoreRaceReport) {
   return Object.fromEntries(report.races.map((race) => [race.race, race]));
@@ -33,16 +35,17 @@ describe("raceGuardrailStore", () => {
       appends: 25,
     });
     const races = raced(report);
+    expect(report.stepsPerProcess, "two steps at once per process by default").toBe(RACERS / PROCESSES);
     expect(Object.keys(races), "the races the SQLite store's parts allow").toEqual(["claims", "audit", "approvals", "turns", "effects"]);
-    expect(races.claims?.counts, "one acquired and three pending per round, then four replays").toEqual({ acquired: 10, pending: 30, "after settlement: replay": 40 });
-    expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 100, read: 100 });
-    expect(races.approvals?.counts, "one decision per round").toEqual({ decided: 10, already_decided: 30 });
-    expect(races.turns?.counts, "one start per round").toEqual({ started: 10, running: 30 });
-    expect(races.effects?.counts, "one claim of the same effect per round; two of four distinct ones under maxPerTurn 2").toEqual({
+    expect(races.claims?.counts, "one acquired and seven pending per round (4 processes, 2 steps each), then eight replays").toEqual({ acquired: 10, pending: 70, "after settlement: replay": 80 });
+    expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 8 * 25, read: 8 * 25 });
+    expect(races.approvals?.counts, "one decision per round").toEqual({ decided: 10, already_decided: 70 });
+    expect(races.turns?.counts, "one start per round").toEqual({ started: 10, running: 70 });
+    expect(races.effects?.counts, "one claim of the same effect per round; four of eight distinct ones under maxPerTurn 4").toEqual({
       "same effect: acquired": 10,
-      "same effect: pending": 30,
-      "limited: acquired": 20,
-      "limited: limit_reached": 20,
+      "same effect: pending": 70,
+      "limited: acquired": 40,
+      "limited: limit_reached": 40,
     });
   }, 300_000);
 
@@ -58,8 +61,8 @@ describe("raceGuardrailStore", () => {
     });
     const races = raced(report);
     expect(report.races.every((race) => race.violations.length === 0), "no violations").toBe(true);
-    expect(races.claims?.counts, "one acquired per round").toEqual({ acquired: 5, pending: 15, "after settlement: replay": 20 });
-    expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 40, read: 40 });
+    expect(races.claims?.counts, "one acquired per round").toEqual({ acquired: 5, pending: 35, "after settlement: replay": 40 });
+    expect(races.audit?.counts, "every appended event read back").toEqual({ appended: 8 * 10, read: 8 * 10 });
   }, 300_000);
 
   it("negative control: a private in-memory store per process breaks the claim race, and the harness throws naming it", async () => {
@@ -74,9 +77,9 @@ describe("raceGuardrailStore", () => {
     );
     expect(error, "the harness throws a StoreRaceError").toBeInstanceOf(StoreRaceError);
     const { message, report } = error as StoreRaceError;
-    expect(message, "the message names the claim race").toContain("claims: round 0: 4 of 4 processes acquired the same turn's claim");
-    expect(message, "and the audit race: each process reads only its own events").toContain("audit: p0 read 3 events; 12 were appended");
-    expect(raced(report).claims?.counts, "every process acquired every claim").toEqual({ acquired: 8 });
+    expect(message, "the message names the claim race").toContain("claims: round 0: 4 of 8 racing steps acquired the same turn's claim");
+    expect(message, "and the audit race: each process reads only its own events").toContain("audit: p0 read 6 events; 24 were appended");
+    expect(raced(report).claims?.counts, "every process acquired every claim once, its second step saw it pending").toEqual({ acquired: 8, pending: 8 });
   }, 300_000);
 });
 
@@ -93,12 +96,12 @@ describePostgres("raceGuardrailStore on PostgreSQL", (url) => {
         races: ["claims", "effects"],
       });
       const races = raced(report);
-      expect(races.claims?.counts, "one acquired and three pending per round, then four replays").toEqual({ acquired: 10, pending: 30, "after settlement: replay": 40 });
-      expect(races.effects?.counts, "one claim of the same effect per round; two of four distinct ones under maxPerTurn 2").toEqual({
+      expect(races.claims?.counts, "one acquired and seven pending per round (4 processes, 2 steps each), then eight replays").toEqual({ acquired: 10, pending: 70, "after settlement: replay": 80 });
+      expect(races.effects?.counts, "one claim of the same effect per round; four of eight distinct ones under maxPerTurn 4").toEqual({
         "same effect: acquired": 10,
-        "same effect: pending": 30,
-        "limited: acquired": 20,
-        "limited: limit_reached": 20,
+        "same effect: pending": 70,
+        "limited: acquired": 40,
+        "limited: limit_reached": 40,
       });
     } finally {
       await dropSchema(admin, schema);

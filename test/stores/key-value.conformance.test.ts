@@ -5,4 +5,7 @@ import { JsonKeyValueStore } from "../support/json-key-value-store.js";
 await validateGuardrailStore({
   storeName: "key-value (JSON)",
   createStore: ({ now }) => new JsonKeyValueStore({ now }),
+  writeRaw: (store, write) => {
+    store.writeKitRaw(write);
+  },
 });

@@ -3,10 +3,19 @@
  * counted across tools (issue 22): each is seeded into a
  * wrapper around the in-memory store, the kit's suites are run against it (collected here, not
  * registered with vitest), and the named kit tests must fail; the same suites pass against the
- * unbroken wrapper, so the failures are the seeded bugs'.
+ * unbroken wrapper, so the failures are the seeded bugs'. The same for the key-value adapter bugs
+ * the whole kit passed before its primitives suite (issue 40), seeded into a Redis-like adapter
+ * (optimistic concurrency, a WATCH per connection) on `KeyValueGuardrailStore`.
  */
 import { describe, expect, it } from "vitest";
 import { InMemoryGuardrailStore, StoreContractError } from "arkah-agent-guardrails";
+import {
+  KeyValueGuardrailStore,
+  StoreContractError as StoreError,
+  type JsonValue,
+  type KeyValueScanOptions,
+  type KeyValueTransaction,
+} from "arkah-agent-guardrails/store";
 import type {
   ApplyApprovalInput,
   ApprovalDecisionResult,
@@ -20,12 +29,14 @@ import type {
   EffectIdentity,
   StoredAuditEvent,
 } from "arkah-agent-guardrails/store";
-import type { CorruptionTarget } from "arkah-agent-guardrails/testing";
+import type { CorruptionTarget, KeyValueRawWrite } from "arkah-agent-guardrails/testing";
 import { releaseSuite } from "../../src/testing/conformance/claims.js";
 import { corruptionSuite } from "../../src/testing/conformance/corruption.js";
 import { cursorsSuite } from "../../src/testing/conformance/cursors.js";
 import { effectsSuite } from "../../src/testing/conformance/effects.js";
 import { CLOCK_START, ManualClock, type StoreFixture, type StoreTest } from "../../src/testing/conformance/harness.js";
+import { keyValueCorruptRecord } from "../../src/testing/conformance/key-value.js";
+import { primitivesSuite } from "../../src/testing/conformance/primitives.js";
 
 type Bug = "none" | "released-without-kind" | "unencoded-sink-names" | "unchecked-key" | "limit-across-tools";
 
@@ -175,6 +186,209 @@ describe("the kit fails a store with each bug it used to miss, and passes the sa
     expect(await failures(effectsSuite, "none", only), "the unbroken store passes").toEqual([]);
     expect(await failures(effectsSuite, "limit-across-tools", only), "the per-tool limit check fails").toEqual([
       "maxPerTurn counts one tool in one turn: not other tools, not other turns",
+    ]);
+  });
+});
+
+type KeyValueBug = "none" | "scan-skips-keys-extending-after" | "scan-in-utf8-byte-order" | "one-connection-for-concurrent-steps";
+
+/** The server side of a Redis-like backend: JSON text per entry, and a version per entry and per collection for WATCH. */
+class Server {
+  readonly data = new Map<string, Map<string, string>>();
+  readonly #versions = new Map<string, number>();
+
+  version(name: string): number {
+    return this.#versions.get(name) ?? 0;
+  }
+
+  bump(name: string): void {
+    this.#versions.set(name, this.version(name) + 1);
+  }
+}
+
+/** A round trip: other steps run in between, as they would while a command is on the wire. */
+const roundTrip = () =>
+  new Promise<void>((resolve) => {
+    setImmediate(resolve);
+  });
+
+/** A connection: Redis keeps WATCHed keys per connection, and EXEC (whatever its outcome) unwatches them all. */
+class Connection {
+  readonly #watched = new Map<string, number>();
+
+  constructor(readonly server: Server) {}
+
+  async watch(name: string): Promise<void> {
+    await roundTrip();
+    if (!this.#watched.has(name)) this.#watched.set(name, this.server.version(name));
+  }
+
+  /** EXEC: applies `writes` only if nothing watched changed since its WATCH; unwatches everything either way. */
+  async exec(writes: ReadonlyMap<string, ReadonlyMap<string, string | undefined>>): Promise<boolean> {
+    await roundTrip();
+    const clean = [...this.#watched].every(([name, version]) => this.server.version(name) === version);
+    this.#watched.clear();
+    if (!clean) return false;
+    for (const [collection, entries] of writes) {
+      const stored = this.server.data.get(collection) ?? new Map<string, string>();
+      for (const [key, text] of entries) {
+        if (text === undefined) stored.delete(key);
+        else stored.set(key, text);
+        this.server.bump(`${collection}\u0000${key}`);
+      }
+      this.server.bump(collection);
+      this.server.data.set(collection, stored);
+    }
+    return true;
+  }
+}
+
+const utf8Order = (a: string, b: string) => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+const codeUnitOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * A Redis-like adapter written from docs/storage-adapters.md: WATCH each entry (and, for a scan,
+ * its collection) before reading it, buffer the writes, EXEC them; re-run the step when EXEC
+ * aborts, and when a step that rejected had watched something that changed (it may have rejected
+ * on a view that never existed). With one seeded bug, or none.
+ */
+class OptimisticKeyValueStore extends KeyValueGuardrailStore {
+  readonly server = new Server();
+  readonly #shared: Connection;
+
+  constructor(
+    readonly bug: KeyValueBug,
+    now: () => Date,
+  ) {
+    super({ now });
+    this.#shared = new Connection(this.server);
+  }
+
+  /** The kit's raw write. */
+  writeRaw(write: KeyValueRawWrite): void {
+    const entries = this.server.data.get(write.collection) ?? new Map<string, string>();
+    entries.set(write.key, "value" in write ? JSON.stringify(write.value) : "{truncated");
+    this.server.data.set(write.collection, entries);
+  }
+
+  #decode(collection: string, key: string, text: string): unknown {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw new StoreError(`the entry ${JSON.stringify(key)} of ${collection} is not JSON`);
+    }
+  }
+
+  protected override async atomic<T>(step: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
+    for (let attempt = 0; attempt < 1_000; attempt++) {
+      // The seeded bug: one connection for the store object, so concurrent steps share (and clear) one set of WATCHes.
+      const connection = this.bug === "one-connection-for-concurrent-steps" ? this.#shared : new Connection(this.server);
+      const writes = new Map<string, Map<string, string | undefined>>();
+      const buffered = (collection: string, key: string) => writes.get(collection)?.get(key);
+      const isBuffered = (collection: string, key: string) => writes.get(collection)?.has(key) === true;
+      const read = async (collection: string, key: string): Promise<unknown> => {
+        await connection.watch(`${collection}\u0000${key}`);
+        const text = isBuffered(collection, key) ? buffered(collection, key) : this.server.data.get(collection)?.get(key);
+        return text === undefined ? undefined : this.#decode(collection, key, text);
+      };
+      const buffer = (collection: string, key: string, text: string | undefined) => {
+        const entries = writes.get(collection) ?? new Map<string, string | undefined>();
+        entries.set(key, text);
+        writes.set(collection, entries);
+      };
+      const tx: KeyValueTransaction = {
+        get: read,
+        put: (collection, key, value: JsonValue) => {
+          buffer(collection, key, JSON.stringify(value));
+        },
+        delete: (collection, key) => {
+          buffer(collection, key, undefined);
+        },
+        scan: async (collection, options: KeyValueScanOptions = {}) => {
+          await connection.watch(collection);
+          const keys = new Set([...(this.server.data.get(collection)?.keys() ?? []), ...(writes.get(collection)?.keys() ?? [])]);
+          const { after } = options;
+          const sorted = [...keys]
+            .sort(this.bug === "scan-in-utf8-byte-order" ? utf8Order : codeUnitOrder)
+            .filter((key) => {
+              if (after === undefined) return true;
+              // The seeded bug: a key that extends `after` is taken for `after` itself.
+              if (this.bug === "scan-skips-keys-extending-after" && key.startsWith(after)) return false;
+              return this.bug === "scan-in-utf8-byte-order" ? utf8Order(key, after) > 0 : key > after;
+            });
+          const entries: (readonly [string, unknown])[] = [];
+          for (const key of sorted) {
+            if (entries.length >= (options.limit ?? Number.POSITIVE_INFINITY)) break;
+            const value = await read(collection, key);
+            if (value !== undefined) entries.push([key, value]);
+          }
+          return entries;
+        },
+      };
+      let result: T;
+      try {
+        result = await step(tx);
+      } catch (error) {
+        // A rejection decided on a view that changed under it is a conflict, not an answer: an empty EXEC tells which.
+        if (await connection.exec(new Map())) throw error;
+        continue;
+      }
+      // Read-only steps EXEC too: it is what checks that their reads were one state.
+      if (await connection.exec(writes)) return result;
+    }
+    throw new Error("OptimisticKeyValueStore: a step conflicted 1000 times");
+  }
+}
+
+/** Runs every test `register` declares (matching `only`) against a fresh seeded key-value store; the names of those that fail. */
+async function keyValueFailures(register: (test: StoreTest) => void, bug: KeyValueBug, only: RegExp): Promise<string[]> {
+  const collected: Collected[] = [];
+  register((name, body) => {
+    if (only.test(name)) collected.push({ name, body });
+  });
+  expect(collected.length, `the kit has tests matching ${String(only)}`).toBeGreaterThan(0);
+  const corruptRecord = keyValueCorruptRecord((store: OptimisticKeyValueStore, write) => {
+    store.writeRaw(write);
+  });
+  const failed: string[] = [];
+  for (const { name, body } of collected) {
+    const clock = new ManualClock(CLOCK_START);
+    const store = new OptimisticKeyValueStore(bug, clock.now);
+    const corrupt = async (target: CorruptionTarget) => (await corruptRecord(store, target)) !== "unsupported";
+    const writeRaw = async (write: KeyValueRawWrite) => {
+      await Promise.resolve();
+      store.writeRaw(write);
+    };
+    try {
+      await body({ store, clock, corrupt, writeRaw });
+    } catch {
+      failed.push(name);
+    }
+  }
+  return failed;
+}
+
+describe("the kit's primitives suite fails a key-value adapter with each bug the rest of the kit passed (issue 40), and passes it without", () => {
+  it("the unbroken Redis-like adapter passes the primitives and corruption suites", async () => {
+    expect(await keyValueFailures(primitivesSuite, "none", /./), "the primitives suite").toEqual([]);
+    expect(await keyValueFailures(corruptionSuite, "none", /./), "the corruption suite, with the kit's own hook from writeRaw").toEqual([]);
+  });
+
+  it("a scan that skips the keys extending `after`", async () => {
+    expect(await keyValueFailures(primitivesSuite, "scan-skips-keys-extending-after", /./)).toEqual([
+      "scan after a key answers every key after it, those that extend it included; with limit, the first of them",
+    ]);
+  });
+
+  it("a scan ordered by UTF-8 bytes, not UTF-16 code units", async () => {
+    expect(await keyValueFailures(primitivesSuite, "scan-in-utf8-byte-order", /./)).toEqual([
+      "scan answers keys in UTF-16 code unit order (as JavaScript's < compares), not UTF-8 byte order: astral characters, U+E000-U+FFFF, lone surrogates, prefixes",
+    ]);
+  });
+
+  it("one connection shared by concurrent steps (Redis keeps WATCHes per connection)", async () => {
+    expect(await keyValueFailures(primitivesSuite, "one-connection-for-concurrent-steps", /./)).toEqual([
+      "concurrent steps on one store object are serializable: no lost update, each sees only its own buffer, read-only steps see one consistent state",
     ]);
   });
 });

@@ -4,7 +4,23 @@
  * key-checked on every read (the path a Redis or file adapter takes). Steps run one at a time
  * (a promise chain), the other way to be serializable than the in-memory store's re-runs.
  */
-import { KeyValueGuardrailStore, type KeyValueGuardrailStoreOptions, type KeyValueScanOptions, type KeyValueTransaction } from "arkah-agent-guardrails/store";
+import {
+  KeyValueGuardrailStore,
+  StoreContractError,
+  type KeyValueGuardrailStoreOptions,
+  type KeyValueScanOptions,
+  type KeyValueTransaction,
+} from "arkah-agent-guardrails/store";
+import type { KeyValueRawWrite } from "arkah-agent-guardrails/testing";
+
+/** Stored text back to a value: text that is not JSON is corruption, never a value. */
+function decode(collection: string, key: string, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new StoreContractError(`the entry ${JSON.stringify(key)} of ${collection} is not JSON`);
+  }
+}
 
 export class JsonKeyValueStore extends KeyValueGuardrailStore {
   /** collection -> key -> JSON text. */
@@ -20,6 +36,13 @@ export class JsonKeyValueStore extends KeyValueGuardrailStore {
     const entries = this.data.get(collection) ?? new Map<string, string>();
     entries.set(key, JSON.stringify(value));
     this.data.set(collection, entries);
+  }
+
+  /** The conformance kit's raw write: a value as `put` would store it, or text that is not JSON. */
+  writeKitRaw(write: KeyValueRawWrite): void {
+    const entries = this.data.get(write.collection) ?? new Map<string, string>();
+    entries.set(write.key, "value" in write ? JSON.stringify(write.value) : "{truncated");
+    this.data.set(write.collection, entries);
   }
 
   /** Reads a raw value. */
@@ -43,7 +66,7 @@ export class JsonKeyValueStore extends KeyValueGuardrailStore {
       const tx: KeyValueTransaction = {
         get: async (collection, key) => {
           const text = read(collection, key);
-          return text === undefined ? undefined : (JSON.parse(text) as unknown);
+          return text === undefined ? undefined : decode(collection, key, text);
         },
         put: (collection, key, value) => {
           buffer(collection, key, JSON.stringify(value));
@@ -58,7 +81,7 @@ export class JsonKeyValueStore extends KeyValueGuardrailStore {
           for (const key of sorted) {
             if (entries.length >= (options.limit ?? Number.POSITIVE_INFINITY)) break;
             const text = read(collection, key);
-            if (text !== undefined) entries.push([key, JSON.parse(text)]);
+            if (text !== undefined) entries.push([key, decode(collection, key, text)]);
           }
           return entries;
         },

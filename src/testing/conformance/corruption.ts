@@ -9,6 +9,7 @@ import type { GuardrailStore, TurnInput, TurnStart } from "../../contracts.js";
 import { digest } from "../../digest.js";
 import { StoreContractError } from "../../errors.js";
 import { turnKey } from "../../keys.js";
+import { verdictStorageKey } from "../../store/records.js";
 import { acquire, approvalRequest, complete, DENY, expectContractError, identity, receipt, SIBLING, TURN, TURN_KEY, VERDICT_KEY, verdictRecord } from "./fixtures.js";
 import { effect, MAIL } from "./effects.js";
 import type { CorruptionTarget, StoreTest } from "./harness.js";
@@ -17,9 +18,8 @@ const MODES = ["invalid", "wrong_key"] as const;
 const SIBLING_KEY = turnKey(SIBLING);
 const LEASE_MS = 30_000;
 
-/** The key a verdict is stored under, as `corruptRecord` receives it: its fields in contract order, as JSON. */
-export const verdictKeyText = (key: typeof VERDICT_KEY): string =>
-  JSON.stringify([key.turnKey, key.toolCallId, key.toolName, key.toolFingerprint, key.guardrail, key.argsDigest]);
+/** The key a verdict is stored under, as `corruptRecord` receives it: the key-value base's, one description of it. */
+export const verdictKeyText = (key: typeof VERDICT_KEY): string => verdictStorageKey(key);
 
 function turnStart(turnId: string): TurnStart {
   const input: TurnInput = { scopeId: "doc-1", turnId, policyVersion: "policy-1", segments: [{ label: "user", content: "Rename it." }] };

@@ -3,8 +3,9 @@
  * initializer and handed a clock the test controls.
  */
 import { it } from "vitest";
-import type { GuardrailStore } from "../../contracts.js";
+import type { GuardrailStore, JsonValue } from "../../contracts.js";
 import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store-capabilities.js";
+import { corruptionHook } from "./key-value.js";
 
 /** What an adapter author passes to `validateGuardrailStore`. */
 export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = GuardrailStore> {
@@ -24,9 +25,21 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
    * wrong type, a missing field); `wrong_key` makes it a well-formed record that describes
    * another key (copy another key's record over it). The kit then checks that every read of that
    * record fails closed: a `StoreContractError`, nothing changed, a claim never reopened. Omitted,
-   * that suite is not registered.
+   * that suite is not registered, unless `writeRaw` is given (a key-value adapter: the kit then
+   * corrupts records itself).
    */
   corruptRecord?(store: S, target: CorruptionTarget): Promise<CorruptionApplied> | CorruptionApplied;
+  /**
+   * For an adapter on `KeyValueGuardrailStore` (`arkah-agent-guardrails/store`): stores `write`
+   * under (collection, key) in the backend, bypassing the base, its steps and every check, as a
+   * person with access to the storage could. `value`: stored as if the base had put it (your
+   * adapter's own encoding); `unparseable: true`: store something your `get` and `scan` cannot
+   * decode (truncated JSON, bytes that are not text). Given, the kit registers the `primitives`
+   * suite (your `atomic`'s get, put, delete and scan, through the step machinery) and, unless
+   * `corruptRecord` is given too, the `corruption` suite with a hook of its own that locates each
+   * record by `KEY_VALUE_RECORD_KEYS`.
+   */
+  writeRaw?(store: S, write: KeyValueRawWrite): Promise<void> | void;
   /** Runs once before the suites, e.g. to start a database. */
   beforeAll?(): Promise<void> | void;
   /** Milliseconds `beforeAll` may take (default: vitest's `hookTimeout`). */
@@ -44,6 +57,25 @@ export interface GuardrailStoreTestInitializer<S extends AnyGuardrailStore = Gua
   destroyStore?(store: S): Promise<void> | void;
 }
 
+/** A raw write into a key-value adapter's storage: what `writeRaw` stores under (collection, key). */
+export type KeyValueRawWrite =
+  | {
+      /** The collection, as the base names it (`KEY_VALUE_COLLECTIONS`). */
+      readonly collection: string;
+      /** The key, as the base makes it (`KEY_VALUE_RECORD_KEYS`). */
+      readonly key: string;
+      /** Store this value, encoded as your adapter encodes what the base puts. */
+      readonly value: JsonValue;
+    }
+  | {
+      /** The collection, as the base names it (`KEY_VALUE_COLLECTIONS`). */
+      readonly collection: string;
+      /** The key, as the base makes it (`KEY_VALUE_RECORD_KEYS`). */
+      readonly key: string;
+      /** Store bytes your adapter cannot decode: its `get` and `scan` must then reject with `StoreContractError`. */
+      readonly unparseable: true;
+    };
+
 /** The records the fail-closed suite asks `corruptRecord` to corrupt, with the key each is stored under. */
 export type CorruptedRecord = "receipt" | "read" | "claim" | "verdict" | "approval" | "auditCursor" | "turn" | "effect";
 
@@ -52,10 +84,13 @@ export interface CorruptionTarget {
   /** Which kind of record to corrupt. */
   readonly record: CorruptedRecord;
   /**
-   * The key the record is stored under: the turn key (receipt, claim, turn), the effect key
-   * (effect: a side effect's claim), the approval id, the
-   * sink name (audit cursor), `${turnKey}:${evidenceDigest}` (read), or, for a verdict, the
-   * `VerdictKey` as canonical JSON (`keyOf` in the fixtures: its fields in contract order).
+   * The record's key in the contract: the turn key (receipt, claim, turn), the effect key
+   * (effect: a side effect's claim), the approval id, the sink name (audit cursor),
+   * `${turnKey}:${evidenceDigest}` (read: one piece of evidence; the key-value base keeps a turn's
+   * evidence in one record under the turn key), or, for a verdict, `verdictStorageKey(key)` from
+   * `arkah-agent-guardrails/store` (JSON of the `VerdictKey`'s fields in contract order). On the
+   * key-value base every one of these but a read's is the key the record is stored under
+   * (`KEY_VALUE_RECORD_KEYS`).
    */
   readonly key: string;
   /** `invalid`: make the record unparseable; `wrong_key`: make it describe `otherKey`. */
@@ -114,6 +149,8 @@ export interface StoreFixture {
   readonly clock: ManualClock;
   /** The initializer's `corruptRecord`, bound to this store (the fail-closed suite only runs with one). */
   readonly corrupt: (target: CorruptionTarget) => Promise<boolean>;
+  /** The initializer's `writeRaw`, bound to this store (the primitives suite only runs with one). */
+  readonly writeRaw?: (write: KeyValueRawWrite) => Promise<void>;
 }
 
 /**
@@ -162,11 +199,20 @@ export function storeTest<S extends AnyGuardrailStore>(initializer: GuardrailSto
           context.skip(`the store has no ${lacking.join(", ")} (declare parts to leave these tests out)`);
           return;
         }
+        const hook = corruptionHook(initializer);
         const corrupt = async (target: CorruptionTarget) => {
-          if (initializer.corruptRecord === undefined) throw new Error("the fail-closed suite needs corruptRecord");
-          return (await initializer.corruptRecord(store, target)) !== "unsupported";
+          if (hook === undefined) throw new Error("the fail-closed suite needs corruptRecord or writeRaw");
+          return (await hook(store, target)) !== "unsupported";
         };
-        await body({ store: store as unknown as GuardrailStore, clock, corrupt });
+        const raw =
+          initializer.writeRaw === undefined
+            ? {}
+            : {
+                writeRaw: async (write: KeyValueRawWrite) => {
+                  await initializer.writeRaw?.(store, write);
+                },
+              };
+        await body({ store: store as unknown as GuardrailStore, clock, corrupt, ...raw });
       } catch (error) {
         failure = { error };
       }

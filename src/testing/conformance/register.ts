@@ -14,6 +14,8 @@ import { effectsSuite } from "./effects.js";
 import { storeTest, type GuardrailStoreTestInitializer, type StoreTest } from "./harness.js";
 import { reconciliationSuite, retentionSuite, scopeSuite } from "./reconciliation.js";
 import { readsSuite, receiptsSuite, verdictsSuite } from "./records.js";
+import { corruptionHook } from "./key-value.js";
+import { primitivesSuite } from "./primitives.js";
 import { evidenceSuite, stepAuditSuite } from "./steps.js";
 import { turnsSuite } from "./turns.js";
 import { validationSuite } from "./validation.js";
@@ -62,6 +64,10 @@ const SUITES: Record<ConformanceSuite, { readonly title: string; readonly regist
     title: "corruption: a stored record that does not parse or names another key fails closed on every read",
     register: corruptionSuite,
   },
+  primitives: {
+    title: "primitives: a key-value adapter's get, put, delete and scan, in UTF-16 code unit order, in one atomic step, steps run concurrently on one store object",
+    register: primitivesSuite,
+  },
 };
 
 export function registerSuites<S extends AnyGuardrailStore>(
@@ -84,8 +90,10 @@ export function registerSuites<S extends AnyGuardrailStore>(
       const { title, register, part } = SUITES[name];
       // A part the store does not declare has no tests registered: no empty suite either.
       if (part !== undefined && initializer.parts !== undefined && !initializer.parts.includes(part)) continue;
-      // Only the adapter can write a raw record: without its hook there is no corruption suite.
-      if (name === "corruption" && initializer.corruptRecord === undefined) continue;
+      // Only the adapter can write a raw record: without its hook (or a key-value adapter's raw write) there is no corruption suite.
+      if (name === "corruption" && corruptionHook(initializer) === undefined) continue;
+      // The primitives are a key-value adapter's, which marks itself by its raw write.
+      if (name === "primitives" && initializer.writeRaw === undefined) continue;
       const suiteNeeds = part === undefined ? [] : [part];
       // Declared parts may leave a suite with no test (reads, without hasSuccessfulRead): vitest
       // fails an empty suite, so count what would be registered first.

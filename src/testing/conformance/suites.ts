@@ -18,6 +18,7 @@ export const CONFORMANCE_SUITES = [
   "effects",
   "validation",
   "corruption",
+  "primitives",
 ] as const;
 
 /** One of {@link CONFORMANCE_SUITES}: pass some to `validateGuardrailStore` to run only those. */

@@ -1,0 +1,63 @@
+/**
+ * Where `KeyValueGuardrailStore` keeps each kind of record: one description, as data, of every
+ * collection and the key each record is stored under. The conformance kit's corruption suite
+ * locates records through it, an operator reads a backend's contents with it, and a test that
+ * writes raw records uses it instead of guessing. Built from the base's own collection names
+ * (records.ts); test/unit/record-keys.test.ts fails when a record kind the base reads (its
+ * `RECORD_KINDS`) or a collection it writes has no line here.
+ */
+import { KEY_VALUE_COLLECTIONS as C, type KeyValueCollection } from "./records.js";
+
+/** Where the base keeps one kind of record. */
+export interface KeyValueRecordKey {
+  /** The collection the records of this kind are in. */
+  readonly collection: KeyValueCollection;
+  /** The key a record is stored under, in words: what it is made of, and the exported function that makes it, if any. */
+  readonly key: string;
+  /** An example key, shaped as the base makes it (digests shortened to `<turnKey>` and the like). */
+  readonly example: string;
+}
+
+/** A kind of record the base keeps, by the name the base gives it. */
+export type KeyValueRecordName =
+  | "receipt"
+  | "reads"
+  | "claim"
+  | "unknownScope"
+  | "verdict"
+  | "approval"
+  | "audit"
+  | "cursor"
+  | "turn"
+  | "turnRequest"
+  | "liveTurn"
+  | "effect"
+  | "effectGroup"
+  | "counter";
+
+/**
+ * Every kind of record the base keeps: its collection and its key. Every collection of
+ * `KEY_VALUE_COLLECTIONS` holds exactly one kind. A record read under a key is checked against
+ * that key (a record naming another key is a `StoreContractError`), so a raw copy of one record
+ * under another key is corruption, never a second record.
+ */
+export const KEY_VALUE_RECORD_KEYS = {
+  receipt: { collection: C.receipts, key: "the turn key", example: "<turnKey>" },
+  reads: { collection: C.reads, key: "the turn key: one record holds every evidence digest recorded for the turn", example: "<turnKey>" },
+  claim: { collection: C.claims, key: "the turn key", example: "<turnKey>" },
+  unknownScope: { collection: C.unknownScopes, key: "the scope id, as given (any string)", example: "doc-1" },
+  verdict: {
+    collection: C.verdicts,
+    key: "`verdictStorageKey(key)`: JSON of the VerdictKey's six fields in contract order (turnKey, toolCallId, toolName, toolFingerprint, guardrail, argsDigest)",
+    example: '["<turnKey>","call-1","rename_document","<toolFingerprint>","schema","<argsDigest>"]',
+  },
+  approval: { collection: C.approvals, key: "the approval id", example: "<approvalId>" },
+  audit: { collection: C.audit, key: "`sequenceKey(seq)`: the event's seq zero-padded to 16 digits", example: "0000000000000042" },
+  cursor: { collection: C.cursors, key: "the sink name, as given (any string)", example: "siem" },
+  turn: { collection: C.turns, key: "the turn key", example: "<turnKey>" },
+  turnRequest: { collection: C.turnRequests, key: "the request key (`TurnStart.requestKey`)", example: "<requestKey>" },
+  liveTurn: { collection: C.liveTurns, key: "the turn key of a `running` or `awaiting_approval` turn", example: "<turnKey>" },
+  effect: { collection: C.effects, key: "the effect key", example: "<effectKey>" },
+  effectGroup: { collection: C.effectGroups, key: "`effectGroupKey(turnKey, toolName)`: JSON of `[turnKey, toolName]`", example: '["<turnKey>","send_mail"]' },
+  counter: { collection: C.counters, key: "the counter's name: `audit`, `claim`, `approval` or `effect`", example: "audit" },
+} as const satisfies Record<KeyValueRecordName, KeyValueRecordKey>;
