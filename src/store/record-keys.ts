@@ -33,7 +33,12 @@ export type KeyValueRecordName =
   | "liveTurn"
   | "effect"
   | "effectGroup"
-  | "counter";
+  | "counter"
+  | "unresolvedClaim"
+  | "unresolvedEffect"
+  | "pendingApproval"
+  | "decidedApproval"
+  | "layout";
 
 /**
  * Every kind of record the base keeps: its collection and its key. Every collection of
@@ -59,5 +64,14 @@ export const KEY_VALUE_RECORD_KEYS = {
   liveTurn: { collection: C.liveTurns, key: "the turn key of a `running` or `awaiting_approval` turn", example: "<turnKey>" },
   effect: { collection: C.effects, key: "the effect key", example: "<effectKey>" },
   effectGroup: { collection: C.effectGroups, key: "`effectGroupKey(turnKey, toolName)`: JSON of `[turnKey, toolName]`", example: '["<turnKey>","send_mail"]' },
-  counter: { collection: C.counters, key: "the counter's name: `audit`, `claim`, `approval` or `effect`", example: "audit" },
+  counter: {
+    collection: C.counters,
+    key: "the counter's name: `audit` or `approval` (a store written before layout 2 also holds `claim` and `effect`, read by nothing)",
+    example: "audit",
+  },
+  unresolvedClaim: { collection: C.unresolvedClaims, key: "the turn key of a `pending` or `unknown` claim", example: "<turnKey>" },
+  unresolvedEffect: { collection: C.unresolvedEffects, key: "the effect key of a `pending` or `unknown` side effect", example: "<effectKey>" },
+  pendingApproval: { collection: C.pendingApprovals, key: "the approval id of a `pending` request", example: "<approvalId>" },
+  decidedApproval: { collection: C.decidedApprovals, key: "the approval id of an `approved` or `edited` request not applied", example: "<approvalId>" },
+  layout: { collection: C.meta, key: "`layout`: the layout version the records are kept in (`KEY_VALUE_LAYOUT`)", example: "layout" },
 } as const satisfies Record<KeyValueRecordName, KeyValueRecordKey>;
