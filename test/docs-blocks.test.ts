@@ -1,0 +1,108 @@
+/**
+ * Every TypeScript block in the README and docs (docs/api is generated: not checked) type-checks as
+ * its own module against the package (through tsconfig `paths`, to the sources, like every other
+ * test), or is marked as an excerpt of a named example and appears in it, line by line, in order.
+ */
+import { readdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { compileBlocks, extractBlocks, missingExcerptLines, type DocsBlock } from "./support/docs-blocks.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const files = [
+  "README.md",
+  ...readdirSync(new URL("../docs", import.meta.url))
+    .filter((name) => name.endsWith(".md"))
+    .sort()
+    .map((name) => `docs/${name}`),
+];
+const blocks = files.flatMap((file) => extractBlocks(root, file));
+const compiled = compileBlocks(root, blocks);
+
+/** The only blocks that are shown but not checked; each needs its reason in the marker. */
+const NOT_CHECKED: readonly string[] = [];
+
+/**
+ * Blocks that do not compile yet (issue 41, item 2, still open), by file and first code line, so
+ * the list does not move when lines are added above them. A listed block that compiles fails the
+ * test: take it off the list. Nothing may be added.
+ */
+const PENDING: ReadonlySet<string> = new Set([
+  "README.md const turns = createTurnService({ agent, store, moderate }); // agent: a checkpointer, guardrails without `input`",
+  "README.md createAgent({",
+  "README.md const noBulkDeletes: Guardrail = {",
+  "README.md await validateGuardrailStore({",
+  "README.md createDocumentGuardrails({ ...options, telemetry: openTelemetry() });",
+  "README.md const renameDocument = tool(async ({ title, expectedRevision }) => {",
+  "docs/deploying.md const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });",
+  "docs/deploying.md const client = new Client({ apiUrl });",
+  "docs/deploying.md const client = new Client({ apiUrl, defaultHeaders: { authorization: `Bearer ${token}` } });",
+  "docs/deploying.md const state = await client.threads.getState(threadId);",
+  "docs/guardrails.md { type: \"arkah.approval\", approvalId, guardrails, toolCallId, tool, args, argsDigest, reason }",
+  "docs/guardrails.md const resume = Object.fromEntries(",
+  "docs/guardrails.md {",
+  "docs/guardrails.md createDocumentGuardrails({",
+  "docs/guardrails.md tools: {",
+  "docs/guardrails.md {",
+  "docs/mcp.md const client = new MultiServerMCPClient({",
+  "docs/migrating-from-0.1.md await assertAdmitted(store, input);",
+  "docs/migrating-from-0.1.md const receipt = await admitTurn({ store, input: turn, moderate });",
+  "docs/migrating-from-0.1.md const moderate: Moderate = async ({ scopeId, turnId, policyVersion, segments, moderationDigest, signal }) =>",
+  "docs/migrating-from-0.1.md if ((await store.getReceipt(turnKey)) === null) { ... }",
+  "docs/migrating-from-0.1.md await store.putReceiptIfAbsent(receipt);                      // AdmissionReceipt",
+  "docs/migrating-from-0.1.md try { await store.settleMutation(/* ... */); } catch { /* lost the claim */ }",
+  "docs/migrating-from-0.1.md import { InMemoryGuardrailStore, MutationIdentitySchema, type MutationIdentity } from \"arkah-agent-guardrails\";",
+  "docs/migrating-from-0.1.md tools: { edit_note: { kind: \"mutation\", retry: { maxAttempts: 3 } } }        // a mutation without idempotent: true",
+  "docs/migrating-from-0.1.md await runWithRetryBoundary(fn, { policy, mutation: true });",
+  "docs/migrating-from-0.1.md if (String(error).includes(\"not admitted\")) { ... }",
+  "docs/migrating-from-0.1.md turnKey(turn)           // digest({ kind: \"arkah.turn\", v: 1, scopeId, turnId })",
+  "docs/operations.md const state = await agent.graph.getState(config);",
+  "docs/operations.md await store.prune({ olderThan: new Date(Date.now() - 30 * 86_400_000).toISOString() });",
+  "docs/operations.md const run = new AbortController();",
+  "docs/production-postgres.md const store = await PostgresGuardrailStore.open({ pool: ownerPool }, { schema: \"arkah_guardrails\" });",
+  "docs/production-postgres.md const pool = new pg.Pool({",
+  "docs/storage-adapters.md class MyStore extends KeyValueGuardrailStore {",
+  "docs/storage-adapters.md export const openStore = (options: { url: string }) => MyGuardrailStore.open(options);",
+  "docs/storage-adapters.md await validateGuardrailStore({",
+  "docs/telemetry.md createDocumentGuardrails({ ...options, telemetry: openTelemetry() });",
+  "docs/telemetry.md const telemetry = openTelemetry();",
+]);
+
+/** A block's key in PENDING: its file and its first code line that is not blank, a comment or an import. */
+function pendingKey(block: DocsBlock): string {
+  const line = block.code.split("\n").find((text) => !/^\s*(?:$|\/\/|\/\*|\*|import )/.test(text));
+  return `${block.file} ${(line ?? block.code.split("\n").find((text) => text.trim() !== "") ?? "").trim()}`;
+}
+
+describe("TypeScript blocks in the README and docs", () => {
+  it("finds the blocks", () => {
+    expect(blocks.length).toBeGreaterThan(50);
+  });
+
+  it("lists in PENDING only blocks that exist", () => {
+    const keys = new Set(blocks.map(pendingKey));
+    expect([...PENDING].filter((key) => !keys.has(key))).toEqual([]);
+  });
+
+  it("marks only the listed blocks not-checked", () => {
+    expect(blocks.filter((block) => block.mark.kind === "not-checked").map((block) => `${block.file}:${String(block.line)}`)).toEqual(NOT_CHECKED);
+  });
+
+  for (const file of files) {
+    const own = blocks.filter((block) => block.file === file);
+    if (own.length === 0) continue;
+    it(`${file}: every block type-checks or is a faithful excerpt`, () => {
+      const problems = own.flatMap((block: DocsBlock) => {
+        if (block.mark.kind === "compile") {
+          const errors = compiled.get(`${block.file}:${String(block.line)}`) ?? [];
+          if (!PENDING.has(pendingKey(block))) return errors;
+          return errors.length > 0 ? [] : [`${block.file}:${String(block.line)}: compiles now: take "${pendingKey(block)}" off PENDING`];
+        }
+        if (block.mark.kind === "excerpt") return missingExcerptLines(root, { ...block, mark: block.mark });
+        return [];
+      });
+      // The message lists file:line and tsc's words, one problem per line.
+      expect(problems, `\n${problems.join("\n")}\n`).toEqual([]);
+    });
+  }
+});
