@@ -3,7 +3,8 @@
  * its own module against the package (through tsconfig `paths`, to the sources, like every other
  * test), or is marked as an excerpt of a named example and appears in it, line by line, in order.
  */
-import { readdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { compileBlocks, extractBlocks, missingExcerptLines, type DocsBlock } from "./support/docs-blocks.js";
@@ -20,28 +21,15 @@ const blocks = files.flatMap((file) => extractBlocks(root, file));
 const compiled = compileBlocks(root, blocks);
 
 /**
- * The only blocks that are shown but not checked (by file and first code line, as PENDING below);
- * each gives its reason in its marker.
+ * The only blocks that are shown but not checked, by file and first code line (not blank, a
+ * comment or an import), so the list does not move when lines are added above them; each gives
+ * its reason in its marker.
  */
 const NOT_CHECKED: readonly string[] = [
   'docs/migrating-from-0.1.md import { InMemoryGuardrailStore, MutationIdentitySchema, type MutationIdentity } from "arkah-agent-guardrails";',
 ];
 
-/**
- * Blocks that do not compile yet (issue 41, item 2, still open), by file and first code line, so
- * the list does not move when lines are added above them. A listed block that compiles fails the
- * test: take it off the list. Nothing may be added.
- */
-const PENDING: ReadonlySet<string> = new Set([
-  "README.md const turns = createTurnService({ agent, store, moderate }); // agent: a checkpointer, guardrails without `input`",
-  "README.md createAgent({",
-  "README.md const noBulkDeletes: Guardrail = {",
-  "README.md await validateGuardrailStore({",
-  "README.md createDocumentGuardrails({ ...options, telemetry: openTelemetry() });",
-  "README.md const renameDocument = tool(async ({ title, expectedRevision }) => {",
-]);
-
-/** A block's key in NOT_CHECKED and PENDING: its file and its first code line that is not blank, a comment or an import. */
+/** A block's key in NOT_CHECKED: its file and its first code line that is not blank, a comment or an import. */
 function blockKey(block: DocsBlock): string {
   const line = block.code.split("\n").find((text) => !/^\s*(?:$|\/\/|\/\*|\*|import )/.test(text));
   return `${block.file} ${(line ?? block.code.split("\n").find((text) => text.trim() !== "") ?? "").trim()}`;
@@ -50,11 +38,6 @@ function blockKey(block: DocsBlock): string {
 describe("TypeScript blocks in the README and docs", () => {
   it("finds the blocks", () => {
     expect(blocks.length).toBeGreaterThan(50);
-  });
-
-  it("lists in PENDING only blocks that exist", () => {
-    const keys = new Set(blocks.map(blockKey));
-    expect([...PENDING].filter((key) => !keys.has(key))).toEqual([]);
   });
 
   it("marks only the listed blocks not-checked", () => {
@@ -66,11 +49,7 @@ describe("TypeScript blocks in the README and docs", () => {
     if (own.length === 0) continue;
     it(`${file}: every block type-checks or is a faithful excerpt`, () => {
       const problems = own.flatMap((block: DocsBlock) => {
-        if (block.mark.kind === "compile") {
-          const errors = compiled.get(`${block.file}:${String(block.line)}`) ?? [];
-          if (!PENDING.has(blockKey(block))) return errors;
-          return errors.length > 0 ? [] : [`${block.file}:${String(block.line)}: compiles now: take "${blockKey(block)}" off PENDING`];
-        }
+        if (block.mark.kind === "compile") return compiled.get(`${block.file}:${String(block.line)}`) ?? [];
         if (block.mark.kind === "excerpt") return missingExcerptLines(root, { ...block, mark: block.mark });
         return [];
       });
@@ -78,4 +57,43 @@ describe("TypeScript blocks in the README and docs", () => {
       expect(problems, `\n${problems.join("\n")}\n`).toEqual([]);
     });
   }
+});
+
+/** The checker itself: a block that does not compile, or an excerpt that rotted, is reported at its line. */
+describe("the docs block checker", () => {
+  function withDocs(files: Record<string, string>, run: (dir: string) => void): void {
+    // Inside the repository, so `arkah-agent-guardrails` and node_modules resolve as for the real docs.
+    const dir = mkdtempSync(join(root, "test", ".docs-blocks-"));
+    try {
+      for (const [name, text] of Object.entries(files)) {
+        mkdirSync(join(dir, name, ".."), { recursive: true });
+        writeFileSync(join(dir, name), text);
+      }
+      run(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it("reports a block that does not type-check with the markdown line and tsc's message", () => {
+    const doc = ["# Doc", "", "```ts", 'import { turnKey } from "arkah-agent-guardrails";', "", "turnKey(42);", "```", ""].join("\n");
+    withDocs({ "doc.md": doc }, (dir) => {
+      const found = extractBlocks(dir, "doc.md");
+      expect(found.map((block) => block.mark.kind)).toEqual(["compile"]);
+      const errors = compileBlocks(dir, found, join(root, "tsconfig.json")).get("doc.md:3") ?? [];
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatch(/^doc\.md:6: TS2345 Argument of type 'number'/);
+    });
+  });
+
+  it("reports an excerpt line its example does not have, in order", () => {
+    const example = ["const a = 1;", "const b = 2;", ""].join("\n");
+    const doc = ["<!-- excerpt: example.ts -->", "```ts", "const b = 2;", "", "const a = 1;", "```", ""].join("\n");
+    withDocs({ "example.ts": example, "doc.md": doc }, (dir) => {
+      const [block] = extractBlocks(dir, "doc.md");
+      expect(block?.mark).toEqual({ kind: "excerpt", of: "example.ts" });
+      if (block?.mark.kind !== "excerpt") return;
+      expect(missingExcerptLines(dir, { ...block, mark: block.mark })).toEqual(["doc.md:5: not in example.ts (in order): const a = 1;"]);
+    });
+  });
 });

@@ -6,7 +6,7 @@
  * cannot rot), and a block marked `<!-- not-checked: reason -->` is only listed.
  */
 import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import ts from "typescript";
 
 /** One fenced TypeScript block of a markdown file. */
@@ -70,14 +70,13 @@ function virtualPath(root: string, block: DocsBlock): string {
 /**
  * Type-checks every compile block as its own module in ONE program with the repository's tsconfig
  * options (`arkah-agent-guardrails[/sub]` resolves through its `paths`, to the sources, as in every
- * other test). Returns tsc's messages per block, keyed `file:line`, as `file:line: message` lines
+ * other test; `configFile` is the repository's tsconfig.json unless given). Returns tsc's messages per block, keyed `file:line`, as `file:line: message` lines
  * pointing into the markdown file.
  */
-export function compileBlocks(root: string, blocks: readonly DocsBlock[]): Map<string, string[]> {
-  const configFile = join(root, "tsconfig.json");
+export function compileBlocks(root: string, blocks: readonly DocsBlock[], configFile = join(root, "tsconfig.json")): Map<string, string[]> {
   const read = ts.readConfigFile(configFile, ts.sys.readFile);
   if (read.error) throw new Error(ts.flattenDiagnosticMessageText(read.error.messageText, "\n"));
-  const parsed = ts.parseJsonConfigFileContent(read.config, ts.sys, root, undefined, configFile);
+  const parsed = ts.parseJsonConfigFileContent(read.config, ts.sys, dirname(configFile), undefined, configFile);
   const options: ts.CompilerOptions = { ...parsed.options, noEmit: true, declaration: false };
 
   const virtual = new Map<string, DocsBlock>();
