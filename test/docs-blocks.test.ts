@@ -40,6 +40,13 @@ describe("TypeScript blocks in the README and docs", () => {
     expect(blocks.length).toBeGreaterThan(50);
   });
 
+  // Each is compared with its example file, verbatim, and run: by test/docs.test.ts, and mutation-key
+  // by test/examples/mutation-key.test.ts. A new embed needs such a test before it joins this list.
+  it("embeds verbatim only the examples a test compares and runs", () => {
+    const embedded = blocks.flatMap((block) => (block.mark.kind === "embedded" ? [block.mark.name] : []));
+    expect(embedded.sort()).toEqual(["approval-resume", "custom-graph", "mutation-key", "quickstart", "server-admission", "side-effects"]);
+  });
+
   it("marks only the listed blocks not-checked", () => {
     expect(blocks.filter((block) => block.mark.kind === "not-checked").map(blockKey)).toEqual(NOT_CHECKED);
   });

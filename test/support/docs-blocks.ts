@@ -1,9 +1,10 @@
 /**
- * Extracts the TypeScript blocks of the README and docs and checks them: a plain block is
- * type-checked as its own module (one program for all of them, so the check stays fast), a block
+ * Extracts the TypeScript blocks of the README and docs and checks them. A plain block is
+ * type-checked as its own module (one program for all of them, so the check stays fast). A block
  * embedded verbatim between `<!-- name:start -->` and `<!-- name:end -->` is an example file that
- * test/docs.test.ts compares and runs, a block marked `<!-- excerpt: examples/x.ts -->` must appear line by line, in order, in that file (so it
- * cannot rot), and a block marked `<!-- not-checked: reason -->` is only listed.
+ * test/docs.test.ts (or the example's own test) compares and runs. A block marked
+ * `<!-- excerpt: examples/x.ts -->` must appear line by line, in order, in that file (so it cannot
+ * rot). A block marked `<!-- not-checked: reason -->` is only listed.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -21,12 +22,13 @@ export interface DocsBlock {
   readonly mark:
     | { readonly kind: "compile" }
     | { readonly kind: "embedded"; readonly name: string }
-    | { readonly kind: "excerpt"; readonly of: string } | { readonly kind: "not-checked"; readonly reason: string };
+    | { readonly kind: "excerpt"; readonly of: string }
+    | { readonly kind: "not-checked"; readonly reason: string };
 }
 
 const FENCE = /^```(?:ts|typescript)\s*$/;
 const EXCERPT = /^<!--\s*excerpt:\s*(\S+)\s*-->\s*$/;
-/** `<!-- quickstart:start -->`: an example file embedded verbatim, which test/docs.test.ts compares and runs. */
+/** `<!-- quickstart:start -->`: an example file embedded verbatim, which another test compares and runs. */
 const EMBEDDED = /^<!--\s*([a-z-]+):start\s*-->\s*$/;
 const NOT_CHECKED = /^<!--\s*not-checked:\s*(.+?)\s*-->\s*$/;
 
