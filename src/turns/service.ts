@@ -631,7 +631,11 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (resume === undefined) return finish(record, token, { status: "awaiting_approval", approvals: pending.map((each) => each.approval) });
       return resumeWith(record, token, resume, scope);
     }
-    if (snapshot.next.length > 0) return run(record, token, null, scope);
+    // Tasks left means the graph did not reach its end, even when `next` is empty: LangGraph writes a
+    // step's checkpoint while the next step runs, so a worker that died may leave the last step's
+    // task writes saved (its values show them) and the checkpoint after it unsaved. Resuming applies
+    // those writes and goes on; only a graph with no task left finished.
+    if (snapshot.next.length > 0 || snapshot.tasks.length > 0) return run(record, token, null, scope);
     const checkpointed = messagesOf(snapshot.values);
     if (checkpointed.length === 0) return first(record, token, messages, scope);
     return finish(record, token, await withMutation(record, completedOutcome(checkpointed, includeToolResults)));
