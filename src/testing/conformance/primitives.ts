@@ -126,7 +126,7 @@ export function primitivesSuite(test: StoreTest): void {
       for (const key of ["a", "a\u0000", "ab", "\ud83d", "aa\uffff", "\ud83d\ude00"]) {
         expect(show(keysOf(yield* scan(tx, A, { after: key }))), `${when}: scan({ after: ${show([key])} })`).toBe(show(after(key)));
       }
-      expect(show(keysOf(yield* scan(tx, A, { after: "a", limit: 2 })))).toBe(show(after("a").slice(0, 2)));
+      expect(show(keysOf(yield* scan(tx, A, { after: "a", limit: 2 }))), `${when}: scan({ after: "a", limit: 2 }): the first two keys after "a"`).toBe(show(after("a").slice(0, 2)));
       expect(keysOf(yield* scan(tx, A, { after: "\ud83d\ude00x" })), `${when}: after the last key, nothing`).toEqual([]);
     };
     await runStep(store, function* (tx) {
@@ -190,7 +190,7 @@ export function primitivesSuite(test: StoreTest): void {
       for (const [key, value] of VALUES) expect(yield* get(tx, A, key), `get of ${key} in a later step`).toEqual(value);
       expect(yield* get(tx, A, LONG_KEY), "a long key with a NUL").toBe("long key");
       expect(yield* get(tx, A, `${LONG_KEY} `), "a key one character longer is another key").toBeUndefined();
-      expect(yield* get(tx, A, "overwritten")).toBe(2);
+      expect(yield* get(tx, A, "overwritten"), "the step's last put, committed").toBe(2);
       expect(yield* get(tx, B, "overwritten"), "the same key in another collection is another entry").toBeUndefined();
     });
   });
