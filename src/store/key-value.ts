@@ -467,20 +467,32 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return page as Entries;
   }
 
+  /**
+   * Walks a collection's records after `after`, in key order, checked, read in pages, until `visit`
+   * answers true (enough).
+   */
+  *#walk<T>(tx: StepTransaction, kind: RecordKind<T>, after: string | undefined, visit: (key: string, record: T) => boolean): Step<void> {
+    let from = after;
+    for (;;) {
+      const page = yield* this.#scan(tx, kind.collection, from);
+      for (const [key, value] of page) {
+        const record = this.#check(kind, key, value);
+        if (record !== undefined && visit(key, record)) return;
+      }
+      const last = page.at(-1);
+      if (page.length < SCAN_PAGE || last === undefined) return;
+      from = last[0];
+    }
+  }
+
   /** Every record of a collection, in key order, checked; read in pages. */
   *#all<T>(tx: StepTransaction, kind: RecordKind<T>): Step<(readonly [string, T])[]> {
     const records: (readonly [string, T])[] = [];
-    let after: string | undefined;
-    for (;;) {
-      const page = yield* this.#scan(tx, kind.collection, after);
-      for (const [key, value] of page) {
-        const record = this.#check(kind, key, value);
-        if (record !== undefined) records.push([key, record]);
-      }
-      const last = page.at(-1);
-      if (page.length < SCAN_PAGE || last === undefined) return records;
-      after = last[0];
-    }
+    yield* this.#walk(tx, kind, undefined, (key, record) => {
+      records.push([key, record]);
+      return false;
+    });
+    return records;
   }
 
   /** The counter's next number after `current` (its stored value, as read), written in the same step. */
@@ -832,22 +844,14 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
     const from = since === undefined ? undefined : instantMs(since);
     const matched: StoredAuditEvent[] = [];
-    let after = sequenceKey(afterSeq);
-    for (;;) {
-      const page = yield* this.#scan(tx, C.audit, after);
-      for (const [key, value] of page) {
-        const event = this.#check(K.audit, key, value);
-        if (event === undefined) continue;
-        if (from !== undefined && instantMs(event.at) < from) continue;
-        if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;
-        if (approvalId !== undefined && event.approvalId !== approvalId) continue;
-        matched.push(structuredClone(event));
-        if (matched.length >= limit) return matched;
-      }
-      const last = page.at(-1);
-      if (page.length < SCAN_PAGE || last === undefined) return matched;
-      after = last[0];
-    }
+    yield* this.#walk(tx, K.audit, sequenceKey(afterSeq), (_key, event) => {
+      if (from !== undefined && instantMs(event.at) < from) return false;
+      if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) return false;
+      if (approvalId !== undefined && event.approvalId !== approvalId) return false;
+      matched.push(structuredClone(event));
+      return matched.length >= limit;
+    });
+    return matched;
   }
 
   async getAuditCursor(sink: string): Promise<number> {
@@ -1088,19 +1092,12 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   /** The finished turns `prune` with the query's cut-off would remove, in key order, from the turns collection. */
   *#listFinishedTurns(tx: StepTransaction, query: ParsedListTurns, now: string): Step<TurnRecord[]> {
     const listed: TurnRecord[] = [];
-    let after = query.after;
-    for (;;) {
-      const page = yield* this.#scan(tx, C.turns, after);
-      for (const [key, value] of page) {
-        const record = this.#check(K.turn, key, value);
-        if (record === undefined || !listedTurn(record, query, now)) continue;
-        listed.push(structuredClone(record));
-        if (listed.length === query.limit) return listed;
-      }
-      const last = page.at(-1);
-      if (page.length < SCAN_PAGE || last === undefined) return listed;
-      after = last[0];
-    }
+    yield* this.#walk(tx, K.turn, query.after, (_key, record) => {
+      if (!listedTurn(record, query, now)) return false;
+      listed.push(structuredClone(record));
+      return listed.length === query.limit;
+    });
+    return listed;
   }
 
   // -- side effects ---------------------------------------------------------------------------
