@@ -2,12 +2,14 @@
  * Every TypeScript block in the README and docs (docs/api is generated: not checked) type-checks as
  * its own module against the package (through tsconfig `paths`, to the sources, like every other
  * test), or is marked as an excerpt of a named example and appears in it, line by line, in order.
+ * A block that declares nothing is a whole program: it also runs, and prints what its comments say.
  */
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
-import { compileBlocks, extractBlocks, missingExcerptLines, type DocsBlock } from "./support/docs-blocks.js";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { formatWithOptions } from "node:util";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { compileBlocks, expectedOutput, extractBlocks, missingExcerptLines, runsAsWritten, type DocsBlock } from "./support/docs-blocks.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const files = [
@@ -66,6 +68,45 @@ describe("TypeScript blocks in the README and docs", () => {
   }
 });
 
+/** Where runnable blocks are written to run: inside the repository, so imports resolve as for the tests. */
+const runDir = join(root, "test", `.docs-run-${String(process.pid)}`);
+afterAll(() => {
+  rmSync(runDir, { recursive: true, force: true });
+});
+
+/** Runs one block as its own module and returns what it printed with `console.log`, a line per call. */
+async function runBlock(block: DocsBlock): Promise<string[]> {
+  mkdirSync(runDir, { recursive: true });
+  const path = join(runDir, `${block.file.replace(/[/.]/g, "_")}_L${String(block.line)}.ts`);
+  writeFileSync(path, `${block.code}export {};\n`);
+  const printed: string[] = [];
+  const log = vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => {
+    printed.push(formatWithOptions({ colors: false }, ...args));
+  });
+  try {
+    await import(pathToFileURL(path).href);
+  } finally {
+    log.mockRestore();
+  }
+  return printed;
+}
+
+describe("TypeScript blocks that run as written", () => {
+  const runnable = blocks.filter(runsAsWritten);
+
+  it("finds them, and marks not-run only blocks that would otherwise run", () => {
+    expect(runnable.length).toBeGreaterThan(5);
+    const notRun = blocks.filter((block) => block.mark.kind === "not-run");
+    expect(notRun.filter((block) => /^\s*declare\s/m.test(block.code)).map(blockKey)).toEqual([]);
+  });
+
+  for (const block of runnable) {
+    it(`${block.file}:${String(block.line)} runs and prints what its comments say`, async () => {
+      expect(await runBlock(block)).toEqual(expectedOutput(block));
+    });
+  }
+});
+
 /** The checker itself: a block that does not compile, or an excerpt that rotted, is reported at its line. */
 describe("the docs block checker", () => {
   function withDocs(files: Record<string, string>, run: (dir: string) => void): void {
@@ -91,6 +132,31 @@ describe("the docs block checker", () => {
       expect(errors).toHaveLength(1);
       expect(errors[0]).toMatch(/^doc\.md:6: TS2345 Argument of type 'number'/);
     });
+  });
+
+  it("runs a block that declares nothing, and catches one that prints other than it says", async () => {
+    const doc = [
+      "```ts",
+      'import { canonicalJson } from "arkah-agent-guardrails";',
+      "",
+      'console.log(canonicalJson({ b: 1, a: 2 })); // {"b":1,"a":2}',
+      "```",
+      "",
+      "```ts",
+      "declare const x: number;",
+      "console.log(x);",
+      "```",
+      "",
+    ].join("\n");
+    let found: DocsBlock[] = [];
+    withDocs({ "doc.md": doc }, (dir) => {
+      found = extractBlocks(dir, "doc.md");
+    });
+    expect(found.map(runsAsWritten)).toEqual([true, false]);
+    const [block] = found;
+    if (block === undefined) return;
+    expect(expectedOutput(block)).toEqual(['{"b":1,"a":2}']);
+    expect(await runBlock({ ...block, file: "checker.md" })).toEqual(['{"a":2,"b":1}']);
   });
 
   it("reports an excerpt line its example does not have, in order", () => {

@@ -1,10 +1,10 @@
 /**
- * The README's and docs' examples run as written (the quickstart is examples/quickstart.ts,
- * verbatim; the approval resume is examples/approval-resume.ts), and their links work from the
- * packed tarball.
+ * The README's and docs' examples run as written (the quickstart in docs/getting-started.md is
+ * examples/quickstart.ts, verbatim; the approval resume is examples/approval-resume.ts), and their
+ * links work from the packed tarball.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, posix } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,14 +19,17 @@ const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
 /** Files the prepack script generates into the tarball: TypeDoc's index of the API reference. */
 const GENERATED = ["docs/api/README.md"];
 const guide = readFileSync(new URL("../docs/guardrails.md", import.meta.url), "utf8");
+const gettingStarted = readFileSync(new URL("../docs/getting-started.md", import.meta.url), "utf8");
+const composing = readFileSync(new URL("../docs/composing.md", import.meta.url), "utf8");
+const toolsGuide = readFileSync(new URL("../docs/tools.md", import.meta.url), "utf8");
 
-describe("README", () => {
+describe("docs/getting-started.md and the README's quick start", () => {
   afterEach(() => {
     vi.restoreAllMocks();
   });
 
   it("embeds examples/quickstart.ts verbatim", () => {
-    const block = /<!-- quickstart:start -->\n```ts\n([\s\S]*?)```\n<!-- quickstart:end -->/.exec(readme)?.[1];
+    const block = /<!-- quickstart:start -->\n```ts\n([\s\S]*?)```\n<!-- quickstart:end -->/.exec(gettingStarted)?.[1];
     expect(block).toBe(readFileSync(new URL("../examples/quickstart.ts", import.meta.url), "utf8"));
   });
 
@@ -39,6 +42,14 @@ describe("README", () => {
     expect(lines).toEqual([["Done: the note now says “Buy oat milk”."], [{ body: "Buy oat milk", revision: 4 }]]);
   });
 
+  // Issue 41: a team reads the README in ten minutes; everything else lives in docs/, reached from its map.
+  it("is at most 250 lines and its map links every document in docs/", () => {
+    expect(readme.split("\n").length).toBeLessThanOrEqual(250);
+    const documents = readdirSync(new URL("../docs", import.meta.url)).filter((name) => name.endsWith(".md"));
+    expect(documents.length).toBeGreaterThan(10);
+    expect(documents.filter((name) => !readme.includes(`](docs/${name}`))).toEqual([]);
+  });
+
   it("shows the demo's exact trace", () => {
     const demo = readFileSync(new URL("../examples/document-agent.ts", import.meta.url), "utf8");
     const expected = /const expected = \[([\s\S]*?)\];/.exec(demo)?.[1];
@@ -49,13 +60,13 @@ describe("README", () => {
   });
 });
 
-describe("README: your own graph (guardTools)", () => {
+describe("docs/composing.md: your own graph (guardTools)", () => {
   afterEach(() => {
     vi.restoreAllMocks();
   });
 
   it("embeds examples/custom-graph.ts verbatim", () => {
-    const block = /<!-- custom-graph:start -->\n```ts\n([\s\S]*?)```\n<!-- custom-graph:end -->/.exec(readme)?.[1];
+    const block = /<!-- custom-graph:start -->\n```ts\n([\s\S]*?)```\n<!-- custom-graph:end -->/.exec(composing)?.[1];
     expect(block).toBe(readFileSync(new URL("../examples/custom-graph.ts", import.meta.url), "utf8"));
   });
 
@@ -69,13 +80,13 @@ describe("README: your own graph (guardTools)", () => {
   });
 });
 
-describe("README: a side-effect tool", () => {
+describe("docs/tools.md: a side-effect tool", () => {
   afterEach(() => {
     vi.restoreAllMocks();
   });
 
   it("embeds examples/side-effects.ts verbatim", () => {
-    const block = /<!-- side-effects:start -->\n```ts\n([\s\S]*?)```\n<!-- side-effects:end -->/.exec(readme)?.[1];
+    const block = /<!-- side-effects:start -->\n```ts\n([\s\S]*?)```\n<!-- side-effects:end -->/.exec(toolsGuide)?.[1];
     expect(block).toBe(readFileSync(new URL("../examples/side-effects.ts", import.meta.url), "utf8"));
   });
 

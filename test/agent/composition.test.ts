@@ -11,7 +11,7 @@
  *   `modelRetryMiddleware` (wrapModelCall, inside the guardrails): guardrails first, the others in
  *   the order LangChain's own agent stacks use (summarization early, human in the loop last), and
  *   again with the node-hook middleware before the guardrails. `modelRetryMiddleware` outside the
- *   guardrails is shown not to be supported. docs/guardrails.md has the table.
+ *   guardrails is shown not to be supported. docs/composing.md has the table.
  *
  * Side effects are counted by the document service (`writes`, `reads`) and the search tool.
  */

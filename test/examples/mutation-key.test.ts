@@ -1,4 +1,4 @@
-/** The README's "How a tool gets its mutationKey" runs as written: it is examples/mutation-key.ts, verbatim. */
+/** docs/tools.md's "How a tool gets its mutationKey" runs as written: it is examples/mutation-key.ts, verbatim. */
 import { readFileSync } from "node:fs";
 import { HumanMessage } from "@langchain/core/messages";
 import { createAgent, tool, type ToolRuntime } from "langchain";
@@ -8,15 +8,15 @@ import { createDocumentGuardrails, InMemoryGuardrailStore, mutationKey, turnKey 
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import { admit, turnInput, userText } from "../support/fixtures.js";
 
-const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+const guide = readFileSync(new URL("../../docs/tools.md", import.meta.url), "utf8");
 
 describe("How a tool gets its mutationKey", () => {
   afterEach(() => {
     vi.restoreAllMocks();
   });
 
-  it("the README embeds examples/mutation-key.ts verbatim", () => {
-    const block = /<!-- mutation-key:start -->\n```ts\n([\s\S]*?)```\n<!-- mutation-key:end -->/.exec(readme)?.[1];
+  it("docs/tools.md embeds examples/mutation-key.ts verbatim", () => {
+    const block = /<!-- mutation-key:start -->\n```ts\n([\s\S]*?)```\n<!-- mutation-key:end -->/.exec(guide)?.[1];
     expect(block).toBe(readFileSync(new URL("../../examples/mutation-key.ts", import.meta.url), "utf8"));
   });
 
@@ -30,7 +30,7 @@ describe("How a tool gets its mutationKey", () => {
   });
 });
 
-describe("mutationKey in the tool body, beyond the README's example", () => {
+describe("mutationKey in the tool body, beyond the docs' example", () => {
   it("with a middleware built per turn and a schema that transforms and defaults, the key from the body's arguments is the claim's", async () => {
     const input = turnInput({ turnId: "turn-transform" });
     const store = new InMemoryGuardrailStore();

@@ -81,7 +81,7 @@ describe("scope binding", () => {
     edit_note: { kind: "mutation", scope: (args) => (typeof args.noteId === "string" ? args.noteId : undefined) },
   };
 
-  it("a turn scoped to note-7 cannot read or overwrite note-8 (the README quickstart's attack)", async () => {
+  it("a turn scoped to note-7 cannot read or overwrite note-8 (the quickstart's attack, docs/getting-started.md)", async () => {
     const service = new NotesService();
     const { run, store } = secureAgent({
       service,

@@ -5,6 +5,12 @@
  * test/docs.test.ts (or the example's own test) compares and runs. A block marked
  * `<!-- excerpt: examples/x.ts -->` must appear line by line, in order, in that file (so it cannot
  * rot). A block marked `<!-- not-checked: reason -->` is only listed.
+ *
+ * A plain block that declares nothing (no `declare`, so every name in it has a value) is a whole
+ * program, and it also RUNS: test/docs-blocks.test.ts imports it, and each `console.log(...)` line
+ * that ends in a `// comment` must print that comment. A self-contained block that cannot run here
+ * (it opens a file under /var/lib, or needs a database URL) is marked `<!-- not-run: reason -->`:
+ * still type-checked, only not run.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -23,7 +29,8 @@ export interface DocsBlock {
     | { readonly kind: "compile" }
     | { readonly kind: "embedded"; readonly name: string }
     | { readonly kind: "excerpt"; readonly of: string }
-    | { readonly kind: "not-checked"; readonly reason: string };
+    | { readonly kind: "not-checked"; readonly reason: string }
+    | { readonly kind: "not-run"; readonly reason: string };
 }
 
 const FENCE = /^```(?:ts|typescript)\s*$/;
@@ -31,6 +38,7 @@ const EXCERPT = /^<!--\s*excerpt:\s*(\S+)\s*-->\s*$/;
 /** `<!-- quickstart:start -->`: an example file embedded verbatim, which another test compares and runs. */
 const EMBEDDED = /^<!--\s*([a-z-]+):start\s*-->\s*$/;
 const NOT_CHECKED = /^<!--\s*not-checked:\s*(.+?)\s*-->\s*$/;
+const NOT_RUN = /^<!--\s*not-run:\s*(.+?)\s*-->\s*$/;
 
 /** Every ```ts / ```typescript block of `file` (relative to `root`), with the marker right above it. */
 export function extractBlocks(root: string, file: string): DocsBlock[] {
@@ -52,13 +60,16 @@ export function extractBlocks(root: string, file: string): DocsBlock[] {
     const excerpt = EXCERPT.exec(previous);
     const notChecked = NOT_CHECKED.exec(previous);
     const embedded = EMBEDDED.exec(previous);
+    const notRun = NOT_RUN.exec(previous);
     const mark: DocsBlock["mark"] = embedded?.[1] !== undefined
       ? { kind: "embedded", name: embedded[1] }
       : excerpt?.[1] !== undefined
       ? { kind: "excerpt", of: excerpt[1] }
       : notChecked?.[1] !== undefined
         ? { kind: "not-checked", reason: notChecked[1] }
-        : { kind: "compile" };
+        : notRun?.[1] !== undefined
+          ? { kind: "not-run", reason: notRun[1] }
+          : { kind: "compile" };
     blocks.push({ file, line: start + 1, code: body.join("\n") + "\n", mark });
   }
   return blocks;
@@ -84,7 +95,7 @@ export function compileBlocks(root: string, blocks: readonly DocsBlock[], config
   const virtual = new Map<string, DocsBlock>();
   const texts = new Map<string, string>();
   for (const block of blocks) {
-    if (block.mark.kind !== "compile") continue;
+    if (block.mark.kind !== "compile" && block.mark.kind !== "not-run") continue;
     const path = resolve(virtualPath(root, block));
     virtual.set(path, block);
     // `export {}` makes a block without imports a module too, so blocks never share globals.
@@ -137,4 +148,23 @@ export function missingExcerptLines(root: string, block: DocsBlock & { mark: { k
     else at = found + 1;
   });
   return missing;
+}
+
+/**
+ * True when a block is a whole program that runs as written: a plain (compiled) block that
+ * declares nothing, so every name it uses has a value. `not-run` blocks are excluded by their mark.
+ */
+export function runsAsWritten(block: DocsBlock): boolean {
+  return block.mark.kind === "compile" && !/^\s*declare\s/m.test(block.code);
+}
+
+/**
+ * What a runnable block says it prints: for each `console.log(...)` line ending in `// text`, the
+ * text, in order. A block without such comments only has to finish without throwing.
+ */
+export function expectedOutput(block: DocsBlock): string[] {
+  return block.code.split("\n").flatMap((line) => {
+    const printed = /^\s*console\.log\(.*\);\s*\/\/\s*(.+?)\s*$/.exec(line)?.[1];
+    return printed === undefined ? [] : [printed];
+  });
 }

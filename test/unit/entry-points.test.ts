@@ -1,5 +1,5 @@
 /**
- * Every public entry point loads and exports what its README section uses. The imports run inside
+ * Every public entry point loads and exports what its section of the docs uses. The imports run inside
  * the tests, not at the top of the file: a module that throws while loading (a schema built wrong,
  * a constant that fails) then fails a test here, where a top-level import would only stop the file
  * from loading, which vitest reports as "no tests" and Stryker as a surviving mutant.

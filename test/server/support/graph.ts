@@ -18,7 +18,7 @@
  * Agent Inbox and LangGraph Studio read; `hitl` is the same agent unguarded, paused by LangChain's own
  * `humanInTheLoopMiddleware`, so the test can hold the two interrupts side by side. `fresh` is the
  * plain agent with a model that mints new call ids on every proposal, as a real provider does.
- * `custom` is a graph built by hand (README, "Your own graph"): `guardTools`' twins in a `ToolNode`,
+ * `custom` is a graph built by hand (docs/composing.md, "Your own graph"): `guardTools`' twins in a `ToolNode`,
  * and a model node that calls `admittedTurn` before the model.
  */
 import { appendFileSync } from "node:fs";
