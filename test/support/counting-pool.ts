@@ -37,11 +37,14 @@ export interface CountingPool {
   readonly tally: SqlTally;
   /** Zeroes the tally. */
   readonly reset: () => void;
+  /** Runs `fn` once, just before the next statement named `statement` is sent (then sends it): a change another worker makes in between. */
+  readonly before: (statement: string, fn: () => Promise<unknown>) => void;
 }
 
 /** A pool on `url` counting what its connections send into `tally` (see {@link SqlTally}). */
 export function countingPool(url: string): CountingPool {
   const tally: SqlTally = { roundTrips: 0, commits: 0, transactions: 0, statements: [] };
+  const hooks = new Map<string, () => Promise<unknown>>();
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on("error", () => undefined);
   pool.on("connect", (client) => {
@@ -64,7 +67,10 @@ export function countingPool(url: string): CountingPool {
         // Its own implicit transaction (one that fails rolls back; the counted turns fail none).
         tally.commits += 1;
       }
-      return send(...args);
+      const hook = hooks.get(statement);
+      if (hook === undefined) return send(...args);
+      hooks.delete(statement);
+      return hook().then(() => send(...args));
     };
   });
   const reset = () => {
@@ -73,5 +79,5 @@ export function countingPool(url: string): CountingPool {
     tally.transactions = 0;
     tally.statements.length = 0;
   };
-  return { pool, tally, reset };
+  return { pool, tally, reset, before: (statement, fn) => hooks.set(statement, fn) };
 }
