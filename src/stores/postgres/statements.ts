@@ -213,6 +213,12 @@ export function statements(schema: string) {
       `INSERT INTO ${s}.turns (turn_key, state, updated_ms, record, request_key) VALUES ($1, $2, $3::bigint, $4, $5) ON CONFLICT DO NOTHING`,
     ),
     updateTurn: statement("update_turn", `UPDATE ${s}.turns SET state = $2, updated_ms = $3::bigint, record = $4 WHERE turn_key = $1`),
+    // The same write as a compare-and-set on the record as read ($5, its stored text): applied only
+    // if nothing changed the turn since.
+    swapTurn: statement(
+      "swap_turn",
+      `UPDATE ${s}.turns SET state = $2, updated_ms = $3::bigint, record = $4 WHERE turn_key = $1 AND record = $5`,
+    ),
     // $1: the state, $2: the key after which to list ('' from the first), $3: the page. By turns_live.
     listTurns: statement(
       "list_turns",

@@ -1,7 +1,9 @@
 /**
  * The turn service's records in the PostgreSQL store. A new turn is one insert-if-absent
- * statement; anything else is one transaction that locks the turn's row (`FOR UPDATE`), asks
- * `../turns.js` what to answer and write, and writes it, so two workers never both take a turn.
+ * statement; a lease holder's finish or renewal is a read and a compare-and-set on the record read;
+ * anything else (and either of those after a missed compare) is one transaction that locks the
+ * turn's row (`FOR UPDATE`), asks `../turns.js` what to answer and write, and writes it, so two
+ * workers never both take a turn.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -73,6 +75,25 @@ async function locked<A>(
   throw new Error("the turn transition did not settle on an answer after 4 attempts under concurrent changes");
 }
 
+/**
+ * A lease holder's transition (finish, renew) in two statements and one write, instead of `BEGIN`,
+ * the row lock, the write and `COMMIT` (four round trips): the record is read, the transition
+ * decided on it (the same pure decision), and written by a compare-and-set on the record as read.
+ * A change in between (a takeover, a renewal, prune) makes the compare miss: then it is decided
+ * again under the row lock. An answer without a write stands on the record as read.
+ */
+async function swapped<A>(session: Session, turnKey: string, decide: (existing: TurnRecord | undefined) => TurnTransition<A>): Promise<A> {
+  const { rows } = await query(session.pool, session.sql.getTurn, [turnKey]);
+  const row = rows[0];
+  const { answer, write } = decide(fromRow(row, turnKey));
+  if (write === undefined) return answer;
+  if (row !== undefined) {
+    const applied = await query(session.pool, session.sql.swapTurn, [...rowValues(write), row.record]);
+    if (applied.rowCount === 1) return answer;
+  }
+  return locked(session, turnKey, decide);
+}
+
 /** The turn key holding `requestKey`, if a turn does (read in the caller's transaction). */
 async function requestHolder(session: Session, client: Queryable, requestKey: string): Promise<string | undefined> {
   const { rows } = await query(client, session.sql.turnOfRequest, [requestKey]);
@@ -98,7 +119,7 @@ export async function beginTurn(session: Session, input: BeginTurnInput): Promis
 }
 
 export function finishTurn(session: Session, input: FinishTurnInput): Promise<boolean> {
-  return locked(session, input.turnKey, (existing) => finishTransition(existing, input, session.timestamp()));
+  return swapped(session, input.turnKey, (existing) => finishTransition(existing, input, session.timestamp()));
 }
 
 export function resumeTurn(session: Session, input: ResumeTurnInput): Promise<ResumeTurnResult> {
@@ -106,7 +127,7 @@ export function resumeTurn(session: Session, input: ResumeTurnInput): Promise<Re
 }
 
 export function renewTurn(session: Session, input: RenewTurnInput): Promise<boolean> {
-  return locked(session, input.turnKey, (existing) => renewTransition(existing, input, session.timestamp()));
+  return swapped(session, input.turnKey, (existing) => renewTransition(existing, input, session.timestamp()));
 }
 
 /** Rows of the listing read at once: the expiry filter runs on parsed records, so a page may list fewer. */
