@@ -10,10 +10,12 @@ import {
   JsonValueSchema,
   MutationResultSchema,
   type ApprovalStatus,
+  type AuditEvent,
   type TurnRecord,
   type JsonValue,
   type MutationResult,
   type MutationStatus,
+  type RefusalCode,
   type TurnState,
 } from "../contracts.js";
 import { latestUserTextIndex, textContent } from "../decision/transcript.js";
@@ -27,11 +29,16 @@ export interface TurnCallOutcome {
   readonly callId: string;
   /** `error` for a refused or failed call. */
   readonly status: "success" | "error";
-  /** The refusal code (`REFUSAL_CODES`) when the guardrails refused the call. */
+  /**
+   * The refusal code (`REFUSAL_CODES`, or a guardrail's own code) when the guardrails refused the
+   * call, as the turn's audit trail records it: a tool's own error result is never a refusal,
+   * whatever its text says.
+   */
   readonly refusal?: string;
   /**
-   * The approval request a refusal is about: a reviewer's edit that failed its checks (`refusal`
-   * is the failing stage's code, e.g. `invalid_arguments`), or an orphaned approval.
+   * The approval request a refusal is about, as the audit trail records it: a reviewer's edit that
+   * failed its checks (`refusal` is the failing stage's code, e.g. `invalid_arguments`), or an
+   * orphaned approval.
    */
   readonly approvalId?: string;
   /** The tool's result text: only with the service's `includeToolResults`. */
@@ -274,41 +281,105 @@ export function approvalInterrupts(interrupts: readonly { readonly id?: string; 
   return found;
 }
 
-/** A completed run's outcome: the last message's text and every tool call after the user's message. */
-export function completedOutcome(messages: readonly BaseMessage[], includeToolResults: boolean): TurnOutcome {
+/**
+ * A completed run's outcome: the last message's text and every tool call after the user's message.
+ * Which calls the guardrails refused, and the approval request a refusal is about, come from
+ * `trail`, the turn's audit trail (`readAudit({ turnKey })`), never from a message's text: a tool
+ * body may answer its own error `ToolMessage`, shaped as a refusal by whoever wrote its text. An
+ * error result the trail has no refusal for is a plain error (`status: "error"`, no `refusal`).
+ */
+export function completedOutcome(messages: readonly BaseMessage[], includeToolResults: boolean, trail: readonly AuditEvent[]): TurnOutcome {
   const start = Math.max(0, latestUserTextIndex(messages));
-  const calls = messages.slice(start).filter((message) => ToolMessage.isInstance(message)).map((message): TurnCallOutcome => {
-    const status = message.status === "error" ? "error" : "success";
-    const text = textContent(message) ?? "";
-    const refusal = status === "error" ? refusalOf(text) : undefined;
+  const results = messages.slice(start).filter((message) => ToolMessage.isInstance(message));
+  const refusals = refusalsOf(results, trail);
+  const calls = results.map((message, index): TurnCallOutcome => {
+    const refusal = refusals[index];
     return {
       tool: message.name ?? "",
       callId: message.tool_call_id,
-      status,
-      ...(refusal?.code === undefined ? {} : { refusal: refusal.code }),
+      status: message.status === "error" ? "error" : "success",
+      ...(refusal === undefined ? {} : { refusal: refusal.code }),
       ...(refusal?.approvalId === undefined ? {} : { approvalId: refusal.approvalId }),
-      ...(includeToolResults ? { content: text } : {}),
+      ...(includeToolResults ? { content: textContent(message) ?? "" } : {}),
     };
   });
   const last = messages.at(-1);
   return { status: "completed", answer: last === undefined ? "" : (textContent(last) ?? ""), calls };
 }
 
+/** A refusal as the trail records it: its code, and the approval request it is about, if any. */
+interface RecordedRefusal {
+  readonly code: string;
+  readonly approvalId?: string;
+}
+
+/** How one execution of a call ended, as the trail records it: the tool, and the refusal it answered, if any. */
+interface CallEnding {
+  readonly toolName: string | undefined;
+  readonly refusal: RecordedRefusal | undefined;
+}
+
 /**
- * The guardrail's code of a refusal `ToolMessage` (`{"guardrail": code, ...}`), if it is one, and
- * the approval request it names (`approvalId`: a reviewer's refused edit, an orphaned approval).
+ * The refusal each tool result answered, by position. The k-th last result of a call id is the
+ * k-th last execution of that id the trail records: a call id recurs when the model reuses it in a
+ * later step, and a run retried from its checkpoint executes again only the calls whose results
+ * the checkpoint lacks, so any extra executions are older than the ones whose results it holds.
+ * A result counts as refused only when it is an error, of the recorded execution's tool.
  */
-function refusalOf(text: string): { readonly code?: string; readonly approvalId?: string } | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return undefined;
+function refusalsOf(results: readonly ToolMessage[], trail: readonly AuditEvent[]): (RecordedRefusal | undefined)[] {
+  const endings = new Map<string, CallEnding[]>();
+  for (const event of trail) {
+    const ending = callEnding(event);
+    if (ending === undefined) continue;
+    // A call the model gave no id is recorded without one; its refusal answers with an empty id.
+    const id = event.toolCallId ?? "";
+    const known = endings.get(id);
+    if (known === undefined) endings.set(id, [ending]);
+    else known.push(ending);
   }
-  if (typeof parsed !== "object" || parsed === null) return undefined;
-  const { guardrail, approvalId, editedByReviewer } = parsed as { guardrail?: unknown; approvalId?: unknown; editedByReviewer?: unknown };
-  if (typeof guardrail !== "string" || !/^[a-z][a-z0-9_]*$/.test(guardrail)) return undefined;
-  // Only the refusals that are about an approval request name one (a guardrail's details could carry any field).
-  const aboutApproval = editedByReviewer === true || guardrail === "approval_orphaned";
-  return aboutApproval && DigestSchema.safeParse(approvalId).success ? { code: guardrail, approvalId: approvalId as string } : { code: guardrail };
+  const later = new Map<string, number>();
+  const refusals: (RecordedRefusal | undefined)[] = [];
+  for (let index = results.length - 1; index >= 0; index--) {
+    const result = results[index];
+    if (result === undefined) continue;
+    const id = result.tool_call_id;
+    const after = later.get(id) ?? 0;
+    later.set(id, after + 1);
+    const executions = endings.get(id) ?? [];
+    const ending = executions[executions.length - 1 - after];
+    refusals[index] = result.status === "error" && ending !== undefined && ending.toolName === result.name ? ending.refusal : undefined;
+  }
+  return refusals;
+}
+
+/** Every code a `failed` event records for an execution that answered the model with a refusal. */
+const FAILURE_REFUSALS: ReadonlySet<string> = new Set<RefusalCode>(["tool_failed", "tool_timeout", "unsupported_result", "no_effect", "mutation_unknown", "effect_unknown"]);
+
+/**
+ * The event an execution of a call ends with, and the refusal it answered: `executed` and
+ * `replayed` (the tool's result, whatever it says), `refused` and `deferred` (the code), `failed`
+ * (a refusal code; `seal_broken` failed the run). Undefined for the events along the way
+ * (verdicts, approval steps, a `retried` attempt, a claim released or reconciled).
+ */
+function callEnding(event: AuditEvent): CallEnding | undefined {
+  const { decision, code, toolName } = event;
+  switch (decision) {
+    case "executed":
+    case "replayed":
+      return { toolName, refusal: undefined };
+    case "refused":
+    case "deferred":
+      return { toolName, refusal: recorded(code, event.approvalId) };
+    case "failed":
+      if (code === "retried") return undefined; // the next attempt ends the execution
+      return { toolName, refusal: code !== undefined && FAILURE_REFUSALS.has(code) ? recorded(code, event.approvalId) : undefined };
+    default:
+      return undefined;
+  }
+}
+
+/** Only a refusal about an approval request (an orphaned one, a reviewer's refused edit) records its id. */
+function recorded(code: string | undefined, approvalId: string | undefined): RecordedRefusal | undefined {
+  if (code === undefined) return undefined;
+  return approvalId === undefined ? { code } : { code, approvalId };
 }

@@ -20,10 +20,12 @@ import {
   PruneOptionsSchema,
   PruneResultSchema,
   ResumeTurnResultSchema,
+  StoredAuditEventSchema,
   TurnRecordSchema,
   type ApprovalDecision,
   type ApprovalRecord,
   type PruneResult,
+  type StoredAuditEvent,
   type TurnInput,
   type TurnRecord,
   type TurnStart,
@@ -281,6 +283,9 @@ const DecideInputSchema = z.strictObject({
 
 const MessagesSchema = z.array(z.custom<BaseMessage>((value) => BaseMessage.isInstance(value), "a LangChain message")).min(1).optional();
 
+/** A turn's audit trail, as `readAudit` answers it. */
+const StoredAuditEventsSchema = z.array(StoredAuditEventSchema);
+
 const ownPrincipal: MayDecide = (principal, turn) => turn.principal !== undefined && turn.principal === principal;
 
 /**
@@ -448,7 +453,24 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return { status: "failed", code: "unsupported_interrupt" };
       return { status: "awaiting_approval", approvals: pending.map((each) => each.approval) };
     }
-    return withMutation(record, completedOutcome(messages ?? messagesOf(snapshot.values), includeToolResults));
+    return completed(record, messages ?? messagesOf(snapshot.values));
+  }
+
+  /**
+   * A completed run's outcome, with the turn's mutation claim: its calls' refusals come from the
+   * turn's audit trail (one read), never from a tool result's text, which a tool body may shape as
+   * a refusal. A trail the store cannot answer now leaves the refusals out (logged): the run
+   * completed, and every refused call is still `status: "error"`.
+   */
+  async function completed(record: TurnRecord, messages: readonly BaseMessage[]): Promise<TurnOutcome> {
+    let trail: readonly StoredAuditEvent[];
+    try {
+      trail = parseStoreValue(StoredAuditEventsSchema, await store.readAudit({ turnKey: record.turnKey }), "readAudit answer");
+    } catch (error) {
+      logger.warn("turn audit read failed; the completed answer is stored without refusal codes", { turnKey: record.turnKey, error: sanitizeError(error) });
+      trail = [];
+    }
+    return withMutation(record, completedOutcome(messages, includeToolResults, trail));
   }
 
   /** A completed outcome with the turn's mutation claim, so a refused write shows without reading `calls`. */
@@ -638,7 +660,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     if (snapshot.next.length > 0 || snapshot.tasks.length > 0) return run(record, token, null, scope);
     const checkpointed = messagesOf(snapshot.values);
     if (checkpointed.length === 0) return first(record, token, messages, scope);
-    return finish(record, token, await withMutation(record, completedOutcome(checkpointed, includeToolResults)));
+    return finish(record, token, await completed(record, checkpointed));
   }
 
   /**

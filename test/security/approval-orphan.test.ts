@@ -53,7 +53,8 @@ for (const [label, open] of STORES) {
       const answer = await service.submit({ turn: turnOf() });
       expect(answer).toMatchObject({ status: "completed" });
       const calls = answer.status === "completed" ? answer.calls : [];
-      expect(calls.find((call) => call.callId === "w1")).toMatchObject({ status: "error", refusal: "approval_orphaned" });
+      // The outcome names the request, as the audit trail recorded the refusal.
+      expect(calls.find((call) => call.callId === "w1")).toEqual({ tool: "edit_note", callId: "w1", status: "error", refusal: "approval_orphaned", approvalId });
       expect(notes.writes, "the write never ran").toEqual([]);
       expect(await store.getMutation(turnKey(turnOf())), "no claim holds the turn's write").toBeUndefined();
       expect((await store.getApproval(approvalId))?.status).toBe("orphaned");
