@@ -8,7 +8,7 @@
  *
  * Method: see bench/harness.ts and the header written into docs/benchmarks.md.
  */
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { benchLoopAgainstNoop, benchReadWriteTurn } from "./agent.js";
@@ -323,10 +323,11 @@ async function main() {
 
   if (write) {
     const path = fileURLToPath(new URL("../docs/benchmarks.md", import.meta.url));
-    writeFileSync(
-      path,
-      renderDocument(table, notes, history, findings, seconds, `${loadBefore} before, ${loadAverage()} after`),
-    );
+    // The hand-written PostgresSaver analysis (measured on its own, `pnpm bench:postgres-saver`, on
+    // a quiet machine) sits between the header and "Latest run": carried over, not dropped.
+    const kept = /\n## PostgresSaver comparison[\s\S]*?(?=\n## Latest run\n)/.exec(readFileSync(path, "utf8"))?.[0] ?? "";
+    const document = renderDocument(table, notes, history, findings, seconds, `${loadBefore} before, ${loadAverage()} after`);
+    writeFileSync(path, document.replace("\n## Latest run\n", `${kept}\n## Latest run\n`));
     log(`wrote ${path}`);
   }
 }
