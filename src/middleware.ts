@@ -25,7 +25,7 @@ import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { effectPreflight, mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
-import type { AnyGuardrailStore } from "./store-capabilities.js";
+import type { AnyGuardrailStore } from "./store/capabilities.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import type { ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";

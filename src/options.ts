@@ -15,7 +15,7 @@ import {
   requireStoreParts,
   type AnyGuardrailStore,
   type StorePart,
-} from "./store-capabilities.js";
+} from "./store/capabilities.js";
 
 export const isFunction = (value: unknown): boolean => typeof value === "function";
 

@@ -18,8 +18,8 @@ import {
   type UnresolvedEffect,
   type UnresolvedMutation,
 } from "../contracts.js";
-import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
-import { parseStoreValue } from "../stores/validate.js";
+import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store/capabilities.js";
+import { parseStoreValue } from "../store/validate.js";
 import { pauseWaitsOn } from "../turns/outcome.js";
 import type { ConfirmClaim } from "../contracts.js";
 import { confirmResolution } from "../decision/plan.js";

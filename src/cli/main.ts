@@ -29,7 +29,7 @@ import {
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
-import { DEFAULT_SCHEMA } from "../stores/postgres/schema-name.js";
+import { DEFAULT_SCHEMA } from "../adapters/postgres/schema-name.js";
 import { compare, moduleConfirms, moduleManifest, parseManifestText, printManifest } from "./inventory.js";
 import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 

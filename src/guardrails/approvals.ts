@@ -30,7 +30,7 @@ import {
   type JsonValue,
 } from "../contracts.js";
 import { digest } from "../digest.js";
-import { parseStoreValue } from "../stores/validate.js";
+import { parseStoreValue } from "../store/validate.js";
 import type { ApprovalRequest } from "./port.js";
 import type { CheckedCall, EditCheck, GuardrailEnvironment } from "./evaluate.js";
 import { fromHitl, hitlRequest, type ApprovalFormat } from "./langchain-format.js";

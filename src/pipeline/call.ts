@@ -13,7 +13,7 @@ import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { ApprovalFormat } from "../guardrails/langchain-format.js";
 import { resolveGuardrails } from "../guardrails/list.js";
 import { governedStore } from "../options.js";
-import type { AnyGuardrailStore } from "../store-capabilities.js";
+import type { AnyGuardrailStore } from "../store/capabilities.js";
 import type { Guardrail } from "../guardrails/port.js";
 import { resolveLogger, type GuardrailLogger } from "../logger.js";
 import type { ToolIdentities } from "./coverage.js";

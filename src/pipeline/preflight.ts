@@ -9,8 +9,8 @@ import { checkMutationStep, effectRefusal, slotRefusal, type Refusal } from "../
 import { effectIdentity, toolFingerprint } from "../keys.js";
 import { readCandidates } from "../decision/transcript.js";
 import { REPLAY_ONLY } from "../guardrails/evaluate.js";
-import { hasStorePart } from "../store-capabilities.js";
-import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
+import { hasStorePart } from "../store/capabilities.js";
+import { isTrustedStore, parseStoreValue } from "../store/validate.js";
 import { z } from "zod";
 import type { GovernedCall } from "./call.js";
 import type { MutationContext } from "./execute.js";

@@ -11,7 +11,7 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { JsonValue } from "../contracts.js";
 import { GuardrailsError } from "../errors.js";
-import type { StorePart } from "../store-capabilities.js";
+import type { StorePart } from "../store/capabilities.js";
 import {
   raceApproval,
   raceAuditEvent,

@@ -33,8 +33,8 @@ import {
   type UnresolvedEffect,
 } from "../../contracts.js";
 import { existingEffectAnswer } from "../../store/decisions.js";
-import { effectReconciledEvent, effectReleasedEvent } from "../events.js";
-import { parseStoreValue } from "../validate.js";
+import { effectReconciledEvent, effectReleasedEvent } from "../../store/events.js";
+import { parseStoreValue } from "../../store/validate.js";
 import { appendEvent, eventValues, lockKey, query, transaction, type Queryable, type Session } from "./connection.js";
 import { StoreContractError } from "../../errors.js";
 import { CLAIM_STATES, decodeOptionalText, decodeText, encodeText as encode, parseRow } from "./encoding.js";

@@ -20,7 +20,7 @@ import {
 } from "../../contracts.js";
 import { StoreContractError } from "../../errors.js";
 import { existingClaimAnswer } from "../../store/decisions.js";
-import { parseClaimResult, parseStoreValue } from "../validate.js";
+import { parseClaimResult, parseStoreValue } from "../../store/validate.js";
 
 
 /**

@@ -19,7 +19,7 @@ import type {
   ReadEvidence,
 } from "../../contracts.js";
 import { existingClaimAnswer, existingEffectAnswer } from "../../store/decisions.js";
-import { effectReleasedEvent, releasedEvent } from "../events.js";
+import { effectReleasedEvent, releasedEvent } from "../../store/events.js";
 import { claimFromRow, effectFromRow, encodeText, epochMs, sameText } from "./encoding.js";
 import type { Statements } from "./statements.js";
 import { appendEvent } from "./transactions.js";

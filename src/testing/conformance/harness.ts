@@ -4,7 +4,7 @@
  */
 import { it } from "vitest";
 import type { GuardrailStore, JsonValue } from "../../contracts.js";
-import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store-capabilities.js";
+import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store/capabilities.js";
 import { corruptionHook } from "./key-value.js";
 
 /** What an adapter author passes to `validateGuardrailStore`. */

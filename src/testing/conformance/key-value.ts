@@ -7,7 +7,7 @@
 import type { JsonValue } from "../../contracts.js";
 import type { KeyValueScanOptions, KeyValueSyncTransaction, KeyValueTransaction } from "../../store/key-value.js";
 import { KEY_VALUE_RECORD_KEYS, type KeyValueRecordName } from "../../store/record-keys.js";
-import type { AnyGuardrailStore } from "../../store-capabilities.js";
+import type { AnyGuardrailStore } from "../../store/capabilities.js";
 import type { CorruptedRecord, CorruptionApplied, CorruptionTarget, GuardrailStoreTestInitializer, KeyValueRawWrite } from "./harness.js";
 
 /** Either transaction: a kit step yields each `get` and `scan` answer (a value or a promise) and gets the value back. */

@@ -32,7 +32,7 @@ import {
   type VerdictKey,
 } from "../../contracts.js";
 import { turnKey } from "../../keys.js";
-import { hasStorePart, STORE_PART_NAMES, STORE_PARTS } from "../../store-capabilities.js";
+import { hasStorePart, STORE_PART_NAMES, STORE_PARTS } from "../../store/capabilities.js";
 import {
   acquire,
   approvalRequest,

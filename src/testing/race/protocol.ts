@@ -16,7 +16,7 @@ import type {
 } from "../../contracts.js";
 import { digest } from "../../digest.js";
 import { effectIdentity, mutationKey, toolFingerprint, turnKey } from "../../keys.js";
-import type { StorePart } from "../../store-capabilities.js";
+import type { StorePart } from "../../store/capabilities.js";
 
 /** Parent -> child: a request (answered once, by `id`) or the order to close the store and exit. */
 export type RaceRequest =
