@@ -10,7 +10,7 @@ import {
   type GuardrailStore,
   type Segment,
   type TurnInput,
-} from "./contracts.js";
+} from "./contracts/index.js";
 import { AdmissionError } from "./errors.js";
 import { moderationDigest, turnKey } from "./keys.js";
 import type { AnyGuardrailStore } from "./store/capabilities.js";

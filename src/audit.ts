@@ -12,7 +12,7 @@ import {
   type GuardrailStore,
   type JsonValue,
   type StoredAuditEvent,
-} from "./contracts.js";
+} from "./contracts/index.js";
 import { ConfigurationError, StoreContractError } from "./errors.js";
 import type { GuardrailLogger } from "./logger.js";
 import { StoreShape } from "./options.js";

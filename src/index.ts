@@ -53,7 +53,7 @@ export {
   type ToolPolicy,
   type TurnInput,
   type TurnRef,
-} from "./contracts.js";
+} from "./contracts/index.js";
 export { canonicalJson, digest, DigestError } from "./digest.js";
 export {
   AdmissionError,

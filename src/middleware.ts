@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type Tool
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type ConfirmClaim, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type ConfirmClaim, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts/index.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";

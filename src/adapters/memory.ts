@@ -76,7 +76,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { existingClaimAnswer, existingEffectAnswer, reconcileAnswer, tokenHoldsClaim } from "../store/decisions.js";
 import {
   appliedApprovalRecord,

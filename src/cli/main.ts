@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
 import packageJson from "../../package.json" with { type: "json" };
-import { APPROVAL_STATUSES, ApprovalDecisionSchema, type ApprovalDecision, type ApprovalStatus, type JsonValue } from "../contracts.js";
+import { APPROVAL_STATUSES, ApprovalDecisionSchema, type ApprovalDecision, type ApprovalStatus, type JsonValue } from "../contracts/index.js";
 import {
   approvals,
   audit,

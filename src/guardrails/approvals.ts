@@ -28,7 +28,7 @@ import {
   type ApprovalDecision,
   type ApprovalRecord,
   type JsonValue,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { digest } from "../digest.js";
 import { parseStoreValue } from "../store/validate.js";
 import type { ApprovalRequest } from "./port.js";

@@ -16,7 +16,7 @@ import {
   type ToolKind,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { StoreContractError } from "../errors.js";
 import { isTrustedStore, parseStoreValue } from "../store/validate.js";
 import type { AuditTrail } from "../audit.js";

@@ -6,7 +6,7 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallRequest } from "langchain";
 import { AuditTrail, type AuditDraft, type AuditOptions } from "../audit.js";
-import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
+import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts/index.js";
 import { findStep, type StepCall } from "../decision/transcript.js";
 import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";

@@ -18,7 +18,7 @@ import {
   type MutationResult,
   type RefusalCode,
   type ToolKind,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { checkMutationStep, claimAction, confirmResolution, effectClaimAction, replaysAnotherCall, type ClaimAction, type Refusal } from "../decision/plan.js";
 import { copyJson } from "../digest.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";

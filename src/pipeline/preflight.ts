@@ -4,7 +4,7 @@
  * stored, no interrupt raised). Asked only when a call is about to be put to a person: calls
  * without approvals pay nothing. The claim after the approval still decides.
  */
-import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema, type EffectDiscriminator } from "../contracts.js";
+import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema, type EffectDiscriminator } from "../contracts/index.js";
 import { checkMutationStep, effectRefusal, slotRefusal, type Refusal } from "../decision/plan.js";
 import { effectIdentity, toolFingerprint } from "../keys.js";
 import { readCandidates } from "../decision/transcript.js";

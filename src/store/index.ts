@@ -146,7 +146,7 @@ export {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 export { StoreContractError } from "../errors.js";
 
 // -- The key-value base -------------------------------------------------------------------------

@@ -86,7 +86,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { StoreContractError } from "../errors.js";
 import {
   appliedApprovalRecord,

@@ -15,7 +15,7 @@ import {
   type MutationResult,
   type MutationStatus,
   type TurnState,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { latestUserTextIndex, textContent } from "../decision/transcript.js";
 import { HitlApprovalRequestSchema, type ApprovalFormat } from "../guardrails/langchain-format.js";
 

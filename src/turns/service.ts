@@ -28,7 +28,7 @@ import {
   type TurnRecord,
   type TurnStart,
   type TurnState,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { digest } from "../digest.js";
 import { AdmissionError, ConfigurationError, SettlementError, StoreContractError } from "../errors.js";
 import { hitlResponse } from "../guardrails/langchain-format.js";

@@ -31,7 +31,7 @@ import {
   type PruneResult,
   type ReconcileResult,
   type UnresolvedEffect,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { existingEffectAnswer } from "../../store/decisions.js";
 import { effectReconciledEvent, effectReleasedEvent } from "../../store/events.js";
 import { parseStoreValue } from "../../store/validate.js";

@@ -20,7 +20,7 @@ import {
   type MutationRelease,
   type MutationSettlement,
   type ReadEvidence,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { releasedEvent } from "../../store/events.js";
 import { parseClaimResult } from "../../store/validate.js";
 import { appendEvent, eventValues, query, transaction, type Session } from "./connection.js";

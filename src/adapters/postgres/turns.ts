@@ -14,7 +14,7 @@ import {
   type ResumeTurnInput,
   type ResumeTurnResult,
   type TurnRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { StoreContractError } from "../../errors.js";
 import {
   beginTransition,

@@ -17,7 +17,7 @@ import type {
   MutationRelease,
   MutationSettlement,
   ReadEvidence,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { existingClaimAnswer, existingEffectAnswer } from "../../store/decisions.js";
 import { effectReleasedEvent, releasedEvent } from "../../store/events.js";
 import { claimFromRow, effectFromRow, encodeText, epochMs, sameText } from "./encoding.js";

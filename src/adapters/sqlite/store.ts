@@ -96,7 +96,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { ConfigurationError, StoreContractError } from "../../errors.js";
 import {
   brandTrustedStore,

@@ -19,7 +19,7 @@ import type {
   Reconciliation,
   ReconcileResult,
   VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import {
   appliedApprovalRecord,
   approvalEvent,

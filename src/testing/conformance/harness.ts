@@ -3,7 +3,7 @@
  * initializer and handed a clock the test controls.
  */
 import { it } from "vitest";
-import type { GuardrailStore, JsonValue } from "../../contracts.js";
+import type { GuardrailStore, JsonValue } from "../../contracts/index.js";
 import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store/capabilities.js";
 import { corruptionHook } from "./key-value.js";
 

@@ -4,7 +4,7 @@
  * corruption hook it derives from the adapter's one raw write, locating records by
  * `KEY_VALUE_RECORD_KEYS`.
  */
-import type { JsonValue } from "../../contracts.js";
+import type { JsonValue } from "../../contracts/index.js";
 import type { KeyValueScanOptions, KeyValueSyncTransaction, KeyValueTransaction } from "../../store/key-value.js";
 import { KEY_VALUE_RECORD_KEYS, type KeyValueRecordName } from "../../store/record-keys.js";
 import type { AnyGuardrailStore } from "../../store/capabilities.js";

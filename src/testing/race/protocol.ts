@@ -13,7 +13,7 @@ import type {
   JsonValue,
   MutationIdentity,
   TurnStart,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { digest } from "../../digest.js";
 import { effectIdentity, mutationKey, toolFingerprint, turnKey } from "../../keys.js";
 import type { StorePart } from "../../store/capabilities.js";
