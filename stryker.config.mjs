@@ -1,6 +1,7 @@
 /**
  * Mutation testing (`pnpm test:mutation`): Stryker mutates the decision pipeline, the middleware,
- * admission, the guardrails and the stores, and runs the tests that cover each mutant (perTest).
+ * admission, the guardrails, the store adapters and the contract steps they share (validate, events,
+ * turns), and runs the tests that cover each mutant (perTest).
  * Narrow a run with `pnpm test:mutation --mutate 'src/decision/**'`. See docs/reliability.md.
  */
 export default {
@@ -12,10 +13,13 @@ export default {
     "src/middleware.ts",
     "src/admission.ts",
     "src/guardrails/**/*.ts",
-    "src/stores/**/*.ts",
+    "src/adapters/**/*.ts",
+    "src/store/validate.ts",
+    "src/store/events.ts",
+    "src/store/turns.ts",
     // Barrels only re-export: no behaviour to mutate.
-    "!src/stores/sqlite/index.ts",
-    "!src/stores/postgres/index.ts",
+    "!src/adapters/sqlite/index.ts",
+    "!src/adapters/postgres/index.ts",
   ],
   coverageAnalysis: "perTest",
   // Results of earlier runs are reused for unchanged code and tests; a local cache, gitignored

@@ -13,8 +13,8 @@ const ENTRIES: Record<string, string> = {
   // Not an export: the child process raceGuardrailStore forks, found beside testing/index.
   "testing/race-child": "src/testing/race/child.ts",
   store: "src/store/index.ts",
-  sqlite: "src/stores/sqlite/index.ts",
-  postgres: "src/stores/postgres/index.ts",
+  sqlite: "src/adapters/sqlite/index.ts",
+  postgres: "src/adapters/postgres/index.ts",
   "cli/index": "src/cli/index.ts",
   otel: "src/otel/index.ts",
 };

@@ -10,11 +10,11 @@ import {
   type GuardrailStore,
   type Segment,
   type TurnInput,
-} from "./contracts.js";
+} from "./contracts/index.js";
 import { AdmissionError } from "./errors.js";
 import { moderationDigest, turnKey } from "./keys.js";
-import type { AnyGuardrailStore } from "./store-capabilities.js";
-import { parseStoreValue } from "./stores/validate.js";
+import type { AnyGuardrailStore } from "./store/capabilities.js";
+import { parseStoreValue } from "./store/validate.js";
 
 /** What the moderation provider is asked to judge. */
 export interface ModerationRequest {

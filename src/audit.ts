@@ -12,12 +12,12 @@ import {
   type GuardrailStore,
   type JsonValue,
   type StoredAuditEvent,
-} from "./contracts.js";
+} from "./contracts/index.js";
 import { ConfigurationError, StoreContractError } from "./errors.js";
 import type { GuardrailLogger } from "./logger.js";
 import { StoreShape } from "./options.js";
-import { requireStoreParts, type AnyGuardrailStore } from "./store-capabilities.js";
-import { parseStoreValue, StoreBooleanSchema } from "./stores/validate.js";
+import { requireStoreParts, type AnyGuardrailStore } from "./store/capabilities.js";
+import { parseStoreValue, StoreBooleanSchema } from "./store/validate.js";
 
 /**
  * What an audit sink receives: with a store, each event as the store numbered it (`seq`); without

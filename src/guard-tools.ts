@@ -11,7 +11,7 @@ import { StructuredTool, type ToolRunnableConfig } from "@langchain/core/tools";
 import { isCommand } from "@langchain/langgraph";
 import type { ToolCallHandler, ToolCallRequest } from "langchain";
 import { z } from "zod";
-import type { GuardrailStore, TurnInput } from "./contracts.js";
+import type { GuardrailStore, TurnInput } from "./contracts/index.js";
 import { ConfigurationError, AdmissionError } from "./errors.js";
 import { invocation } from "./execution/seal.js";
 import { checkApprovalsCanPause } from "./guardrails/approval.js";

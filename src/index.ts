@@ -53,7 +53,7 @@ export {
   type ToolPolicy,
   type TurnInput,
   type TurnRef,
-} from "./contracts.js";
+} from "./contracts/index.js";
 export { canonicalJson, digest, DigestError } from "./digest.js";
 export {
   AdmissionError,
@@ -113,7 +113,7 @@ export {
   type SchemaGuardrailOptions,
 } from "./guardrails/schema.js";
 export { runWithRetryBoundary, type RetryBoundaryOptions } from "./retry.js";
-export { InMemoryGuardrailStore, type InMemoryGuardrailStoreOptions } from "./stores/memory.js";
+export { InMemoryGuardrailStore, type InMemoryGuardrailStoreOptions } from "./adapters/memory.js";
 export {
   type GuardrailTelemetry,
   type TelemetryApprovalWait,
@@ -170,4 +170,4 @@ export {
   type ManifestTool,
   type ToolManifest,
 } from "./inventory.js";
-export type { AnyGuardrailStore, GuardrailStoreCore, StorePart } from "./store-capabilities.js";
+export type { AnyGuardrailStore, GuardrailStoreCore, StorePart } from "./store/capabilities.js";

@@ -5,7 +5,7 @@
  * decides what a drift does (src/pipeline/coverage.ts).
  */
 import { z } from "zod";
-import { DigestSchema, ToolKindSchema } from "./contracts.js";
+import { DigestSchema, ToolKindSchema } from "./contracts/index.js";
 import { ConfigurationError } from "./errors.js";
 
 /** One governed tool in a manifest. */

@@ -4,7 +4,7 @@
  * the public contract and documented in docs/architecture.md.
  */
 import type { ServerTool } from "@langchain/core/tools";
-import { MAX_DISCRIMINATOR_CHARS, type EffectIdentity, type JsonValue, type MutationIdentity, type Segment, type TurnRef } from "./contracts.js";
+import { MAX_DISCRIMINATOR_CHARS, type EffectIdentity, type JsonValue, type MutationIdentity, type Segment, type TurnRef } from "./contracts/index.js";
 import { canonicalJson, digest, sha256Hex } from "./digest.js";
 import { GuardrailsError } from "./errors.js";
 import { parseDefinition } from "./execution/parse-definition.js";

@@ -8,7 +8,7 @@ import { createMiddleware, type AgentMiddleware, type ToolCallHandler, type Tool
 import { z } from "zod";
 import { resolveTurn, type ResolvedTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import { ToolPolicySchema, type ConfirmClaim, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts.js";
+import { ToolPolicySchema, type ConfirmClaim, type EffectDiscriminator, type ScopeOf, type ToolKind, type ToolPolicy, type TurnInput } from "./contracts/index.js";
 import { ConfigurationError } from "./errors.js";
 import { isSealable } from "./execution/parse.js";
 import { guardTool } from "./execution/seal.js";
@@ -25,7 +25,7 @@ import { isTwin, markGoverned } from "./one-middleware.js";
 import { observeCall } from "./pipeline/observe.js";
 import { effectPreflight, mutationPreflight } from "./pipeline/preflight.js";
 import { authorizeCall, checkScope, checkStep, guard, parse, type AskedCall } from "./pipeline/stages.js";
-import type { AnyGuardrailStore } from "./store-capabilities.js";
+import type { AnyGuardrailStore } from "./store/capabilities.js";
 import { TelemetrySchema, type GuardrailTelemetry } from "./telemetry.js";
 import type { ToolResult } from "./tool-messages.js";
 import { TURN_CONTEXT_KEY, TurnGate, userSegment, type AdmittedTurn } from "./turn-gate.js";

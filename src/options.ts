@@ -7,7 +7,7 @@ import type { Guardrail } from "./guardrails/port.js";
 import { SCHEMA_GUARDRAIL } from "./guardrails/schema.js";
 import { bubblesUp } from "./interrupts.js";
 import { isLogger, type GuardrailLogger } from "./logger.js";
-import type { GuardrailStore } from "./contracts.js";
+import type { GuardrailStore } from "./contracts/index.js";
 import { copyJson } from "./digest.js";
 import {
   CORE_STORE_METHODS,
@@ -15,7 +15,7 @@ import {
   requireStoreParts,
   type AnyGuardrailStore,
   type StorePart,
-} from "./store-capabilities.js";
+} from "./store/capabilities.js";
 
 export const isFunction = (value: unknown): boolean => typeof value === "function";
 

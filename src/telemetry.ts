@@ -4,7 +4,7 @@
  * port with `@opentelemetry/api` (an optional peer), and a host may implement it for another one.
  */
 import { z } from "zod";
-import type { ApprovalDecision, AuditEvent, ClaimStatus, EffectClaimResult, ToolKind, TurnState } from "./contracts.js";
+import type { ApprovalDecision, AuditEvent, ClaimStatus, EffectClaimResult, ToolKind, TurnState } from "./contracts/index.js";
 import type { LoggedError } from "./logger.js";
 
 /** The call a telemetry backend is told about when it starts: names, ids and digests, never values. */

@@ -9,7 +9,7 @@ import { createMiddleware } from "langchain";
 import { z } from "zod";
 import { resolveTurn } from "./admission.js";
 import { AuditOptionsSchema, type AuditOptions } from "./audit.js";
-import type { AnyGuardrailStore } from "./store-capabilities.js";
+import type { AnyGuardrailStore } from "./store/capabilities.js";
 import { isWellFormedId } from "./decision/plan.js";
 import { isUserText } from "./decision/transcript.js";
 import { ConfigurationError } from "./errors.js";

@@ -1,7 +1,7 @@
 /** The `ToolMessage`s the pipeline answers with, and how it reads a tool's result. */
 import { ToolMessage } from "@langchain/core/messages";
 import type { Command } from "@langchain/langgraph";
-import type { GuardrailVerdict, JsonValue, MutationResult, RefusalCode } from "./contracts.js";
+import type { GuardrailVerdict, JsonValue, MutationResult, RefusalCode } from "./contracts/index.js";
 import { REFUSAL_MESSAGES } from "./decision/plan.js";
 import { textContent } from "./decision/transcript.js";
 

@@ -4,7 +4,7 @@
  */
 import type { BaseMessage } from "@langchain/core/messages";
 import { admittedBefore, assertResolvedAdmitted, resolveTurn, type ResolvedTurn } from "./admission.js";
-import type { GuardrailStore, TurnInput } from "./contracts.js";
+import type { GuardrailStore, TurnInput } from "./contracts/index.js";
 import { isSummaryMarked, latestUserTextIndex, textContent } from "./decision/transcript.js";
 import { AdmissionError } from "./errors.js";
 

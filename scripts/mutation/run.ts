@@ -41,7 +41,7 @@ export const AREAS: Readonly<Record<string, Area>> = {
   middleware: { mutate: ["src/middleware.ts"], tests: [...IN_PROCESS, ...PROPERTIES] },
   guardrails: { mutate: ["src/guardrails/**/*.ts"], tests: IN_PROCESS },
   validate: {
-    mutate: ["src/stores/validate.ts", "src/stores/events.ts"],
+    mutate: ["src/store/validate.ts", "src/store/events.ts"],
     tests: [
       ENTRY_POINTS,
       "test/unit/store-validate.test.ts",
@@ -52,15 +52,15 @@ export const AREAS: Readonly<Record<string, Area>> = {
     ],
   },
   memory: {
-    mutate: ["src/stores/memory.ts"],
+    mutate: ["src/adapters/memory.ts"],
     tests: [ENTRY_POINTS, "test/unit/memory-store.test.ts", "test/stores/memory.conformance.test.ts", "test/properties/store-model.test.ts"],
   },
   sqlite: {
-    mutate: ["src/stores/sqlite/**/*.ts", "!src/stores/sqlite/index.ts"],
+    mutate: ["src/adapters/sqlite/**/*.ts", "!src/adapters/sqlite/index.ts"],
     tests: [ENTRY_POINTS, "test/stores/sqlite.test.ts", "test/stores/sqlite-errors.test.ts", "test/stores/sqlite.conformance.test.ts"],
   },
   postgres: {
-    mutate: ["src/stores/postgres/**/*.ts", "!src/stores/postgres/index.ts"],
+    mutate: ["src/adapters/postgres/**/*.ts", "!src/adapters/postgres/index.ts"],
     tests: [ENTRY_POINTS, "test/stores/postgres.test.ts", "test/stores/postgres-errors.test.ts", "test/stores/postgres.conformance.test.ts", "test/stores/postgres-terminate.test.ts"],
   },
 };

@@ -17,11 +17,11 @@ import {
   TurnRecordSchema,
   type UnresolvedEffect,
   type UnresolvedMutation,
-} from "../contracts.js";
-import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
-import { parseStoreValue } from "../stores/validate.js";
+} from "../contracts/index.js";
+import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store/capabilities.js";
+import { parseStoreValue } from "../store/validate.js";
 import { pauseWaitsOn } from "../turns/outcome.js";
-import type { ConfirmClaim } from "../contracts.js";
+import type { ConfirmClaim } from "../contracts/index.js";
 import { confirmResolution } from "../decision/plan.js";
 import { resolveLogger } from "../logger.js";
 import { askConfirm } from "../pipeline/confirm.js";

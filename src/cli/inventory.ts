@@ -11,7 +11,7 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
-import type { ConfirmClaim } from "../contracts.js";
+import type { ConfirmClaim } from "../contracts/index.js";
 import { compareManifests, describeDrift, ToolManifestSchema, type ToolManifest } from "../inventory.js";
 import { CliError, EXIT, printable, type ExitCode, type OutputSink } from "./commands.js";
 

@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
 import packageJson from "../../package.json" with { type: "json" };
-import { APPROVAL_STATUSES, ApprovalDecisionSchema, type ApprovalDecision, type ApprovalStatus, type JsonValue } from "../contracts.js";
+import { APPROVAL_STATUSES, ApprovalDecisionSchema, type ApprovalDecision, type ApprovalStatus, type JsonValue } from "../contracts/index.js";
 import {
   approvals,
   audit,
@@ -29,7 +29,7 @@ import {
   type ExitCode,
   type OutputSink,
 } from "./commands.js";
-import { DEFAULT_SCHEMA } from "../stores/postgres/schema-name.js";
+import { DEFAULT_SCHEMA } from "../adapters/postgres/schema-name.js";
 import { compare, moduleConfirms, moduleManifest, parseManifestText, printManifest } from "./inventory.js";
 import { openStore, redactSecrets, suggestedStore, type StoreTarget } from "./open-store.js";
 

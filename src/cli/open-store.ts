@@ -5,12 +5,12 @@
  */
 import { open as openFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import type { AnyGuardrailStore } from "../store-capabilities.js";
+import type { AnyGuardrailStore } from "../store/capabilities.js";
 import { ConfigurationError } from "../errors.js";
-import type { PostgresGuardrailStore } from "../stores/postgres/index.js";
+import type { PostgresGuardrailStore } from "../adapters/postgres/index.js";
 // Not the adapter: this module loads no driver, so `--schema` is checked before `pg` is loaded.
-import { DEFAULT_SCHEMA, isReservedSchemaName, SCHEMA_NAME } from "../stores/postgres/schema-name.js";
-import type { SqliteGuardrailStore } from "../stores/sqlite/index.js";
+import { DEFAULT_SCHEMA, isReservedSchemaName, SCHEMA_NAME } from "../adapters/postgres/schema-name.js";
+import type { SqliteGuardrailStore } from "../adapters/sqlite/index.js";
 import { CliError, EXIT, shellWord, type SuggestedStore } from "./commands.js";
 
 export type StoreTarget =
@@ -169,7 +169,7 @@ async function checkIsGuardrailStore(path: string): Promise<void> {
 async function openSqlite(path: string, options: OpenStoreOptions): Promise<OpenedStore> {
   await checkSqlitePath(path);
   await checkIsGuardrailStore(path);
-  const adapter = await loadAdapter("SQLite", "better-sqlite3", () => import("../stores/sqlite/index.js"));
+  const adapter = await loadAdapter("SQLite", "better-sqlite3", () => import("../adapters/sqlite/index.js"));
   let store: SqliteGuardrailStore;
   try {
     store = adapter.SqliteGuardrailStore.open({ path, ...(options.now === undefined ? {} : { now: options.now }) });
@@ -251,7 +251,7 @@ async function openPostgres(
   }
   const where = describeUrl(url);
   const pg = await loadAdapter("PostgreSQL", "pg", () => import("pg"));
-  const adapter = await loadAdapter("PostgreSQL", "pg", () => import("../stores/postgres/index.js"));
+  const adapter = await loadAdapter("PostgreSQL", "pg", () => import("../adapters/postgres/index.js"));
   // The CLI's own pool: a server that never answers fails within CONNECT_TIMEOUT_MS, and the
   // store's schema is checked before the adapter would create it.
   const pool = new pg.default.Pool({ connectionString: target.url, max: 2, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });

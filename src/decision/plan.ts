@@ -13,7 +13,7 @@ import type {
   MutationStatus,
   RefusalCode,
   ToolKind,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import type { StepCall } from "./transcript.js";
 
 export interface Refusal {

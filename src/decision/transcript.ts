@@ -4,7 +4,7 @@
  * confirms it.
  */
 import { AIMessage, type BaseMessage, ToolMessage } from "@langchain/core/messages";
-import type { ToolKind } from "../contracts.js";
+import type { ToolKind } from "../contracts/index.js";
 
 /** A tool call as it appears on an `AIMessage`. */
 export interface StepCall {

@@ -12,7 +12,7 @@
  * what parses). The whole description is bounded: a schema of more than `MAX_NODES` schemas and
  * checks, or more than `MAX_VALUES` values in their definitions, has no fingerprint.
  */
-import type { JsonValue } from "../contracts.js";
+import type { JsonValue } from "../contracts/index.js";
 import { DigestError, sha256Hex } from "../digest.js";
 import { defOf, isPlainObject, sortedKeys, unreadMember, walkZod } from "./zod-def.js";
 

@@ -10,7 +10,7 @@
  */
 import { Validator } from "@langchain/core/utils/json_schema";
 import { interopSafeParse, interopSafeParseAsync, isInteropZodSchema } from "@langchain/core/utils/types";
-import type { JsonValue } from "../contracts.js";
+import type { JsonValue } from "../contracts/index.js";
 import { copyJson, digest, DigestError } from "../digest.js";
 import { jsonPointer, leafIssues, type ArgumentIssue } from "../guardrails/schema.js";
 import { parsesSynchronously } from "./sync-parse.js";

@@ -25,7 +25,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
 import { SealError, type SealViolation } from "../errors.js";
-import type { JsonValue } from "../contracts.js";
+import type { JsonValue } from "../contracts/index.js";
 import { copyJson, digest } from "../digest.js";
 import {
   classBodyOf,

@@ -6,7 +6,7 @@
  * another call.
  */
 import { z } from "zod";
-import type { GuardrailVerdict, JsonValue } from "../contracts.js";
+import type { GuardrailVerdict, JsonValue } from "../contracts/index.js";
 import { ConfigurationError } from "../errors.js";
 import type { Guardrail, GuardrailContext } from "./port.js";
 import { hasCheckpointer, missingCheckpointer } from "./resume.js";

@@ -28,9 +28,9 @@ import {
   type ApprovalDecision,
   type ApprovalRecord,
   type JsonValue,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { digest } from "../digest.js";
-import { parseStoreValue } from "../stores/validate.js";
+import { parseStoreValue } from "../store/validate.js";
 import type { ApprovalRequest } from "./port.js";
 import type { CheckedCall, EditCheck, GuardrailEnvironment } from "./evaluate.js";
 import { fromHitl, hitlRequest, type ApprovalFormat } from "./langchain-format.js";

@@ -16,9 +16,9 @@ import {
   type ToolKind,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { StoreContractError } from "../errors.js";
-import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
+import { isTrustedStore, parseStoreValue } from "../store/validate.js";
 import type { AuditTrail } from "../audit.js";
 import type { GuardrailLogger } from "../logger.js";
 import { denialMessage, refusal, refusalMessage } from "../tool-messages.js";

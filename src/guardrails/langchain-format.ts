@@ -10,7 +10,7 @@
  */
 import type { HITLRequest, HITLResponse } from "langchain";
 import { z } from "zod";
-import { DigestSchema, JsonValueSchema, type ApprovalDecision, type JsonValue } from "../contracts.js";
+import { DigestSchema, JsonValueSchema, type ApprovalDecision, type JsonValue } from "../contracts/index.js";
 import type { ApprovalRequest, JsonSchema } from "./port.js";
 
 /** The approval interrupt's payload and resume value: this package's own, or LangChain's `humanInTheLoopMiddleware`'s. */

@@ -2,7 +2,7 @@
  * The guardrail port: a small interface any check plugs into. A guardrail says what should happen
  * to a call; the pipeline applies it. It never changes anything itself.
  */
-import type { GuardrailVerdict, JsonValue, ToolKind } from "../contracts.js";
+import type { GuardrailVerdict, JsonValue, ToolKind } from "../contracts/index.js";
 
 /**
  * Where a guardrail can be evaluated. `tool-args` is the one evaluated today; the others are named

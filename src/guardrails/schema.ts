@@ -16,7 +16,7 @@ import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { toJsonSchema } from "@langchain/core/utils/json_schema";
 import { isInteropZodSchema, type InteropZodType } from "@langchain/core/utils/types";
 import { z } from "zod";
-import type { GuardrailVerdict, JsonValue } from "../contracts.js";
+import type { GuardrailVerdict, JsonValue } from "../contracts/index.js";
 import { ConfigurationError } from "../errors.js";
 import type { Guardrail, GuardrailContext, JsonSchema } from "./port.js";
 

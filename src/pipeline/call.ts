@@ -6,14 +6,14 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallRequest } from "langchain";
 import { AuditTrail, type AuditDraft, type AuditOptions } from "../audit.js";
-import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts.js";
+import type { AuditEvent, GuardrailStore, JsonValue, RefusalCode, ToolKind } from "../contracts/index.js";
 import { findStep, type StepCall } from "../decision/transcript.js";
 import type { ParsedArguments, SealableTool } from "../execution/parse.js";
 import type { Approved, CheckedCall } from "../guardrails/evaluate.js";
 import type { ApprovalFormat } from "../guardrails/langchain-format.js";
 import { resolveGuardrails } from "../guardrails/list.js";
 import { governedStore } from "../options.js";
-import type { AnyGuardrailStore } from "../store-capabilities.js";
+import type { AnyGuardrailStore } from "../store/capabilities.js";
 import type { Guardrail } from "../guardrails/port.js";
 import { resolveLogger, type GuardrailLogger } from "../logger.js";
 import type { ToolIdentities } from "./coverage.js";

@@ -5,7 +5,7 @@
  * is not valid counts as `unknown` (the claim stays as it was), logged with the error's class only.
  * What an answer does to the claim is `confirmResolution` (src/decision/plan.ts).
  */
-import { CONFIRM_TIMEOUT_MS, ConfirmAnswerSchema, type ConfirmAnswer, type ConfirmClaim, type ConfirmRequest } from "../contracts.js";
+import { CONFIRM_TIMEOUT_MS, ConfirmAnswerSchema, type ConfirmAnswer, type ConfirmClaim, type ConfirmRequest } from "../contracts/index.js";
 import type { GuardrailLogger } from "../logger.js";
 
 const UNKNOWN: ConfirmAnswer = { outcome: "unknown" };

@@ -3,7 +3,7 @@
  * model is called (the request lists them), so coverage is observed there, and a tool nobody
  * listed can fail the run before the model may call it.
  */
-import type { ToolKind } from "../contracts.js";
+import type { ToolKind } from "../contracts/index.js";
 import { DigestError } from "../digest.js";
 import { ConfigurationError } from "../errors.js";
 import { compareManifests, describeDrift, toolManifest, type ManifestDrift, type ManifestTool, type ToolManifest } from "../inventory.js";

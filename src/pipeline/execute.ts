@@ -18,7 +18,7 @@ import {
   type MutationResult,
   type RefusalCode,
   type ToolKind,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { checkMutationStep, claimAction, confirmResolution, effectClaimAction, replaysAnotherCall, type ClaimAction, type Refusal } from "../decision/plan.js";
 import { copyJson } from "../digest.js";
 import { sealFinding, type SealFinding } from "../decision/seal.js";
@@ -28,7 +28,7 @@ import { Seal } from "../execution/seal.js";
 import { bubblesUp } from "../interrupts.js";
 import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint } from "../keys.js";
 import { retryDelayMs, sleep } from "../retry.js";
-import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../stores/validate.js";
+import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../store/validate.js";
 import type { TelemetryClaimKey, TelemetryStep } from "../telemetry.js";
 import { duplicateEffectMessage, hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";

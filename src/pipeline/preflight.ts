@@ -4,13 +4,13 @@
  * stored, no interrupt raised). Asked only when a call is about to be put to a person: calls
  * without approvals pay nothing. The claim after the approval still decides.
  */
-import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema, type EffectDiscriminator } from "../contracts.js";
+import { EffectStatusSchema, MutationStatusSchema, UnresolvedMutationSchema, type EffectDiscriminator } from "../contracts/index.js";
 import { checkMutationStep, effectRefusal, slotRefusal, type Refusal } from "../decision/plan.js";
 import { effectIdentity, toolFingerprint } from "../keys.js";
 import { readCandidates } from "../decision/transcript.js";
 import { REPLAY_ONLY } from "../guardrails/evaluate.js";
-import { hasStorePart } from "../store-capabilities.js";
-import { isTrustedStore, parseStoreValue } from "../stores/validate.js";
+import { hasStorePart } from "../store/capabilities.js";
+import { isTrustedStore, parseStoreValue } from "../store/validate.js";
 import { z } from "zod";
 import type { GovernedCall } from "./call.js";
 import type { MutationContext } from "./execute.js";

@@ -3,7 +3,7 @@
  * Each answers `undefined` to go on, or the refusal the model gets (already recorded).
  */
 import type { ToolMessage } from "@langchain/core/messages";
-import type { EffectDiscriminator, JsonValue, ScopeOf, ToolKind } from "../contracts.js";
+import type { EffectDiscriminator, JsonValue, ScopeOf, ToolKind } from "../contracts/index.js";
 import { checkCall, type Refusal } from "../decision/plan.js";
 import { copyJson } from "../digest.js";
 import { isSealable, parseArguments, type ParsedArguments, type SealableTool } from "../execution/parse.js";

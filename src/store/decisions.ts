@@ -1,10 +1,9 @@
 /**
  * Decision rules of the claim lifecycle that every shipped store applies, as pure functions: the
  * key-value base and the in-memory store call them on records, the SQLite and PostgreSQL stores on
- * rows. (The approval and turn rules live beside their events, in `stores/events.ts` and
- * `stores/turns.ts`.)
+ * rows. (The approval and turn rules live beside their events, in `events.ts` and `turns.ts`.)
  */
-import type { ClaimResult, EffectClaimResult, MutationResult, ReconcileResult } from "../contracts.js";
+import type { ClaimResult, EffectClaimResult, MutationResult, ReconcileResult } from "../contracts/index.js";
 
 /** A turn's existing claim, as much of it as `claimMutation` needs to answer a second claim. */
 export interface ExistingClaim {

@@ -146,7 +146,7 @@ export {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 export { StoreContractError } from "../errors.js";
 
 // -- The key-value base -------------------------------------------------------------------------
@@ -195,7 +195,7 @@ export {
   parseSettlement,
   parseStoreValue,
   type ParsedClaimOptions,
-} from "../stores/validate.js";
+} from "./validate.js";
 export {
   appliedApprovalRecord,
   approvalDecisionOutcome,
@@ -207,7 +207,7 @@ export {
   releasedEvent,
   type ApprovalAction,
   type ApprovalDecisionOutcome,
-} from "../stores/events.js";
+} from "./events.js";
 export {
   beginTransition,
   finishTransition,
@@ -225,7 +225,7 @@ export {
   resumeTransition,
   type ParsedListTurns,
   type TurnTransition,
-} from "../stores/turns.js";
+} from "./turns.js";
 export { existingClaimAnswer, existingEffectAnswer, instantMs, reconcileAnswer, tokenHoldsClaim, type ExistingClaim } from "./decisions.js";
 
 // -- Capabilities: the core and the optional parts ----------------------------------------------
@@ -244,4 +244,4 @@ export {
   type StorePart,
   type StorePartMethods,
   type StoreWithParts,
-} from "../store-capabilities.js";
+} from "./capabilities.js";

@@ -86,7 +86,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { StoreContractError } from "../errors.js";
 import {
   appliedApprovalRecord,
@@ -98,7 +98,7 @@ import {
   orphanedApprovalRecord,
   reconciledEvent,
   releasedEvent,
-} from "../stores/events.js";
+} from "./events.js";
 import {
   beginTransition,
   finishTransition,
@@ -113,7 +113,7 @@ import {
   parseResumeTurn,
   prunableTurn,
   resumeTransition,
-} from "../stores/turns.js";
+} from "./turns.js";
 import {
   parseAuditEvent,
   parseClaimOptions,
@@ -124,7 +124,7 @@ import {
   parseRelease,
   parseSettlement,
   parseStoreValue,
-} from "../stores/validate.js";
+} from "./validate.js";
 import { existingClaimAnswer, existingEffectAnswer, instantMs, reconcileAnswer, tokenHoldsClaim } from "./decisions.js";
 import {
   effectGroupKey,

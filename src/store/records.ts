@@ -23,7 +23,7 @@ import {
   type TurnRecord,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 
 /** Every collection the base writes, by role. An adapter may create one table, hash or prefix per name. */
 export const KEY_VALUE_COLLECTIONS = {

@@ -16,7 +16,7 @@
  * afterwards. The suites use `describe`/`it`/`expect` from "vitest" (no globals needed), loaded
  * only when the kit runs, from an ES module test file (top-level `await`).
  */
-import type { AnyGuardrailStore } from "../store-capabilities.js";
+import type { AnyGuardrailStore } from "../store/capabilities.js";
 import type { GuardrailStoreTestInitializer } from "./conformance/harness.js";
 import { CONFORMANCE_SUITES, type ConformanceSuite } from "./conformance/suites.js";
 

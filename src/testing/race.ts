@@ -9,9 +9,9 @@ import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { JsonValue } from "../contracts.js";
+import type { JsonValue } from "../contracts/index.js";
 import { GuardrailsError } from "../errors.js";
-import type { StorePart } from "../store-capabilities.js";
+import type { StorePart } from "../store/capabilities.js";
 import {
   raceApproval,
   raceAuditEvent,

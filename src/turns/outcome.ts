@@ -17,7 +17,7 @@ import {
   type MutationStatus,
   type RefusalCode,
   type TurnState,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { latestUserTextIndex, textContent } from "../decision/transcript.js";
 import { HitlApprovalRequestSchema, type ApprovalFormat } from "../guardrails/langchain-format.js";
 

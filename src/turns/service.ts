@@ -30,16 +30,16 @@ import {
   type TurnRecord,
   type TurnStart,
   type TurnState,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { digest } from "../digest.js";
 import { AdmissionError, ConfigurationError, SettlementError, StoreContractError } from "../errors.js";
 import { hitlResponse } from "../guardrails/langchain-format.js";
 import { resolveLogger, sanitizeError, type GuardrailLogger, type LoggedError } from "../logger.js";
 import { documentGuardrailsLabel } from "../middleware.js";
 import { LoggerSchema, StoreShape } from "../options.js";
-import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store-capabilities.js";
-import { prunableTurn } from "../stores/turns.js";
-import { parseStoreValue } from "../stores/validate.js";
+import { hasStorePart, withStoreParts, type AnyGuardrailStore } from "../store/capabilities.js";
+import { prunableTurn } from "../store/turns.js";
+import { parseStoreValue } from "../store/validate.js";
 import { TelemetrySchema, type GuardrailTelemetry, type TelemetryApprovalWait, type TelemetryTurnEnd } from "../telemetry.js";
 import { turnContext, userSegment } from "../turn-gate.js";
 import { TurnServiceError } from "./errors.js";

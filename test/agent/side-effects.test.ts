@@ -32,7 +32,7 @@ import {
 } from "arkah-agent-guardrails";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
-import { CORE_STORE_METHODS } from "../../src/store-capabilities.js";
+import { CORE_STORE_METHODS } from "../../src/store/capabilities.js";
 import { duplicateEffectContent } from "../../src/tool-messages.js";
 import {
   admit,

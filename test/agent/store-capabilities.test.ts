@@ -20,7 +20,7 @@ import {
 } from "arkah-agent-guardrails";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import { approvals, inspect, reconcile } from "../../src/cli/commands.js";
-import { CORE_STORE_METHODS, detectStoreParts, STORE_PARTS } from "../../src/store-capabilities.js";
+import { CORE_STORE_METHODS, detectStoreParts, STORE_PARTS } from "../../src/store/capabilities.js";
 import { detector, DocumentService, documentTools, outcomeOf, read, rename, TOOL_POLICIES, turnInput, userText } from "../support/fixtures.js";
 
 /** Only the core of `inner`, bound to it: what a minimal adapter offers. */

@@ -194,7 +194,7 @@ describePostgres("examples/production-postgres", (url) => {
 describe("the schema names", () => {
   it("the example's guardrail schema is the store's and the CLI's default", async () => {
     const { SCHEMAS } = await import("../../examples/production-postgres/setup.js");
-    const { DEFAULT_SCHEMA } = await import("../../src/stores/postgres/schema-name.js");
+    const { DEFAULT_SCHEMA } = await import("../../src/adapters/postgres/schema-name.js");
     expect(SCHEMAS.guardrails).toBe(DEFAULT_SCHEMA);
   });
 });

@@ -5,7 +5,7 @@
  */
 import { InMemoryGuardrailStore, type GuardrailStoreCore } from "arkah-agent-guardrails";
 import { validateGuardrailStore } from "arkah-agent-guardrails/testing";
-import { CORE_STORE_METHODS } from "../../src/store-capabilities.js";
+import { CORE_STORE_METHODS } from "../../src/store/capabilities.js";
 
 /** Only the core of a fresh in-memory store, bound to it. */
 function coreOnly(now: () => Date): GuardrailStoreCore {

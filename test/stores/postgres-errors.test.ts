@@ -28,7 +28,7 @@ import {
 import {
   type VerdictKey,
 } from "arkah-agent-guardrails/store";
-import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
+import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/adapters/postgres/index.js";
 import { rejection } from "../support/fixtures.js";
 import { adminPool, blockedBackend, claimIdentity, closedPort, describePostgres, dropSchema, freshSchema, remainingBackends, requirePostgres } from "../support/postgres.js";
 

@@ -22,7 +22,7 @@ import {
   type TurnStart,
 } from "arkah-agent-guardrails/store";
 import { effectIdentity } from "../../src/keys.js";
-import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/stores/postgres/index.js";
+import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/adapters/postgres/index.js";
 import {
   adminPool,
   blockedBackend,
@@ -1311,7 +1311,7 @@ describePostgres("PostgresGuardrailStore", (url) => {
 
     it("a shipped store is trusted; a wrapper around it is not", async () => {
       const { store } = await openStore();
-      const { isTrustedStore } = await import("../../src/stores/validate.js");
+      const { isTrustedStore } = await import("../../src/store/validate.js");
       expect(isTrustedStore(store)).toBe(true);
       expect(isTrustedStore(Object.create(store) as object)).toBe(false);
       expect(isTrustedStore(new Proxy(store, {}))).toBe(false);

@@ -9,8 +9,8 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { digest, StoreContractError, turnKey, type GuardrailStore } from "arkah-agent-guardrails";
-import { SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
-import { isTrustedStore } from "../../src/stores/validate.js";
+import { SqliteGuardrailStore, SqliteStoreError } from "../../src/adapters/sqlite/index.js";
+import { isTrustedStore } from "../../src/store/validate.js";
 import { startWorker, type Worker } from "../processes/support.js";
 import type { LockerCommand, LockerReport } from "../processes/workers/sqlite-locker.js";
 

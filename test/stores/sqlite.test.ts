@@ -33,7 +33,7 @@ import {
   type VerdictRecord,
 } from "arkah-agent-guardrails/store";
 import { effectIdentity } from "../../src/keys.js";
-import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore, SqliteStoreError } from "../../src/stores/sqlite/index.js";
+import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore, SqliteStoreError } from "../../src/adapters/sqlite/index.js";
 import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------

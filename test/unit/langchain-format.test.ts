@@ -4,7 +4,7 @@
  * request, for each kind of decision.
  */
 import { describe, expect, it } from "vitest";
-import type { ApprovalDecision } from "../../src/contracts.js";
+import type { ApprovalDecision } from "../../src/contracts/index.js";
 import { fromHitl, hitlResponse } from "../../src/guardrails/langchain-format.js";
 
 const APPROVAL_ID = "a".repeat(64);

@@ -14,7 +14,7 @@ import {
   type MutationIdentity,
   type MutationResult,
 } from "arkah-agent-guardrails/store";
-import { isTrustedStore } from "../../src/stores/validate.js";
+import { isTrustedStore } from "../../src/store/validate.js";
 
 const TURN: TurnRef = { scopeId: "doc-1", turnId: "turn-1" };
 const TURN_KEY = turnKey(TURN);

@@ -34,7 +34,7 @@ import {
   parseSettlement,
   requiresResolvedScope,
   TRUSTED_STORE,
-} from "../../src/stores/validate.js";
+} from "../../src/store/validate.js";
 import { ForwardingStore } from "../support/fixtures.js";
 
 const hex = (char: string) => char.repeat(64);

@@ -18,7 +18,7 @@ import {
   type ApprovalSubmission,
   type GuardrailStore,
   type StoredAuditEvent,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { turnKey } from "../../keys.js";
 import {
   APPROVAL_ID,

@@ -4,7 +4,7 @@
  * started.
  */
 import { expect } from "vitest";
-import { MutationStatusSchema, type GuardrailStore, type MutationIdentity, type MutationResult } from "../../contracts.js";
+import { MutationStatusSchema, type GuardrailStore, type MutationIdentity, type MutationResult } from "../../contracts/index.js";
 import type { Call } from "./fixtures.js";
 import { turnKey } from "../../keys.js";
 import {

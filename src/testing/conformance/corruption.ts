@@ -5,7 +5,7 @@
  * initializer's `corruptRecord`, which writes the raw record in the backend's own way.
  */
 import { expect } from "vitest";
-import type { GuardrailStore, TurnInput, TurnStart } from "../../contracts.js";
+import type { GuardrailStore, TurnInput, TurnStart } from "../../contracts/index.js";
 import { digest } from "../../digest.js";
 import { StoreContractError } from "../../errors.js";
 import { turnKey } from "../../keys.js";

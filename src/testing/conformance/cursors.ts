@@ -3,7 +3,7 @@
  * concurrency, one per sink name, and independent of the trail itself.
  */
 import { expect } from "vitest";
-import { AuditCursorSchema, type GuardrailStore } from "../../contracts.js";
+import { AuditCursorSchema, type GuardrailStore } from "../../contracts/index.js";
 import { auditEvent, complete, conform, expectBoolean, identity, readAudit, TURN, TURN_KEY } from "./fixtures.js";
 import type { StoreTest } from "./harness.js";
 

@@ -18,7 +18,7 @@ import {
   type StoredAuditEvent,
   type TurnRef,
   type UnresolvedEffect,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { digest } from "../../digest.js";
 import { effectIdentity, turnKey } from "../../keys.js";
 import {

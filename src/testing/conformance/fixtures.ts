@@ -27,7 +27,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { digest } from "../../digest.js";
 import { StoreContractError } from "../../errors.js";
 import { mutationKey, toolFingerprint, turnKey } from "../../keys.js";

@@ -3,8 +3,8 @@
  * initializer and handed a clock the test controls.
  */
 import { it } from "vitest";
-import type { GuardrailStore, JsonValue } from "../../contracts.js";
-import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store-capabilities.js";
+import type { GuardrailStore, JsonValue } from "../../contracts/index.js";
+import { detectStoreParts, type AnyGuardrailStore, type StorePart } from "../../store/capabilities.js";
 import { corruptionHook } from "./key-value.js";
 
 /** What an adapter author passes to `validateGuardrailStore`. */

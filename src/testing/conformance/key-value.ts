@@ -4,10 +4,10 @@
  * corruption hook it derives from the adapter's one raw write, locating records by
  * `KEY_VALUE_RECORD_KEYS`.
  */
-import type { JsonValue } from "../../contracts.js";
+import type { JsonValue } from "../../contracts/index.js";
 import type { KeyValueScanOptions, KeyValueSyncTransaction, KeyValueTransaction } from "../../store/key-value.js";
 import { KEY_VALUE_RECORD_KEYS, type KeyValueRecordName } from "../../store/record-keys.js";
-import type { AnyGuardrailStore } from "../../store-capabilities.js";
+import type { AnyGuardrailStore } from "../../store/capabilities.js";
 import type { CorruptedRecord, CorruptionApplied, CorruptionTarget, GuardrailStoreTestInitializer, KeyValueRawWrite } from "./harness.js";
 
 /** Either transaction: a kit step yields each `get` and `scan` answer (a value or a promise) and gets the value back. */

@@ -6,7 +6,7 @@
  * steps share one connection, passes them; each fails a test here.
  */
 import { expect } from "vitest";
-import type { JsonValue } from "../../contracts.js";
+import type { JsonValue } from "../../contracts/index.js";
 import { StoreContractError } from "../../errors.js";
 import { KEY_VALUE_COLLECTIONS } from "../../store/records.js";
 import type { StoreTest } from "./harness.js";

@@ -14,7 +14,7 @@ import {
   type Reconciliation,
   type ReconcileResult,
   type TurnStart,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { turnKey } from "../../keys.js";
 import {
   acquire,

@@ -10,7 +10,7 @@ import {
   type ReadEvidence,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { turnKey } from "../../keys.js";
 import {
   ALLOW,

@@ -3,7 +3,7 @@
  * so importing `arkah-agent-guardrails/testing` (for `ScriptedModel`, say) never loads vitest.
  */
 import { afterAll, beforeAll, describe } from "vitest";
-import type { AnyGuardrailStore, StorePart } from "../../store-capabilities.js";
+import type { AnyGuardrailStore, StorePart } from "../../store/capabilities.js";
 import type { ConformanceSuite } from "./suites.js";
 import { approvalsSuite } from "./approvals.js";
 import { auditSuite } from "./audit.js";

@@ -4,7 +4,7 @@
  * a settlement recorded together with its audit event exactly when it applies.
  */
 import { expect } from "vitest";
-import { MAX_READ_EVIDENCE, type AuditEvent, type ClaimOptions, type GuardrailStore, type MutationSettlement } from "../../contracts.js";
+import { MAX_READ_EVIDENCE, type AuditEvent, type ClaimOptions, type GuardrailStore, type MutationSettlement } from "../../contracts/index.js";
 import { turnKey } from "../../keys.js";
 import {
   acquire,

@@ -16,7 +16,7 @@ import {
   type TurnInput,
   type TurnRecord,
   type TurnStart,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { digest } from "../../digest.js";
 import { turnKey } from "../../keys.js";
 import { approvalRequest, conform, expectBoolean, expectContractError, expectInstant, requestApproval, SCOPE } from "./fixtures.js";

@@ -30,9 +30,9 @@ import {
   VerdictRecordSchema,
   type GuardrailStore,
   type VerdictKey,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { turnKey } from "../../keys.js";
-import { hasStorePart, STORE_PART_NAMES, STORE_PARTS } from "../../store-capabilities.js";
+import { hasStorePart, STORE_PART_NAMES, STORE_PARTS } from "../../store/capabilities.js";
 import {
   acquire,
   approvalRequest,

@@ -5,7 +5,7 @@
  */
 import { pathToFileURL } from "node:url";
 import { isAbsolute } from "node:path";
-import { detectStoreParts, hasStorePart, type AnyGuardrailStore, type StorePart, type StoreWithParts } from "../../store-capabilities.js";
+import { detectStoreParts, hasStorePart, type AnyGuardrailStore, type StorePart, type StoreWithParts } from "../../store/capabilities.js";
 import { RACE_TIME, raceApproval, type RaceAnswer, type RaceMessage, type RaceRequest, type RaceValue } from "./protocol.js";
 
 type Opener = (options: unknown) => unknown;

@@ -13,10 +13,10 @@ import type {
   JsonValue,
   MutationIdentity,
   TurnStart,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { digest } from "../../digest.js";
 import { effectIdentity, mutationKey, toolFingerprint, turnKey } from "../../keys.js";
-import type { StorePart } from "../../store-capabilities.js";
+import type { StorePart } from "../../store/capabilities.js";
 
 /** Parent -> child: a request (answered once, by `id`) or the order to close the store and exit. */
 export type RaceRequest =

@@ -7,8 +7,8 @@
  * A store has a part when every method of it is a function; a part half present is a mistake
  * (`ConfigurationError` naming the missing methods), never a part.
  */
-import type { GuardrailStore } from "./contracts.js";
-import { ConfigurationError } from "./errors.js";
+import type { GuardrailStore } from "../contracts/index.js";
+import { ConfigurationError } from "../errors.js";
 
 /** The methods every store has: admission receipts, read evidence, the mutation slot, the audit trail. */
 export const CORE_STORE_METHODS = [

@@ -31,10 +31,10 @@ import {
   type PruneResult,
   type ReconcileResult,
   type UnresolvedEffect,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { existingEffectAnswer } from "../../store/decisions.js";
-import { effectReconciledEvent, effectReleasedEvent } from "../events.js";
-import { parseStoreValue } from "../validate.js";
+import { effectReconciledEvent, effectReleasedEvent } from "../../store/events.js";
+import { parseStoreValue } from "../../store/validate.js";
 import { appendEvent, eventValues, lockKey, query, transaction, type Queryable, type Session } from "./connection.js";
 import { StoreContractError } from "../../errors.js";
 import { CLAIM_STATES, decodeOptionalText, decodeText, encodeText as encode, parseRow } from "./encoding.js";

@@ -76,7 +76,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { existingClaimAnswer, existingEffectAnswer, reconcileAnswer, tokenHoldsClaim } from "../store/decisions.js";
 import {
   appliedApprovalRecord,
@@ -88,7 +88,7 @@ import {
   effectReleasedEvent,
   reconciledEvent,
   releasedEvent,
-} from "./events.js";
+} from "../store/events.js";
 import {
   beginTransition,
   finishTransition,
@@ -102,7 +102,7 @@ import {
   prunableTurn,
   renewTransition,
   resumeTransition,
-} from "./turns.js";
+} from "../store/turns.js";
 import {
   brandTrustedStore,
   parseAuditEvent,
@@ -114,7 +114,7 @@ import {
   parseRelease,
   parseSettlement,
   parseStoreValue,
-} from "./validate.js";
+} from "../store/validate.js";
 
 interface ClaimRecord {
   readonly identity: MutationIdentity;

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, RenewTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts.js";
-import { beginTransition, finishTransition, listedTurn, parseTurnRecord, renewTransition, resumeTransition, type ParsedListTurns } from "../turns.js";
+import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, RenewTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts/index.js";
+import { beginTransition, finishTransition, listedTurn, parseTurnRecord, renewTransition, resumeTransition, type ParsedListTurns } from "../../store/turns.js";
 import { epochMs, parseJson } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";

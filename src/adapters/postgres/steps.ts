@@ -20,9 +20,9 @@ import {
   type MutationRelease,
   type MutationSettlement,
   type ReadEvidence,
-} from "../../contracts.js";
-import { releasedEvent } from "../events.js";
-import { parseClaimResult } from "../validate.js";
+} from "../../contracts/index.js";
+import { releasedEvent } from "../../store/events.js";
+import { parseClaimResult } from "../../store/validate.js";
 import { appendEvent, eventValues, query, transaction, type Session } from "./connection.js";
 import { claimedIdentityFromRow, classify, COUNT_ROW, encodeText, parseRow } from "./encoding.js";
 

@@ -1,5 +1,5 @@
 /**
- * Parsing at the store boundary. The zod schemas in contracts.ts define what is valid. The
+ * Parsing at the store boundary. The zod schemas in contracts/ define what is valid. The
  * records on the per-call hot path (claims, settlements, releases, read evidence) also get a
  * structural fast path, which accepts only values its schema accepts and builds the same detached
  * copy; anything it is unsure of falls through to zod, which decides and words the error.
@@ -28,7 +28,7 @@ import {
   type MutationResult,
   type MutationSettlement,
   type ReadEvidence,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { StoreContractError } from "../errors.js";
 
 /**

@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import type pg from "pg";
-import type { AuditEvent } from "../../contracts.js";
+import type { AuditEvent } from "../../contracts/index.js";
 import { encodeText, epochMs } from "./encoding.js";
 import type { Statement, Statements } from "./statements.js";
 

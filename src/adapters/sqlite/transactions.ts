@@ -19,7 +19,7 @@ import type {
   Reconciliation,
   ReconcileResult,
   VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import {
   appliedApprovalRecord,
   approvalEvent,
@@ -28,7 +28,7 @@ import {
   expiredApprovalRecord,
   orphanedApprovalRecord,
   reconciledEvent,
-} from "../events.js";
+} from "../../store/events.js";
 import { reconcileAnswer } from "../../store/decisions.js";
 import { approvalFromRow, claimFromRow, effectFromRow, encodeText, epochMs, keyParams, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt } from "./errors.js";

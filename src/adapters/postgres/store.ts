@@ -83,7 +83,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { ConfigurationError, StoreContractError } from "../../errors.js";
 import {
   appliedApprovalRecord,
@@ -92,7 +92,7 @@ import {
   expiredApprovalRecord,
   orphanedApprovalRecord,
   reconciledEvent,
-} from "../events.js";
+} from "../../store/events.js";
 import {
   brandTrustedStore,
   parseAuditEvent,
@@ -104,7 +104,7 @@ import {
   parseRelease,
   parseSettlement,
   parseStoreValue,
-} from "../validate.js";
+} from "../../store/validate.js";
 import { appendEvent, awaitFlushed, lockKey, query, transaction, type Queryable, type Session } from "./connection.js";
 import {
   approvalFromRow,
@@ -133,7 +133,7 @@ import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
 import { reconcileAnswer } from "../../store/decisions.js";
 import * as effects from "./effects.js";
-import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../turns.js";
+import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../../store/turns.js";
 import * as turns from "./turns.js";
 
 /**

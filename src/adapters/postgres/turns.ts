@@ -16,7 +16,7 @@ import {
   type ResumeTurnInput,
   type ResumeTurnResult,
   type TurnRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { StoreContractError } from "../../errors.js";
 import {
   beginTransition,
@@ -27,8 +27,8 @@ import {
   resumeTransition,
   type ParsedListTurns,
   type TurnTransition,
-} from "../turns.js";
-import { parseStoreValue } from "../validate.js";
+} from "../../store/turns.js";
+import { parseStoreValue } from "../../store/validate.js";
 import { query, transaction, type Queryable, type Session } from "./connection.js";
 import { claimedIdentityFromRow, decodeJson, decodeOptionalText, epochMs } from "./encoding.js";
 

@@ -17,9 +17,9 @@ import type {
   MutationRelease,
   MutationSettlement,
   ReadEvidence,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { existingClaimAnswer, existingEffectAnswer } from "../../store/decisions.js";
-import { effectReleasedEvent, releasedEvent } from "../events.js";
+import { effectReleasedEvent, releasedEvent } from "../../store/events.js";
 import { claimFromRow, effectFromRow, encodeText, epochMs, sameText } from "./encoding.js";
 import type { Statements } from "./statements.js";
 import { appendEvent } from "./transactions.js";

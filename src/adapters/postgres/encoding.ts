@@ -17,10 +17,10 @@ import {
   type ClaimResult,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { StoreContractError } from "../../errors.js";
 import { existingClaimAnswer } from "../../store/decisions.js";
-import { parseClaimResult, parseStoreValue } from "../validate.js";
+import { parseClaimResult, parseStoreValue } from "../../store/validate.js";
 
 
 /**

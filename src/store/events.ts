@@ -10,7 +10,7 @@ import {
   type EffectIdentity,
   type EffectReconciliation,
   type Reconciliation,
-} from "../contracts.js";
+} from "../contracts/index.js";
 
 /** The `reconciled` audit event every store appends with a reconciliation, in the same transaction. */
 export function reconciledEvent(identity: ClaimedIdentity, reconciliation: Reconciliation, at: string): AuditEvent {

@@ -19,7 +19,7 @@ import {
   type ResumeTurnInput,
   type ResumeTurnResult,
   type TurnRecord,
-} from "../contracts.js";
+} from "../contracts/index.js";
 import { parseStoreValue } from "./validate.js";
 
 /** What a transition answers, and the record to store (none: nothing changes). */

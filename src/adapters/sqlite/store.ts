@@ -96,7 +96,7 @@ import {
   type UnresolvedMutation,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { ConfigurationError, StoreContractError } from "../../errors.js";
 import {
   brandTrustedStore,
@@ -109,14 +109,14 @@ import {
   parseRelease,
   parseSettlement,
   parseStoreValue,
-} from "../validate.js";
+} from "../../store/validate.js";
 import { approvalFromRow, claimFromRow, effectFromRow, encodeText, epochMs, keyParams, parseJson, parseRow, receiptFromRow, verdictFromRow } from "./encoding.js";
 import { corrupt, isOwnError, openError, ownError, storeFailure } from "./errors.js";
 import { migrate } from "./migrations.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import { prepareSteps, type Steps } from "./steps.js";
 import { appendEvent, prepareTransactions, type Transactions } from "./transactions.js";
-import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../turns.js";
+import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../../store/turns.js";
 import { listTurns, prepareTurnSteps, readTurn, type TurnSteps } from "./turns.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import {
   type ApprovalRecord,
   type VerdictKey,
   type VerdictRecord,
-} from "../../contracts.js";
+} from "../../contracts/index.js";
 import { corrupt } from "./errors.js";
 
 export type SqlText = string | Buffer;
