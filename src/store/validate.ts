@@ -100,12 +100,17 @@ const LOWER_HEX = new Uint8Array(128);
 for (const unit of "0123456789abcdef") LOWER_HEX[unit.charCodeAt(0)] = 1;
 
 /**
- * The last digests that passed the full check. A turn's values repeat (the turn key in the claim,
- * the settlement and their audit events; the tool's fingerprint on every call), and validity is a
- * function of a string's content, which `===` compares: a string equal to one that passed, passes.
+ * Digests that passed the full check, one per slot, the slot chosen by two of the string's code
+ * units. A turn's values repeat (the turn key in the claim, the settlement and their audit events;
+ * the tool's fingerprint on every call), and validity is a function of a string's content, which
+ * `===` compares: a string equal to one that passed, passes. One comparison per lookup (a scan of
+ * recent entries cost about as much as the check it saved), and a new digest evicts only its own
+ * slot, so the values that repeat stay while fresh ones (a new turn key per claim) come and go.
  */
-const RECENT_DIGESTS: string[] = ["", "", "", "", "", "", "", ""];
-let recentDigest = 0;
+const PASSED_DIGESTS: string[] = new Array<string>(64).fill("");
+
+/** The slot of `PASSED_DIGESTS` a 64-unit string goes in. */
+const digestSlot = (value: string): number => (value.charCodeAt(0) * 31 + value.charCodeAt(63)) & 63;
 
 /**
  * A lowercase hex SHA-256: exactly what `DigestSchema`'s pattern `^[0-9a-f]{64}$` accepts (no `u`
@@ -113,13 +118,13 @@ let recentDigest = 0;
  */
 function isDigest(value: unknown): value is string {
   if (typeof value !== "string" || value.length !== 64) return false;
-  for (const recent of RECENT_DIGESTS) if (recent === value) return true;
+  const slot = digestSlot(value);
+  if (PASSED_DIGESTS[slot] === value) return true;
   for (let index = 0; index < 64; index++) {
     const unit = value.charCodeAt(index);
     if (unit >= 128 || LOWER_HEX[unit] === 0) return false;
   }
-  RECENT_DIGESTS[recentDigest] = value;
-  recentDigest = (recentDigest + 1) % RECENT_DIGESTS.length;
+  PASSED_DIGESTS[slot] = value;
   return true;
 }
 
