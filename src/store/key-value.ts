@@ -131,6 +131,7 @@ import {
   KEY_VALUE_COLLECTIONS as C,
   KEY_VALUE_LAYOUT,
   LAYOUT_KEY,
+  pendingAuditKey,
   RECORD_KINDS as K,
   sequenceKey,
   verdictStorageKey,
@@ -316,6 +317,12 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    * memory, not in a shared record, so that two claims of different turns never write one key.
    */
   #claims = 0;
+  /** This object's id in the keys of the audit events it appends ({@link pendingAuditKey}): no other object writes them. */
+  readonly #writer = randomUUID();
+  /** Audit events this object appended: their order within one millisecond. */
+  #appended = 0;
+  /** The latest clock time an appended event was keyed by: an object's pending keys never step back. */
+  #auditMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: KeyValueGuardrailStoreOptions = {}) {
     const now = options.now;
@@ -415,9 +422,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   /**
-   * The first step of each store object: reads the layout version and, in a store written before
-   * layout 2, builds the unresolved-claim and unresolved-effect indexes from a scan of the claims
-   * and effects (once, in one step: every later object finds layout 2 and writes nothing). A store
+   * The first step of each store object: reads the layout version and migrates an older store, in
+   * one step (a crash leaves it as it was; every later object finds layout 3 and writes nothing).
+   * Layout 1: builds the unresolved-claim, unresolved-effect and approval indexes from a scan of
+   * the claims, effects and requests. Layout 2: nothing to move (its events are all numbered; from
+   * now on events wait in `auditPending` until `readAudit` numbers them after them). A store
    * written by a newer layout is refused: this version would not keep that layout's records.
    */
   *#layoutStep(tx: StepTransaction): Step<void> {
@@ -428,13 +437,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         `the store's records are in key-value layout ${String(layout)}, written by a newer arkah-agent-guardrails; this version reads layout ${String(KEY_VALUE_LAYOUT)} and older: upgrade it`,
       );
     }
-    for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
-      if (claim.state === "pending" || claim.state === "unknown") this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
+    if (layout === undefined) {
+      for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
+        if (claim.state === "pending" || claim.state === "unknown") this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
+      }
+      for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
+        if (effect.state === "pending" || effect.state === "unknown") this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
+      }
+      for (const [, { record }] of yield* this.#all(tx, K.approval)) this.#indexApproval(tx, undefined, record);
     }
-    for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
-      if (effect.state === "pending" || effect.state === "unknown") this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
-    }
-    for (const [, { record }] of yield* this.#all(tx, K.approval)) this.#indexApproval(tx, undefined, record);
     this.#put(tx, K.layout, LAYOUT_KEY, KEY_VALUE_LAYOUT);
   }
 
@@ -507,15 +518,32 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#count(tx, counter, yield tx.get(C.counters, counter));
   }
 
-  *#append(tx: StepTransaction, event: AuditEvent): Step<void> {
-    this.#appendAfter(tx, event, yield tx.get(C.counters, "audit"));
+  /**
+   * Appends `event` to the pending events, under a key only this store object writes: no counter
+   * is read or written, so audited steps of different turns share no key. `readAudit` numbers it.
+   */
+  #append(tx: StepTransaction, event: AuditEvent): void {
+    // Never stepping back within this object: its events sort in its append order.
+    this.#auditMs = Math.max(this.#auditMs, this.#time());
+    const key = pendingAuditKey(this.#auditMs, ++this.#appended, this.#writer);
+    this.#put(tx, K.pendingAudit, key, { key, event });
   }
 
-  /** Appends `event` numbered after the audit counter's stored value `current`, as read. */
-  #appendAfter(tx: StepTransaction, event: AuditEvent, current: unknown): void {
-    const seq = this.#count(tx, "audit", current);
-    const stored: StoredAuditEvent = { ...event, seq };
-    this.#put(tx, K.audit, sequenceKey(seq), stored);
+  /**
+   * Numbers every pending event, in key order, from `counters/audit` and moves it into `audit`, in
+   * one step: the only writer of the counter. An event becomes visible only with a `seq` above
+   * every one already visible, so a reader paging with `afterSeq` never skips one.
+   */
+  *#sequence(tx: StepTransaction): Step<void> {
+    const pending = yield* this.#all(tx, K.pendingAudit);
+    if (pending.length === 0) return;
+    let seq = this.#check(K.counter, "audit", yield tx.get(C.counters, "audit")) ?? 0;
+    for (const [key, { event }] of pending) {
+      const stored: StoredAuditEvent = { ...event, seq: ++seq };
+      this.#put(tx, K.audit, sequenceKey(seq), stored);
+      tx.delete(C.auditPending, key);
+    }
+    this.#put(tx, K.counter, "audit", seq);
   }
 
   #timestamp(): string {
@@ -566,7 +594,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (reads?.digests.includes(evidenceDigest) !== true) {
       this.#put(tx, K.reads, turnKey, { turnKey, digests: reads === undefined ? [evidenceDigest] : [...reads.digests, evidenceDigest] });
     }
-    if (audit !== undefined) this.#appendAfter(tx, audit, yield tx.get(C.counters, "audit"));
+    if (audit !== undefined) this.#append(tx, audit);
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
@@ -631,7 +659,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
       yield* this.#markUnknown(tx, identity, true);
     }
-    if (settlement.audit !== undefined) this.#appendAfter(tx, settlement.audit, yield tx.get(C.counters, "audit"));
+    if (settlement.audit !== undefined) this.#append(tx, settlement.audit);
     return true;
   }
 
@@ -646,7 +674,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     // A pending claim is not counted against its scope: deleting it is all there is to undo.
     tx.delete(C.claims, turnKey);
     tx.delete(C.unresolvedClaims, turnKey);
-    yield* this.#append(tx, releasedEvent(claim.identity, this.#timestamp()));
+    this.#append(tx, releasedEvent(claim.identity, this.#timestamp()));
     return true;
   }
 
@@ -701,7 +729,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const seq = yield* this.#next(tx, "approval");
     this.#put(tx, K.approval, approvalId, { seq, record });
     this.#indexApproval(tx, undefined, record);
-    yield* this.#append(tx, approvalEvent(record, "requested", this.#timestamp()));
+    this.#append(tx, approvalEvent(record, "requested", this.#timestamp()));
     return structuredClone(record);
   }
 
@@ -727,7 +755,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: outcome.changed });
       this.#indexApproval(tx, stored.record, outcome.changed);
     }
-    if (outcome.event !== undefined) yield* this.#append(tx, outcome.event);
+    if (outcome.event !== undefined) this.#append(tx, outcome.event);
     return structuredClone(outcome.result);
   }
 
@@ -742,7 +770,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (stored === undefined || applied === undefined) return false;
     this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: applied });
     this.#indexApproval(tx, stored.record, applied);
-    yield* this.#append(tx, approvalEvent(applied, "applied", this.#timestamp()));
+    this.#append(tx, approvalEvent(applied, "applied", this.#timestamp()));
     return true;
   }
 
@@ -771,7 +799,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       const retired = expiredApprovalRecord(record, at);
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
       this.#indexApproval(tx, record, retired);
-      yield* this.#append(tx, approvalEvent(retired, "expired", at));
+      this.#append(tx, approvalEvent(retired, "expired", at));
       expired++;
     }
     return { expired };
@@ -790,7 +818,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       if (retired === undefined) continue;
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
       this.#indexApproval(tx, record, retired);
-      yield* this.#append(tx, approvalEvent(retired, "orphaned", at));
+      this.#append(tx, approvalEvent(retired, "orphaned", at));
       orphaned++;
     }
     return { orphaned };
@@ -833,7 +861,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   async appendAudit(event: AuditEvent): Promise<void> {
     const parsed = parseAuditEvent(event);
-    return this.#run((tx) => this.#append(tx, parsed));
+    return this.#run((tx) => this.#appendStep(tx, parsed));
+  }
+
+  /** `appendAudit`'s step: a step of its own that reads nothing. */
+  // eslint-disable-next-line require-yield -- a step is a generator; this one has nothing to read.
+  *#appendStep(tx: StepTransaction, event: AuditEvent): Step<void> {
+    this.#append(tx, event);
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
@@ -842,6 +876,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
+    yield* this.#sequence(tx);
     const from = since === undefined ? undefined : instantMs(since);
     const matched: StoredAuditEvent[] = [];
     yield* this.#walk(tx, K.audit, sequenceKey(afterSeq), (_key, event) => {
@@ -913,7 +948,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     } else {
       tx.delete(C.claims, turnKey);
     }
-    yield* this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
+    this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
     return answer;
   }
 
@@ -1142,7 +1177,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
     this.#put(tx, K.effect, settlement.effectKey, settled);
     if (settlement.outcome === "complete") tx.delete(C.unresolvedEffects, settlement.effectKey);
-    if (settlement.audit !== undefined) yield* this.#append(tx, settlement.audit);
+    if (settlement.audit !== undefined) this.#append(tx, settlement.audit);
     return true;
   }
 
@@ -1155,7 +1190,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const effect = yield* this.#get(tx, K.effect, effectKey);
     if (effect === undefined || !tokenHoldsClaim(effect, token)) return false;
     yield* this.#forgetEffect(tx, effect.identity);
-    yield* this.#append(tx, effectReleasedEvent(effect.identity, this.#timestamp()));
+    this.#append(tx, effectReleasedEvent(effect.identity, this.#timestamp()));
     return true;
   }
 
@@ -1220,7 +1255,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     } else {
       yield* this.#forgetEffect(tx, effect.identity);
     }
-    yield* this.#append(tx, effectReconciledEvent(effect.identity, reconciliation, new Date(time).toISOString()));
+    this.#append(tx, effectReconciledEvent(effect.identity, reconciliation, new Date(time).toISOString()));
     return { reconciled: true, state };
   }
 }

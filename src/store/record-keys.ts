@@ -27,6 +27,7 @@ export type KeyValueRecordName =
   | "verdict"
   | "approval"
   | "audit"
+  | "pendingAudit"
   | "cursor"
   | "turn"
   | "turnRequest"
@@ -58,6 +59,11 @@ export const KEY_VALUE_RECORD_KEYS = {
   },
   approval: { collection: C.approvals, key: "the approval id", example: "<approvalId>" },
   audit: { collection: C.audit, key: "`sequenceKey(seq)`: the event's seq zero-padded to 16 digits", example: "0000000000000042" },
+  pendingAudit: {
+    collection: C.auditPending,
+    key: "`pendingAuditKey(ms, count, writer)`: the appending store object's clock (`instantKey`: offset by 8.64e15, 17 digits), its append count (16 digits) and its random writer id, joined by `.`",
+    example: "08641924553906000.0000000000000007.<writerId>",
+  },
   cursor: { collection: C.cursors, key: "the sink name, as given (any string)", example: "siem" },
   turn: { collection: C.turns, key: "the turn key", example: "<turnKey>" },
   turnRequest: { collection: C.turnRequests, key: "the request key (`TurnStart.requestKey`)", example: "<requestKey>" },
@@ -66,7 +72,7 @@ export const KEY_VALUE_RECORD_KEYS = {
   effectGroup: { collection: C.effectGroups, key: "`effectGroupKey(turnKey, toolName)`: JSON of `[turnKey, toolName]`", example: '["<turnKey>","send_mail"]' },
   counter: {
     collection: C.counters,
-    key: "the counter's name: `audit` or `approval` (a store written before layout 2 also holds `claim` and `effect`, read by nothing)",
+    key: "the counter's name: `audit` (written only by `readAudit`, which numbers the pending events) or `approval` (a store written before layout 2 also holds `claim` and `effect`, read by nothing)",
     example: "audit",
   },
   unresolvedClaim: { collection: C.unresolvedClaims, key: "the turn key of a `pending` or `unknown` claim", example: "<turnKey>" },

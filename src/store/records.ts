@@ -7,6 +7,7 @@ import { z } from "zod";
 import {
   AdmissionReceiptSchema,
   ApprovalRecordSchema,
+  AuditEventSchema,
   DigestSchema,
   EffectIdentitySchema,
   MutationIdentitySchema,
@@ -16,6 +17,7 @@ import {
   VerdictRecordSchema,
   type AdmissionReceipt,
   type ApprovalRecord,
+  type AuditEvent,
   type EffectIdentity,
   type MutationIdentity,
   type MutationResult,
@@ -39,8 +41,14 @@ export const KEY_VALUE_COLLECTIONS = {
   verdicts: "verdicts",
   /** approval id -> {@link StoredApproval}. */
   approvals: "approvals",
-  /** zero-padded audit sequence number -> {@link StoredAuditEvent}. */
+  /** zero-padded audit sequence number -> {@link StoredAuditEvent}: the sequenced trail, all `readAudit` answers from. */
   audit: "audit",
+  /**
+   * {@link pendingAuditKey} -> {@link PendingAuditEvent}: events appended and not yet numbered. The
+   * step that appends an event writes it here, under a key no other step writes; the next
+   * `readAudit` numbers them from `counters/audit` and moves them into `audit` (layout 3).
+   */
+  auditPending: "auditPending",
   /** sink name -> {@link StoredCursor}. */
   cursors: "cursors",
   /** turn key -> {@link TurnRecord}. */
@@ -54,8 +62,9 @@ export const KEY_VALUE_COLLECTIONS = {
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
   effectGroups: "effectGroups",
   /**
-   * counter name (`audit`, `approval`) -> the last number it issued (an integer, 0 before any). A
-   * store written before layout 2 also holds `claim` and `effect`, which nothing reads any more.
+   * counter name (`audit`, `approval`) -> the last number it issued (an integer, 0 before any).
+   * `audit` is written only by the step that numbers pending events (`readAudit`). A store written
+   * before layout 2 also holds `claim` and `effect`, which nothing reads any more.
    */
   counters: "counters",
   /** turn key -> {@link UnresolvedClaimEntry}: the index of `pending` and `unknown` claims, for `listUnresolved`. */
@@ -74,10 +83,12 @@ export const KEY_VALUE_COLLECTIONS = {
  * The layout this base writes. 1 (no `meta` record): claims and side effects numbered by the
  * shared `claim` and `effect` counters, unresolved ones and approval requests by status found by a
  * scan. 2: no shared counter on a claim's step; unresolved claims and effects, pending requests and
- * decided ones not applied kept in their own indexes. A store at layout 1 is
- * migrated by the first step of a store object that finds it (see `KeyValueGuardrailStore`).
+ * decided ones not applied kept in their own indexes. 3: an audited step writes its event to
+ * `auditPending` and no counter; `readAudit` numbers the pending events (one writer of
+ * `counters/audit`). A store at layout 1 or 2 is migrated by the first step of a store object that
+ * finds it (see `KeyValueGuardrailStore`).
  */
-export const KEY_VALUE_LAYOUT = 2;
+export const KEY_VALUE_LAYOUT = 3;
 
 /** The key of the layout version in {@link KEY_VALUE_COLLECTIONS}' `meta`. */
 export const LAYOUT_KEY = "layout";
@@ -86,9 +97,9 @@ export const LAYOUT_KEY = "layout";
 export type KeyValueCollection = (typeof KEY_VALUE_COLLECTIONS)[keyof typeof KEY_VALUE_COLLECTIONS];
 
 /**
- * The counters the base keeps, each in its own record of `counters`. Both are written only by
- * steps that append to the audit trail (an approval request appends its `requested` event): a
- * claim's step writes neither.
+ * The counters the base keeps, each in its own record of `counters`. `approval` is written by an
+ * approval request's step, `audit` by the step that numbers pending audit events (`readAudit`): a
+ * claim's step, a read's and a settlement's write neither.
  */
 export type KeyValueCounter = "audit" | "approval";
 
@@ -98,6 +109,23 @@ const SEQ_DIGITS = 16;
 /** A sequence number as a key: zero-padded, so ascending key order is ascending number order. */
 export function sequenceKey(seq: number): string {
   return String(seq).padStart(SEQ_DIGITS, "0");
+}
+
+/** Milliseconds added to an epoch millisecond so every valid `Date` (±8.64e15) is non-negative. */
+const INSTANT_OFFSET = 8_640_000_000_000_000;
+
+/** An epoch millisecond as a key: offset and zero-padded to 17 digits, so key order is time order for every valid `Date`. */
+export function instantKey(ms: number): string {
+  return String(ms + INSTANT_OFFSET).padStart(17, "0");
+}
+
+/**
+ * A pending audit event's key: the appending store object's clock (never stepping back within the
+ * object), its append count, and its writer id (random per store object), so no two steps write
+ * one key and one object's events sort in its append order.
+ */
+export function pendingAuditKey(ms: number, count: number, writer: string): string {
+  return `${instantKey(ms)}.${sequenceKey(count)}.${writer}`;
 }
 
 /**
@@ -260,6 +288,16 @@ export interface StoredApproval {
 /** Parses a {@link StoredApproval}. */
 export const StoredApprovalSchema: z.ZodType<StoredApproval> = z.strictObject({ seq: z.int().min(1), record: ApprovalRecordSchema });
 
+/** An audit event appended and not yet numbered: `readAudit` moves it into `audit` with its `seq`. */
+export interface PendingAuditEvent {
+  /** Its key in `auditPending` ({@link pendingAuditKey}). */
+  readonly key: string;
+  /** The event as appended. */
+  readonly event: AuditEvent;
+}
+/** Parses a {@link PendingAuditEvent}. */
+export const PendingAuditEventSchema: z.ZodType<PendingAuditEvent> = z.strictObject({ key: z.string().min(1), event: AuditEventSchema });
+
 /** A sink's audit cursor. */
 export interface StoredCursor {
   /** The sink's name. */
@@ -327,6 +365,7 @@ export const RECORD_KINDS = {
   verdict: kind<VerdictRecord>(KEY_VALUE_COLLECTIONS.verdicts, "verdict record", VerdictRecordSchema, verdictStorageKey),
   approval: kind<StoredApproval>(KEY_VALUE_COLLECTIONS.approvals, "approval request", StoredApprovalSchema, (stored) => stored.record.approvalId),
   audit: kind<StoredAuditEvent>(KEY_VALUE_COLLECTIONS.audit, "audit event", StoredAuditEventSchema, (event) => sequenceKey(event.seq)),
+  pendingAudit: kind<PendingAuditEvent>(KEY_VALUE_COLLECTIONS.auditPending, "pending audit event", PendingAuditEventSchema, (pending) => pending.key),
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
   turnRequest: kind<TurnRequestEntry>(KEY_VALUE_COLLECTIONS.turnRequests, "turn request entry", TurnRequestEntrySchema, (record) => record.requestKey),

@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
+import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type AuditEvent, type TurnRef } from "arkah-agent-guardrails";
 import {
   KEY_VALUE_COLLECTIONS as C,
   type ApprovalSubmission,
@@ -21,6 +21,7 @@ import {
   type StoredApproval,
   type StoredClaim,
   type StoredEffect,
+  sequenceKey,
 } from "arkah-agent-guardrails/store";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
 import { JsonKeyValueStore } from "../support/json-key-value-store.js";
@@ -59,13 +60,74 @@ describe("KeyValueGuardrailStore: steps of turns in different scopes", () => {
       }
     });
 
-    it(`${name}: the audited steps (a read with its event, a settlement with its event) meet on the audit counter alone`, async () => {
+    it(`${name}: ${String(WORKERS)} concurrent audited steps (a read with its event, a settlement with its event) write no key another one touches: no audit counter`, async () => {
       const rows = byStep(await measureStepConflicts(open, WORKERS));
       for (const step of ["recordSuccessfulRead", "settleMutation"] as const) {
-        expect(rows[step]?.hotKeys, `${step}: the one shared key, the audit counter, which keeps seq a total order`).toEqual([`${C.counters}/audit`]);
+        expect({ step, steps: rows[step]?.steps, conflicting: rows[step]?.conflicting, hotKeys: rows[step]?.hotKeys }, step).toEqual({
+          step,
+          steps: WORKERS,
+          conflicting: 0,
+          hotKeys: [],
+        });
       }
     });
   }
+});
+
+const auditEvent = (toolCallId: string, scopeId: string): AuditEvent => ({
+  at: "2031-02-03T04:05:06.000Z",
+  decision: "executed",
+  turnKey: turnKey({ scopeId, turnId: "t" }),
+  scopeId,
+  toolCallId,
+});
+
+describe("KeyValueGuardrailStore: audit events wait unnumbered until a reader numbers them", () => {
+  it("an event appended by a store object whose clock is behind, after a reader passed the trail, is numbered above what the reader saw (afterSeq never skips it)", async () => {
+    const directory = join(root, `store-${String(++directories)}`);
+    const ahead = await FileGuardrailStore.open({ directory, now: () => new Date(CLAIMED_AT + 60_000) });
+    const behind = await FileGuardrailStore.open({ directory, now: () => new Date(CLAIMED_AT) });
+    try {
+      await ahead.appendAudit(auditEvent("first", "doc-a"));
+      const seen = await ahead.readAudit();
+      expect(seen.map((event) => [event.toolCallId, event.seq])).toEqual([["first", 1]]);
+      // Keyed earlier than "first" (its clock is a minute behind), appended after the reader passed seq 1.
+      await behind.appendAudit(auditEvent("late", "doc-b"));
+      await ahead.appendAudit(auditEvent("third", "doc-a"));
+      expect((await behind.readAudit({ afterSeq: 1 })).map((event) => [event.toolCallId, event.seq]), "both, above the cursor").toEqual([
+        ["late", 2],
+        ["third", 3],
+      ]);
+      expect((await ahead.readAudit()).map((event) => event.seq), "one total order, gapless").toEqual([1, 2, 3]);
+    } finally {
+      await ahead.close();
+      await behind.close();
+    }
+  });
+
+  it("appending writes only the event's own pending key; reading numbers the pending events in one step, the only writer of the audit counter", async () => {
+    const footprints: KeyValueStepFootprint[] = [];
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT), onStep: (footprint) => footprints.push(footprint) });
+    await store.getAuditCursor("warm-up");
+    footprints.length = 0;
+    await store.appendAudit(auditEvent("a", "doc-a"));
+    await store.appendAudit(auditEvent("b", "doc-b"));
+    const [first, second] = footprints;
+    expect(first?.reads, "an append reads nothing").toEqual([]);
+    expect(first?.writes.map((ref) => ref.collection), "and writes one pending key").toEqual([C.auditPending]);
+    expect(second?.writes[0]?.key, "a key of its own").not.toBe(first?.writes[0]?.key);
+    expect(store.data.get(C.audit)?.size ?? 0, "nothing numbered yet").toBe(0);
+    footprints.length = 0;
+    expect((await store.readAudit()).map((event) => [event.toolCallId, event.seq]), "numbered in this object's append order").toEqual([
+      ["a", 1],
+      ["b", 2],
+    ]);
+    expect(store.readRaw(C.counters, "audit")).toBe(2);
+    expect(store.data.get(C.auditPending)?.size ?? 0, "moved out of pending").toBe(0);
+    footprints.length = 0;
+    await store.readAudit();
+    expect(footprints[0]?.writes, "a read with nothing pending writes nothing").toEqual([]);
+  });
 });
 
 function mutation(turn: TurnRef): MutationIdentity {
@@ -122,7 +184,7 @@ describe("KeyValueGuardrailStore: a store written in an older or newer layout", 
       [unknown.turnKey, "unknown"],
       [pending.turnKey, "pending"],
     ]);
-    expect(store.readRaw(C.meta, "layout"), "migrated once, in the first step").toBe(2);
+    expect(store.readRaw(C.meta, "layout"), "migrated once, in the first step").toBe(3);
     expect([...(store.data.get(C.unresolvedClaims)?.keys() ?? [])].sort()).toEqual([pending.turnKey, unknown.turnKey].sort());
     expect((await store.listUnresolvedEffects()).map((entry) => entry.effectKey)).toEqual([effect.effectKey]);
 
@@ -133,17 +195,48 @@ describe("KeyValueGuardrailStore: a store written in an older or newer layout", 
     expect(store.readRaw(C.counters, "claim"), "the old counter is left as it was, and never written again").toBe(43);
   });
 
+  it("layout 2 (events numbered by the audit counter as appended): the first step writes layout 3 alone; old events keep their numbers, new ones follow them, a cursor stays valid", async () => {
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT) });
+    const pending = mutation({ scopeId: "doc-two", turnId: "pending" });
+    // As layout 2 wrote them: numbered in the appending step, the claim in its index.
+    store.writeRaw(C.meta, "layout", 2);
+    const old = [auditEvent("old-1", "doc-two"), auditEvent("old-2", "doc-other")].map((event, index) => ({ ...event, seq: index + 1 }));
+    for (const event of old) store.writeRaw(C.audit, sequenceKey(event.seq), event);
+    store.writeRaw(C.counters, "audit", 2);
+    store.writeRaw(C.cursors, "siem", { sink: "siem", seq: 2 });
+    store.writeRaw(C.claims, pending.turnKey, { identity: pending, token: "t-pending", seq: 5, claimedAtMs: CLAIMED_AT, state: "pending" } satisfies StoredClaim);
+    store.writeRaw(C.unresolvedClaims, pending.turnKey, { turnKey: pending.turnKey });
+    const before = snapshot(store);
+
+    expect(await store.getAuditCursor("siem"), "the first step").toBe(2);
+    const migrated = snapshot(store);
+    expect(store.readRaw(C.meta, "layout"), "layout 3").toBe(3);
+    store.writeRaw(C.meta, "layout", 2);
+    expect(snapshot(store), "and nothing else written: layout 2's records are layout 3's").toBe(before);
+    store.writeRaw(C.meta, "layout", 3);
+    expect(snapshot(store)).toBe(migrated);
+
+    expect(await store.releaseMutation({ turnKey: pending.turnKey, token: "t-pending" })).toBe(true);
+    expect((await store.readAudit()).map((event) => [event.toolCallId ?? event.decision, event.seq]), "old numbers kept; the new event after them").toEqual([
+      ["old-1", 1],
+      ["old-2", 2],
+      ["w1", 3],
+    ]);
+    expect((await store.readAudit({ afterSeq: await store.getAuditCursor("siem") })).map((event) => event.decision), "the sink's cursor reads on from where it was").toEqual(["released"]);
+    expect(await store.listUnresolved(), "the claim left its layout-2 index").toEqual([]);
+  });
+
   it("a layout newer than this version's is refused with a clear error, and nothing is written", async () => {
     const store = new JsonKeyValueStore();
-    store.writeRaw(C.meta, "layout", 3);
+    store.writeRaw(C.meta, "layout", 4);
     const before = snapshot(store);
     const error = await store.claimMutation(mutation({ scopeId: "doc-new", turnId: "t" })).then(
       () => undefined,
       (reason: unknown) => reason,
     );
     expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
-    expect(String(error)).toMatch(/key-value layout 3, written by a newer arkah-agent-guardrails; this version reads layout 2 and older/);
-    await expect(store.listUnresolved(), "every later operation is refused too").rejects.toThrow(/layout 3/);
+    expect(String(error)).toMatch(/key-value layout 4, written by a newer arkah-agent-guardrails; this version reads layout 3 and older/);
+    await expect(store.listUnresolved(), "every later operation is refused too").rejects.toThrow(/layout 4/);
     expect(snapshot(store), "nothing written").toBe(before);
   });
 });
