@@ -3,7 +3,8 @@
  * base's `onStep` footprints: `workers` turns, each in its own scope, run a guarded mutation's
  * steps at once (record the read with its audit event, claim with the read evidence, settle with
  * its audit event), then a side effect's (claim, settle), then the other audited steps of a turn
- * (an event of its own, an approval request and its decision). Two concurrent steps conflict when
+ * (an event of its own, an approval request and its decision), and last each turn reads its own
+ * audit trail (as the turn service does for a completed outcome). Two concurrent steps conflict when
  * one writes a key the other read or wrote, or writes into a collection the other scanned: on
  * storage with optimistic concurrency (Redis `WATCH`, conditional writes) one of them aborts and
  * runs again. The adapters here serialize their steps, so nothing re-runs; the footprints say what
@@ -22,6 +23,7 @@ export const MEASURED_STEPS = [
   "appendAudit",
   "requestApproval",
   "decideApproval",
+  "readAudit",
 ] as const;
 /** One of {@link MEASURED_STEPS}. */
 export type MeasuredStep = (typeof MEASURED_STEPS)[number];
@@ -161,5 +163,6 @@ export async function measureStepConflicts(open: ObservedStoreFactory, workers: 
   await round("decideApproval", ({ approval }) =>
     store.decideApproval({ approvalId: approval.approvalId, decision: { decision: "approve" }, decidedAt: new Date().toISOString() }),
   );
+  await round("readAudit", ({ identity }) => store.readAudit({ turnKey: identity.turnKey }));
   return results;
 }
