@@ -537,23 +537,28 @@ workers; see the verdict below for this run.
 **Step conflicts on the key-value base (bench/key-value-conflicts.ts).** Not timed: counted.
 \`KeyValueGuardrailStore\`'s \`onStep\` option reports the keys each committed step read and wrote.
 8 turns, each in its own scope, run each operation of a guarded mutation at once (the read with
-its audit event, the claim with the read evidence, the settlement with its audit event, then a
-side effect's claim and settlement), on the JSON adapter (test/support/json-key-value-store.ts) and
+its audit event, the claim with the read evidence, the settlement with its audit event, a side
+effect's claim and settlement, then an event of its own, an approval request and its decision), on the JSON adapter (test/support/json-key-value-store.ts) and
 on the file store (examples/file-store). A step *conflicts* when another turn's step of that round
 writes a key it read or wrote (or into a collection it scanned): on storage with optimistic
 concurrency (Redis \`WATCH\`) one of the two aborts and runs again. Both adapters serialize their
 steps, so nothing re-ran; the footprints say what would. The counts are the same on both adapters:
 
-| step (8 turns, 8 scopes) | before (layout 1) | after (layout 2) | shared key |
-|---|---|---|---|
-| \`claimMutation\` | 8/8 | 0/8 | before: \`counters/claim\` |
-| \`claimEffect\` | 8/8 | 0/8 | before: \`counters/effect\` |
-| \`settleEffect\` (no audit event) | 0/8 | 0/8 | |
-| \`recordSuccessfulRead\` with its event | 8/8 | 8/8 | \`counters/audit\` |
-| \`settleMutation\` with its event | 8/8 | 8/8 | \`counters/audit\` |
+| step (8 turns, 8 scopes) | layout 1 | layout 2 | layout 3 (now) | shared key |
+|---|---|---|---|---|
+| \`claimMutation\` | 8/8 | 0/8 | 0/8 | layout 1: \`counters/claim\` |
+| \`claimEffect\` | 8/8 | 0/8 | 0/8 | layout 1: \`counters/effect\` |
+| \`settleEffect\` (no audit event) | 0/8 | 0/8 | 0/8 | |
+| \`recordSuccessfulRead\` with its event | 8/8 | 8/8 | 0/8 | layouts 1-2: \`counters/audit\` |
+| \`settleMutation\` with its event | 8/8 | 8/8 | 0/8 | layouts 1-2: \`counters/audit\` |
+| \`appendAudit\` | | 8/8 | 0/8 | layout 2: \`counters/audit\` |
+| \`requestApproval\` | | 8/8 | 0/8 | layout 2: \`counters/approval\`, \`counters/audit\` |
+| \`decideApproval\` | | 8/8 | 0/8 | layout 2: \`counters/audit\` |
+| \`readAudit({ turnKey })\` | | 0/8 | 7/8 | layout 3: \`audit\`, \`auditPending\` (the first numbers every waiting event) |
 
-The audit counter stays one key on purpose: \`seq\` is one total order that audit cursors and
-\`readAudit({ afterSeq })\` page by (docs/storage-adapters.md, "Hot keys and the layout").
+Since layout 3 an audited step writes its event under a key of its own and \`readAudit\` numbers
+the waiting events from the one audit counter, so \`seq\` stays one total order that audit cursors
+and \`readAudit({ afterSeq })\` page by (docs/storage-adapters.md, "Hot keys and the layout").
 \`pnpm tsx bench/key-value-conflicts.ts [workers]\` prints the rows; test/stores/key-value-hot-keys.test.ts
 asserts the zeros.
 

@@ -162,8 +162,13 @@ export {
 export {
   KEY_VALUE_COLLECTIONS,
   KEY_VALUE_LAYOUT,
+  approvalTimeKey,
   effectGroupKey,
+  instantKey,
+  pendingAuditKey,
   sequenceKey,
+  timedKey,
+  turnApprovalKey,
   verdictStorageKey,
   type EffectGroup,
   type KeyValueCollection,
@@ -179,6 +184,10 @@ export {
   type UnresolvedClaimEntry,
   type UnresolvedEffectEntry,
   type ApprovalIndexEntry,
+  type ApprovalTimeEntry,
+  type PendingAuditEvent,
+  type TimedEntry,
+  type TurnApprovalEntry,
 } from "./records.js";
 export { KEY_VALUE_RECORD_KEYS, type KeyValueRecordKey, type KeyValueRecordName } from "./record-keys.js";
 

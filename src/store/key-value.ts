@@ -7,15 +7,17 @@
  *
  * The hot path (record a read, claim, settle, release) does only gets and puts; the indexes it
  * needs (a scope's `unknown` claims, which block the scope; the unresolved claims and effects) are
- * records the base keeps itself, each under the turn's or the effect's own key. A claim writes no
- * key that a claim of another turn writes: no shared counter (docs/storage-adapters.md, "Hot keys
- * and the layout"). The audit counter is the one key every audited step writes: `seq` is one total
- * order. `listUnresolved`, `listUnresolvedEffects`, `expireApprovals` and `orphanApprovals` read
- * indexes of the records they act on; `prune` and `listApprovals` scan collections, and so does
- * `readAudit` (any filter, `approvalId` included). `listTurns` walks the `liveTurns` index the turn
- * transitions keep (never the finished turns); its `decided` filter reads the pending-approvals index, and its `finished` listing (what `prune`
- * would remove) scans the turns.
- * Each store object's first step checks the records' layout version and migrates layout 1.
+ * records the base keeps itself, each under the turn's or the effect's own key. No step of a turn
+ * writes a key that a step of another turn writes: no shared counter (docs/storage-adapters.md,
+ * "Hot keys and the layout"). An audited step writes its event under a key of its own
+ * (`auditPending`); `readAudit` numbers the waiting events from the one audit counter before it
+ * reads, so `seq` stays one total order and no event appears below a seq a reader has passed.
+ * `listUnresolved`, `listUnresolvedEffects`, `expireApprovals`, `orphanApprovals`, `listApprovals`
+ * and `prune` read indexes of the records they act on; `readAudit` with a filter scans the trail
+ * from `afterSeq`. `listTurns` walks the `liveTurns` index the turn transitions keep (never the
+ * finished turns); its `decided` filter reads the pending-approvals index, and its `finished`
+ * listing (what `prune` would remove) scans the turns, in turn-key order.
+ * Each store object's first step checks the records' layout version and migrates layouts 1 and 2.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -102,7 +104,6 @@ import {
 import {
   beginTransition,
   finishTransition,
-  liveTurnKeys,
   listedTurn,
   parseListTurns,
   parseRenewTurn,
@@ -112,6 +113,7 @@ import {
   parseFinishTurn,
   parseResumeTurn,
   prunableTurn,
+  PRUNABLE_TURN_STATES,
   resumeTransition,
 } from "./turns.js";
 import {
@@ -131,11 +133,15 @@ import {
   KEY_VALUE_COLLECTIONS as C,
   KEY_VALUE_LAYOUT,
   LAYOUT_KEY,
+  approvalTimeKey,
+  pendingAuditKey,
   RECORD_KINDS as K,
   sequenceKey,
+  timedKey,
+  turnApprovalKey,
   verdictStorageKey,
   type ApprovalIndexEntry,
-  type KeyValueCounter,
+  type TimedEntry,
   type RecordKind,
   type StoredApproval,
   type StoredClaim,
@@ -316,6 +322,14 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    * memory, not in a shared record, so that two claims of different turns never write one key.
    */
   #claims = 0;
+  /** This object's request counter: the tie-break of an approval request's time, kept in memory for the same reason. */
+  #requests = 0;
+  /** This object's id in the keys of the audit events it appends ({@link pendingAuditKey}): no other object writes them. */
+  readonly #writer = randomUUID();
+  /** Audit events this object appended: their order within one millisecond. */
+  #appended = 0;
+  /** The latest clock time an appended event was keyed by: an object's pending keys never step back. */
+  #auditMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: KeyValueGuardrailStoreOptions = {}) {
     const now = options.now;
@@ -415,9 +429,12 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   /**
-   * The first step of each store object: reads the layout version and, in a store written before
-   * layout 2, builds the unresolved-claim and unresolved-effect indexes from a scan of the claims
-   * and effects (once, in one step: every later object finds layout 2 and writes nothing). A store
+   * The first step of each store object: reads the layout version and migrates an older store, in
+   * one step (a crash leaves it as it was; every later object finds layout 3 and writes nothing).
+   * Layout 1 gets the unresolved-claim, unresolved-effect and approval-status indexes; layouts 1
+   * and 2 the time and turn indexes `prune` and `listApprovals` read, each from one scan of the
+   * claims, effects, turns and requests. Audit events need nothing: those stored are numbered, and
+   * from now on they wait in `auditPending` until `readAudit` numbers them after those. A store
    * written by a newer layout is refused: this version would not keep that layout's records.
    */
   *#layoutStep(tx: StepTransaction): Step<void> {
@@ -428,13 +445,22 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         `the store's records are in key-value layout ${String(layout)}, written by a newer arkah-agent-guardrails; this version reads layout ${String(KEY_VALUE_LAYOUT)} and older: upgrade it`,
       );
     }
+    const first = layout === undefined;
     for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
-      if (claim.state === "pending" || claim.state === "unknown") this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
+      if (first && (claim.state === "pending" || claim.state === "unknown")) this.#put(tx, K.unresolvedClaim, turnKey, { turnKey });
+      if (claim.state === "complete" && claim.settledAtMs !== undefined) this.#putTimed(tx, K.settledClaim, turnKey, claim.settledAtMs);
     }
     for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
-      if (effect.state === "pending" || effect.state === "unknown") this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
+      if (first && (effect.state === "pending" || effect.state === "unknown")) this.#put(tx, K.unresolvedEffect, effectKey, { effectKey });
+      if (effect.state === "complete" && effect.settledAtMs !== undefined) this.#putTimed(tx, K.settledEffect, effectKey, effect.settledAtMs);
     }
-    for (const [, { record }] of yield* this.#all(tx, K.approval)) this.#indexApproval(tx, undefined, record);
+    for (const [turnKey, turn] of yield* this.#all(tx, K.turn)) {
+      if (PRUNABLE_TURN_STATES.includes(turn.state)) this.#putTimed(tx, K.finishedTurn, turnKey, instantMs(turn.updatedAt));
+    }
+    for (const [, stored] of yield* this.#all(tx, K.approval)) {
+      if (first) this.#indexApproval(tx, undefined, stored.record);
+      this.#indexRequest(tx, stored);
+    }
     this.#put(tx, K.layout, LAYOUT_KEY, KEY_VALUE_LAYOUT);
   }
 
@@ -495,27 +521,74 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return records;
   }
 
-  /** The counter's next number after `current` (its stored value, as read), written in the same step. */
-  #count(tx: StepTransaction, counter: KeyValueCounter, current: unknown): number {
-    const next = (this.#check(K.counter, counter, current) ?? 0) + 1;
-    this.#put(tx, K.counter, counter, next);
-    return next;
+  /** Like {@link #walk}, for a visit that reads more records: walks until `visit` answers true. */
+  *#walkReading<T>(tx: StepTransaction, kind: RecordKind<T>, visit: (key: string, record: T) => Step<boolean>): Step<void> {
+    let from: string | undefined;
+    for (;;) {
+      const page = yield* this.#scan(tx, kind.collection, from);
+      for (const [key, value] of page) {
+        const record = this.#check(kind, key, value);
+        if (record !== undefined && (yield* visit(key, record))) return;
+      }
+      const last = page.at(-1);
+      if (page.length < SCAN_PAGE || last === undefined) return;
+      from = last[0];
+    }
   }
 
-  /** The counter's next number, written in the same step. */
-  *#next(tx: StepTransaction, counter: KeyValueCounter): Step<number> {
-    return this.#count(tx, counter, yield tx.get(C.counters, counter));
+  /** The records whose keys start with `prefix`, in key order: a scan from `prefix` that stops at the first key without it. */
+  *#prefixed<T>(tx: StepTransaction, kind: RecordKind<T>, prefix: string): Step<(readonly [string, T])[]> {
+    const records: (readonly [string, T])[] = [];
+    yield* this.#walk(tx, kind, prefix, (key, record) => {
+      if (!key.startsWith(prefix)) return true;
+      records.push([key, record]);
+      return false;
+    });
+    return records;
   }
 
-  *#append(tx: StepTransaction, event: AuditEvent): Step<void> {
-    this.#appendAfter(tx, event, yield tx.get(C.counters, "audit"));
+  /** A time index's entries before `cutoffMs` (exclusive), oldest first: the index is in time order, so the walk stops at the first later one. */
+  *#before(tx: StepTransaction, kind: RecordKind<TimedEntry>, cutoffMs: number): Step<(readonly [string, TimedEntry])[]> {
+    const entries: (readonly [string, TimedEntry])[] = [];
+    yield* this.#walk(tx, kind, undefined, (key, entry) => {
+      if (!(entry.atMs < cutoffMs)) return true;
+      entries.push([key, entry]);
+      return false;
+    });
+    return entries;
   }
 
-  /** Appends `event` numbered after the audit counter's stored value `current`, as read. */
-  #appendAfter(tx: StepTransaction, event: AuditEvent, current: unknown): void {
-    const seq = this.#count(tx, "audit", current);
-    const stored: StoredAuditEvent = { ...event, seq };
-    this.#put(tx, K.audit, sequenceKey(seq), stored);
+  /** Writes a record's entry in a time index. */
+  #putTimed(tx: StepTransaction, kind: RecordKind<TimedEntry>, key: string, atMs: number): void {
+    this.#put(tx, kind, timedKey(atMs, key), { key, atMs });
+  }
+
+  /**
+   * Appends `event` to the pending events, under a key only this store object writes: no counter
+   * is read or written, so audited steps of different turns share no key. `readAudit` numbers it.
+   */
+  #append(tx: StepTransaction, event: AuditEvent): void {
+    // Never stepping back within this object: its events sort in its append order.
+    this.#auditMs = Math.max(this.#auditMs, this.#time());
+    const key = pendingAuditKey(this.#auditMs, ++this.#appended, this.#writer);
+    this.#put(tx, K.pendingAudit, key, { key, event });
+  }
+
+  /**
+   * Numbers every pending event, in key order, from `counters/audit` and moves it into `audit`, in
+   * one step: the only writer of the counter. An event becomes visible only with a `seq` above
+   * every one already visible, so a reader paging with `afterSeq` never skips one.
+   */
+  *#sequence(tx: StepTransaction): Step<void> {
+    const pending = yield* this.#all(tx, K.pendingAudit);
+    if (pending.length === 0) return;
+    let seq = this.#check(K.counter, "audit", yield tx.get(C.counters, "audit")) ?? 0;
+    for (const [key, { event }] of pending) {
+      const stored: StoredAuditEvent = { ...event, seq: ++seq };
+      this.#put(tx, K.audit, sequenceKey(seq), stored);
+      tx.delete(C.auditPending, key);
+    }
+    this.#put(tx, K.counter, "audit", seq);
   }
 
   #timestamp(): string {
@@ -566,7 +639,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (reads?.digests.includes(evidenceDigest) !== true) {
       this.#put(tx, K.reads, turnKey, { turnKey, digests: reads === undefined ? [evidenceDigest] : [...reads.digests, evidenceDigest] });
     }
-    if (audit !== undefined) this.#appendAfter(tx, audit, yield tx.get(C.counters, "audit"));
+    if (audit !== undefined) this.#append(tx, audit);
   }
 
   async hasSuccessfulRead(evidence: ReadEvidence): Promise<boolean> {
@@ -627,11 +700,12 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       const { result } = settlement;
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs });
       tx.delete(C.unresolvedClaims, turnKey);
+      this.#putTimed(tx, K.settledClaim, turnKey, settledAtMs);
     } else {
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
       yield* this.#markUnknown(tx, identity, true);
     }
-    if (settlement.audit !== undefined) this.#appendAfter(tx, settlement.audit, yield tx.get(C.counters, "audit"));
+    if (settlement.audit !== undefined) this.#append(tx, settlement.audit);
     return true;
   }
 
@@ -646,7 +720,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     // A pending claim is not counted against its scope: deleting it is all there is to undo.
     tx.delete(C.claims, turnKey);
     tx.delete(C.unresolvedClaims, turnKey);
-    yield* this.#append(tx, releasedEvent(claim.identity, this.#timestamp()));
+    this.#append(tx, releasedEvent(claim.identity, this.#timestamp()));
     return true;
   }
 
@@ -698,10 +772,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const existing = yield* this.#get(tx, K.approval, approvalId);
     if (existing !== undefined) return structuredClone(existing.record);
     const record: ApprovalRecord = { ...candidate, status: "pending" };
-    const seq = yield* this.#next(tx, "approval");
+    const seq = ++this.#requests;
     this.#put(tx, K.approval, approvalId, { seq, record });
     this.#indexApproval(tx, undefined, record);
-    yield* this.#append(tx, approvalEvent(record, "requested", this.#timestamp()));
+    this.#indexRequest(tx, { seq, record });
+    this.#append(tx, approvalEvent(record, "requested", this.#timestamp()));
     return structuredClone(record);
   }
 
@@ -727,7 +802,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: outcome.changed });
       this.#indexApproval(tx, stored.record, outcome.changed);
     }
-    if (outcome.event !== undefined) yield* this.#append(tx, outcome.event);
+    if (outcome.event !== undefined) this.#append(tx, outcome.event);
     return structuredClone(outcome.result);
   }
 
@@ -742,7 +817,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (stored === undefined || applied === undefined) return false;
     this.#put(tx, K.approval, input.approvalId, { seq: stored.seq, record: applied });
     this.#indexApproval(tx, stored.record, applied);
-    yield* this.#append(tx, approvalEvent(applied, "applied", this.#timestamp()));
+    this.#append(tx, approvalEvent(applied, "applied", this.#timestamp()));
     return true;
   }
 
@@ -751,11 +826,32 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#listApprovals(tx, parsed));
   }
 
+  /**
+   * Reads an index, never the whole collection: a turn's requests through `turnApprovals`; `pending`
+   * and `approved`/`edited` through the status indexes; otherwise `approvalsByTime`, in order,
+   * reading requests until `limit` match.
+   */
   *#listApprovals(tx: StepTransaction, { status, turnKey, limit = 10_000 }: ApprovalQuery): Step<ApprovalRecord[]> {
-    return (yield* this.#approvalsByTime(tx))
-      .filter(({ record }) => (status === undefined || record.status === status) && (turnKey === undefined || record.turnKey === turnKey))
-      .slice(0, limit)
-      .map(({ record }) => structuredClone(record));
+    const matches = ({ record }: StoredApproval) => (status === undefined || record.status === status) && (turnKey === undefined || record.turnKey === turnKey);
+    const answer = (stored: readonly StoredApproval[]) => stored.filter(matches).slice(0, limit).map(({ record }) => structuredClone(record));
+    if (turnKey !== undefined) {
+      const stored: StoredApproval[] = [];
+      for (const [, { approvalId }] of yield* this.#prefixed(tx, K.turnApproval, turnApprovalKey(turnKey, ""))) {
+        const approval = yield* this.#get(tx, K.approval, approvalId);
+        if (approval !== undefined) stored.push(approval);
+      }
+      return answer(sortByRequestTime(stored));
+    }
+    if (status === "pending") return answer(yield* this.#indexedApprovals(tx, K.pendingApproval));
+    if (status === "approved" || status === "edited") return answer(yield* this.#indexedApprovals(tx, K.decidedApproval));
+    const listed: ApprovalRecord[] = [];
+    const read = (approvalId: string) => this.#get(tx, K.approval, approvalId);
+    yield* this.#walkReading(tx, K.approvalByTime, function* (_key, { approvalId }) {
+      const approval = yield* read(approvalId);
+      if (approval !== undefined && matches(approval)) listed.push(structuredClone(approval.record));
+      return listed.length >= limit;
+    });
+    return listed;
   }
 
   async expireApprovals(input: ExpireApprovalsInput): Promise<ExpireApprovalsResult> {
@@ -771,7 +867,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       const retired = expiredApprovalRecord(record, at);
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
       this.#indexApproval(tx, record, retired);
-      yield* this.#append(tx, approvalEvent(retired, "expired", at));
+      this.#append(tx, approvalEvent(retired, "expired", at));
       expired++;
     }
     return { expired };
@@ -790,15 +886,27 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       if (retired === undefined) continue;
       this.#put(tx, K.approval, retired.approvalId, { seq, record: retired });
       this.#indexApproval(tx, record, retired);
-      yield* this.#append(tx, approvalEvent(retired, "orphaned", at));
+      this.#append(tx, approvalEvent(retired, "orphaned", at));
       orphaned++;
     }
     return { orphaned };
   }
 
-  /** Oldest `requestedAt` first; ties in request order. */
-  *#approvalsByTime(tx: StepTransaction): Step<StoredApproval[]> {
-    return sortByRequestTime((yield* this.#all(tx, K.approval)).map(([, each]) => each));
+  /** Writes a request's entries in `approvalsByTime` and `turnApprovals`: they stay until `prune` removes the request. */
+  #indexRequest(tx: StepTransaction, { seq, record }: StoredApproval): void {
+    const { approvalId, turnKey } = record;
+    const entry = { approvalId, requestedAtMs: instantMs(record.requestedAt), seq };
+    this.#put(tx, K.approvalByTime, approvalTimeKey(entry), entry);
+    this.#put(tx, K.turnApproval, turnApprovalKey(turnKey, approvalId), { turnKey, approvalId });
+  }
+
+  /** Deletes a request and every index entry it has. */
+  #deleteRequest(tx: StepTransaction, { seq, record }: StoredApproval): void {
+    const { approvalId, turnKey } = record;
+    tx.delete(C.approvals, approvalId);
+    this.#indexApproval(tx, record, undefined);
+    tx.delete(C.approvalsByTime, approvalTimeKey({ approvalId, requestedAtMs: instantMs(record.requestedAt), seq }));
+    tx.delete(C.turnApprovals, turnApprovalKey(turnKey, approvalId));
   }
 
   /** The requests an approval index names, oldest `requestedAt` first (ties in request order); never the others. */
@@ -833,7 +941,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
 
   async appendAudit(event: AuditEvent): Promise<void> {
     const parsed = parseAuditEvent(event);
-    return this.#run((tx) => this.#append(tx, parsed));
+    return this.#run((tx) => this.#appendStep(tx, parsed));
+  }
+
+  /** `appendAudit`'s step: a step of its own that reads nothing. */
+  // eslint-disable-next-line require-yield -- a step is a generator; this one has nothing to read.
+  *#appendStep(tx: StepTransaction, event: AuditEvent): Step<void> {
+    this.#append(tx, event);
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
@@ -842,6 +956,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   *#readAudit(tx: StepTransaction, { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 }: AuditQuery): Step<StoredAuditEvent[]> {
+    yield* this.#sequence(tx);
     const from = since === undefined ? undefined : instantMs(since);
     const matched: StoredAuditEvent[] = [];
     yield* this.#walk(tx, K.audit, sequenceKey(afterSeq), (_key, event) => {
@@ -910,10 +1025,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     tx.delete(C.unresolvedClaims, turnKey);
     if (reconciliation.resolution === "completed") {
       this.#put(tx, K.claim, turnKey, { ...claim, state: "complete", result: reconciliation.result, settledAtMs: time });
+      this.#putTimed(tx, K.settledClaim, turnKey, time);
     } else {
       tx.delete(C.claims, turnKey);
     }
-    yield* this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
+    this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
     return answer;
   }
 
@@ -922,48 +1038,63 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#prune(tx, cutoff));
   }
 
+  /**
+   * Reads the time indexes from their oldest entry up to the cut-off, never the collections: the
+   * complete claims and effects settled before it, the finished turns updated before it. A turn
+   * that is live (its record running or paused, in `liveTurns`) or has a pending request keeps
+   * everything; its entries stay for a later prune.
+   */
   *#prune(tx: StepTransaction, cutoff: number): Step<PruneResult> {
-    const turns = yield* this.#all(tx, K.turn);
-    const approvals = yield* this.#all(tx, K.approval);
-    const live = liveTurnKeys(
-      turns.map(([, record]) => record),
-      approvals.map(([, { record }]) => record),
-    );
+    const waiting = new Set<string>();
+    for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
+    const live = (turnKey: string) => this.#liveOrWaiting(tx, waiting, turnKey);
     const pruned = new Set<string>();
-    for (const [turnKey, claim] of yield* this.#all(tx, K.claim)) {
-      if (claim.state !== "complete" || claim.settledAtMs === undefined || !(claim.settledAtMs < cutoff) || live.has(turnKey)) continue;
+    for (const [indexKey, { key: turnKey }] of yield* this.#before(tx, K.settledClaim, cutoff)) {
+      if (yield* live(turnKey)) continue;
+      tx.delete(C.settledClaims, indexKey);
+      const claim = yield* this.#get(tx, K.claim, turnKey);
+      if (claim?.state !== "complete") continue;
       const { result: _dropped, ...rest } = claim;
       this.#put(tx, K.claim, turnKey, { ...rest, state: "pruned" });
       tx.delete(C.reads, turnKey);
       pruned.add(turnKey);
     }
-    if (pruned.size > 0) {
-      for (const [key, record] of yield* this.#all(tx, K.verdict)) if (pruned.has(record.turnKey)) tx.delete(C.verdicts, key);
-      for (const [key, { record }] of approvals) {
-        if (!pruned.has(record.turnKey)) continue;
-        tx.delete(C.approvals, key);
-        this.#indexApproval(tx, record, undefined);
+    for (const turnKey of pruned) {
+      // A verdict's key is JSON of its key fields, the turn key first: the turn's verdicts are one key range.
+      for (const [key] of yield* this.#prefixed(tx, K.verdict, `[${JSON.stringify(turnKey)},`)) tx.delete(C.verdicts, key);
+      for (const [, { approvalId }] of yield* this.#prefixed(tx, K.turnApproval, turnApprovalKey(turnKey, ""))) {
+        const stored = yield* this.#get(tx, K.approval, approvalId);
+        if (stored !== undefined) this.#deleteRequest(tx, stored);
+        else tx.delete(C.turnApprovals, turnApprovalKey(turnKey, approvalId));
       }
     }
-    for (const [key, record] of turns) {
-      if (!prunableTurn(record, cutoff)) continue;
-      tx.delete(C.turns, key);
+    for (const [indexKey, { key: turnKey }] of yield* this.#before(tx, K.finishedTurn, cutoff)) {
+      const record = yield* this.#get(tx, K.turn, turnKey);
+      tx.delete(C.finishedTurns, indexKey);
+      if (record === undefined || !prunableTurn(record, cutoff)) continue;
+      tx.delete(C.turns, turnKey);
       // The request goes with its turn: a retry after prune runs as a new turn (docs/turns.md).
-      if (record.requestKey !== undefined && (yield* this.#get(tx, K.turnRequest, record.requestKey))?.turnKey === key) {
+      if (record.requestKey !== undefined && (yield* this.#get(tx, K.turnRequest, record.requestKey))?.turnKey === turnKey) {
         tx.delete(C.turnRequests, record.requestKey);
       }
     }
     // A pruned effect stays in its group: it happened, so it still counts toward `maxPerTurn`.
     let effects = 0;
-    for (const [effectKey, effect] of yield* this.#all(tx, K.effect)) {
-      if (effect.state !== "complete" || effect.settledAtMs === undefined || !(effect.settledAtMs < cutoff) || live.has(effect.identity.turnKey)) {
-        continue;
-      }
+    for (const [indexKey, { key: effectKey }] of yield* this.#before(tx, K.settledEffect, cutoff)) {
+      const effect = yield* this.#get(tx, K.effect, effectKey);
+      if (effect?.state === "complete" && (yield* live(effect.identity.turnKey))) continue;
+      tx.delete(C.settledEffects, indexKey);
+      if (effect?.state !== "complete") continue;
       const { result: _dropped, ...rest } = effect;
       this.#put(tx, K.effect, effectKey, { ...rest, state: "pruned" });
       effects++;
     }
     return { turns: pruned.size, effects };
+  }
+
+  /** Whether `prune` keeps the turn whole: its record is live (`liveTurns`) or it has a pending request. */
+  *#liveOrWaiting(tx: StepTransaction, waiting: ReadonlySet<string>, turnKey: string): Step<boolean> {
+    return waiting.has(turnKey) || (yield* this.#get(tx, K.liveTurn, turnKey)) !== undefined;
   }
 
   async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
@@ -1035,10 +1166,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#getCopy(tx, K.turn, key));
   }
 
-  /** Writes a turn's new record (none: nothing changes) and keeps the live-turn index in step with its state. */
+  /** Writes a turn's new record (none: nothing changes) and keeps the live-turn and finished-turn indexes in step with it. */
   #putTurn(tx: StepTransaction, existing: TurnRecord | undefined, write: TurnRecord | undefined): void {
     if (write === undefined) return;
     this.#put(tx, K.turn, write.turnKey, write);
+    const finished = (record: TurnRecord | undefined) => (record !== undefined && PRUNABLE_TURN_STATES.includes(record.state) ? timedKey(instantMs(record.updatedAt), record.turnKey) : undefined);
+    const was = finished(existing);
+    const is = finished(write);
+    if (was !== undefined && was !== is) tx.delete(C.finishedTurns, was);
+    if (is !== undefined && is !== was) this.#putTimed(tx, K.finishedTurn, write.turnKey, instantMs(write.updatedAt));
     if (write.state === existing?.state) return;
     if (write.state === "running" || write.state === "awaiting_approval") this.#put(tx, K.liveTurn, write.turnKey, { turnKey: write.turnKey, state: write.state });
     else tx.delete(C.liveTurns, write.turnKey);
@@ -1141,8 +1277,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
         ? { identity, token, seq, claimedAtMs, state: "complete", result: settlement.result, settledAtMs }
         : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
     this.#put(tx, K.effect, settlement.effectKey, settled);
-    if (settlement.outcome === "complete") tx.delete(C.unresolvedEffects, settlement.effectKey);
-    if (settlement.audit !== undefined) yield* this.#append(tx, settlement.audit);
+    if (settlement.outcome === "complete") {
+      tx.delete(C.unresolvedEffects, settlement.effectKey);
+      this.#putTimed(tx, K.settledEffect, settlement.effectKey, settledAtMs);
+    }
+    if (settlement.audit !== undefined) this.#append(tx, settlement.audit);
     return true;
   }
 
@@ -1155,7 +1294,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const effect = yield* this.#get(tx, K.effect, effectKey);
     if (effect === undefined || !tokenHoldsClaim(effect, token)) return false;
     yield* this.#forgetEffect(tx, effect.identity);
-    yield* this.#append(tx, effectReleasedEvent(effect.identity, this.#timestamp()));
+    this.#append(tx, effectReleasedEvent(effect.identity, this.#timestamp()));
     return true;
   }
 
@@ -1217,10 +1356,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       const { identity, token, seq, claimedAtMs } = effect;
       this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "complete", result: reconciliation.result, settledAtMs: time });
       tx.delete(C.unresolvedEffects, effectKey);
+      this.#putTimed(tx, K.settledEffect, effectKey, time);
     } else {
       yield* this.#forgetEffect(tx, effect.identity);
     }
-    yield* this.#append(tx, effectReconciledEvent(effect.identity, reconciliation, new Date(time).toISOString()));
+    this.#append(tx, effectReconciledEvent(effect.identity, reconciliation, new Date(time).toISOString()));
     return { reconciled: true, state };
   }
 }

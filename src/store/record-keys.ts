@@ -27,6 +27,7 @@ export type KeyValueRecordName =
   | "verdict"
   | "approval"
   | "audit"
+  | "pendingAudit"
   | "cursor"
   | "turn"
   | "turnRequest"
@@ -38,6 +39,11 @@ export type KeyValueRecordName =
   | "unresolvedEffect"
   | "pendingApproval"
   | "decidedApproval"
+  | "settledClaim"
+  | "settledEffect"
+  | "finishedTurn"
+  | "approvalByTime"
+  | "turnApproval"
   | "layout";
 
 /**
@@ -58,6 +64,11 @@ export const KEY_VALUE_RECORD_KEYS = {
   },
   approval: { collection: C.approvals, key: "the approval id", example: "<approvalId>" },
   audit: { collection: C.audit, key: "`sequenceKey(seq)`: the event's seq zero-padded to 16 digits", example: "0000000000000042" },
+  pendingAudit: {
+    collection: C.auditPending,
+    key: "`pendingAuditKey(ms, count, writer)`: the appending store object's clock (`instantKey`: offset by 8.64e15, 17 digits), its append count (16 digits) and its random writer id, joined by `.`",
+    example: "08641924553906000.0000000000000007.<writerId>",
+  },
   cursor: { collection: C.cursors, key: "the sink name, as given (any string)", example: "siem" },
   turn: { collection: C.turns, key: "the turn key", example: "<turnKey>" },
   turnRequest: { collection: C.turnRequests, key: "the request key (`TurnStart.requestKey`)", example: "<requestKey>" },
@@ -66,12 +77,33 @@ export const KEY_VALUE_RECORD_KEYS = {
   effectGroup: { collection: C.effectGroups, key: "`effectGroupKey(turnKey, toolName)`: JSON of `[turnKey, toolName]`", example: '["<turnKey>","send_mail"]' },
   counter: {
     collection: C.counters,
-    key: "the counter's name: `audit` or `approval` (a store written before layout 2 also holds `claim` and `effect`, read by nothing)",
+    key: "the counter's name: `audit` (written only by `readAudit`, which numbers the pending events); a store written before layout 3 also holds `approval`, and one written before layout 2 `claim` and `effect`, read by nothing",
     example: "audit",
   },
   unresolvedClaim: { collection: C.unresolvedClaims, key: "the turn key of a `pending` or `unknown` claim", example: "<turnKey>" },
   unresolvedEffect: { collection: C.unresolvedEffects, key: "the effect key of a `pending` or `unknown` side effect", example: "<effectKey>" },
   pendingApproval: { collection: C.pendingApprovals, key: "the approval id of a `pending` request", example: "<approvalId>" },
   decidedApproval: { collection: C.decidedApprovals, key: "the approval id of an `approved` or `edited` request not applied", example: "<approvalId>" },
+  settledClaim: {
+    collection: C.settledClaims,
+    key: "`timedKey(settledAtMs, turnKey)`: the settlement time (`instantKey`: offset by 8.64e15, 17 digits), `.`, the turn key of a `complete` claim",
+    example: "08641924553906000.<turnKey>",
+  },
+  settledEffect: {
+    collection: C.settledEffects,
+    key: "`timedKey(settledAtMs, effectKey)`: as `settledClaim`, for a `complete` side effect",
+    example: "08641924553906000.<effectKey>",
+  },
+  finishedTurn: {
+    collection: C.finishedTurns,
+    key: "`timedKey(updatedAt, turnKey)`: the last update of a `completed`, `refused` or `failed` turn, `.`, its turn key",
+    example: "08641924553906000.<turnKey>",
+  },
+  approvalByTime: {
+    collection: C.approvalsByTime,
+    key: "`approvalTimeKey(entry)`: the request time (`instantKey`), its request number (16 digits) and its approval id, joined by `.`",
+    example: "08641924553906000.0000000000000003.<approvalId>",
+  },
+  turnApproval: { collection: C.turnApprovals, key: "`turnApprovalKey(turnKey, approvalId)`: the request's turn key, `.`, its approval id", example: "<turnKey>.<approvalId>" },
   layout: { collection: C.meta, key: "`layout`: the layout version the records are kept in (`KEY_VALUE_LAYOUT`)", example: "layout" },
 } as const satisfies Record<KeyValueRecordName, KeyValueRecordKey>;

@@ -7,6 +7,7 @@ import { z } from "zod";
 import {
   AdmissionReceiptSchema,
   ApprovalRecordSchema,
+  AuditEventSchema,
   DigestSchema,
   EffectIdentitySchema,
   MutationIdentitySchema,
@@ -16,6 +17,7 @@ import {
   VerdictRecordSchema,
   type AdmissionReceipt,
   type ApprovalRecord,
+  type AuditEvent,
   type EffectIdentity,
   type MutationIdentity,
   type MutationResult,
@@ -39,8 +41,14 @@ export const KEY_VALUE_COLLECTIONS = {
   verdicts: "verdicts",
   /** approval id -> {@link StoredApproval}. */
   approvals: "approvals",
-  /** zero-padded audit sequence number -> {@link StoredAuditEvent}. */
+  /** zero-padded audit sequence number -> {@link StoredAuditEvent}: the sequenced trail, all `readAudit` answers from. */
   audit: "audit",
+  /**
+   * {@link pendingAuditKey} -> {@link PendingAuditEvent}: events appended and not yet numbered. The
+   * step that appends an event writes it here, under a key no other step writes; the next
+   * `readAudit` numbers them from `counters/audit` and moves them into `audit` (layout 3).
+   */
+  auditPending: "auditPending",
   /** sink name -> {@link StoredCursor}. */
   cursors: "cursors",
   /** turn key -> {@link TurnRecord}. */
@@ -54,8 +62,9 @@ export const KEY_VALUE_COLLECTIONS = {
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
   effectGroups: "effectGroups",
   /**
-   * counter name (`audit`, `approval`) -> the last number it issued (an integer, 0 before any). A
-   * store written before layout 2 also holds `claim` and `effect`, which nothing reads any more.
+   * counter name (`audit`, `approval`) -> the last number it issued (an integer, 0 before any).
+   * `audit` is written only by the step that numbers pending events (`readAudit`). A store written
+   * before layout 2 also holds `claim` and `effect`, which nothing reads any more.
    */
   counters: "counters",
   /** turn key -> {@link UnresolvedClaimEntry}: the index of `pending` and `unknown` claims, for `listUnresolved`. */
@@ -66,6 +75,16 @@ export const KEY_VALUE_COLLECTIONS = {
   pendingApprovals: "pendingApprovals",
   /** approval id -> {@link ApprovalIndexEntry}: the index of `approved` and `edited` requests not applied, for `orphanApprovals`. */
   decidedApprovals: "decidedApprovals",
+  /** {@link timedKey}(`settledAtMs`, turn key) -> {@link TimedEntry}: the index of `complete` claims by settlement time, for `prune`. */
+  settledClaims: "settledClaims",
+  /** {@link timedKey}(`settledAtMs`, effect key) -> {@link TimedEntry}: the index of `complete` side effects by settlement time, for `prune`. */
+  settledEffects: "settledEffects",
+  /** {@link timedKey}(`updatedAt`, turn key) -> {@link TimedEntry}: the index of finished turns (`completed`, `refused`, `failed`) by last update, for `prune`. */
+  finishedTurns: "finishedTurns",
+  /** {@link approvalTimeKey} -> {@link ApprovalTimeEntry}: every request in `listApprovals`' order (request time, then request number). */
+  approvalsByTime: "approvalsByTime",
+  /** {@link turnApprovalKey} -> {@link TurnApprovalEntry}: every request by its turn, for `listApprovals({ turnKey })` and `prune`. */
+  turnApprovals: "turnApprovals",
   /** `layout` -> the layout version the records are kept in ({@link KEY_VALUE_LAYOUT}); absent in a store written before layout 2. */
   meta: "meta",
 } as const;
@@ -74,10 +93,13 @@ export const KEY_VALUE_COLLECTIONS = {
  * The layout this base writes. 1 (no `meta` record): claims and side effects numbered by the
  * shared `claim` and `effect` counters, unresolved ones and approval requests by status found by a
  * scan. 2: no shared counter on a claim's step; unresolved claims and effects, pending requests and
- * decided ones not applied kept in their own indexes. A store at layout 1 is
- * migrated by the first step of a store object that finds it (see `KeyValueGuardrailStore`).
+ * decided ones not applied kept in their own indexes. 3: an audited step writes its event to
+ * `auditPending` and no counter, `readAudit` numbers the pending events (one writer of
+ * `counters/audit`); an approval request is numbered by its store object, not `counters/approval`;
+ * `prune` and `listApprovals` read time and turn indexes. A store at layout 1 or 2 is migrated by the first step of a store object that
+ * finds it (see `KeyValueGuardrailStore`).
  */
-export const KEY_VALUE_LAYOUT = 2;
+export const KEY_VALUE_LAYOUT = 3;
 
 /** The key of the layout version in {@link KEY_VALUE_COLLECTIONS}' `meta`. */
 export const LAYOUT_KEY = "layout";
@@ -86,9 +108,9 @@ export const LAYOUT_KEY = "layout";
 export type KeyValueCollection = (typeof KEY_VALUE_COLLECTIONS)[keyof typeof KEY_VALUE_COLLECTIONS];
 
 /**
- * The counters the base keeps, each in its own record of `counters`. Both are written only by
- * steps that append to the audit trail (an approval request appends its `requested` event): a
- * claim's step writes neither.
+ * The counters the base keeps, each in its own record of `counters`. `audit` is written only by
+ * the step that numbers pending audit events (`readAudit`); `approval` numbered approval requests
+ * before layout 3 and is read by nothing since. No step of a turn writes either.
  */
 export type KeyValueCounter = "audit" | "approval";
 
@@ -98,6 +120,39 @@ const SEQ_DIGITS = 16;
 /** A sequence number as a key: zero-padded, so ascending key order is ascending number order. */
 export function sequenceKey(seq: number): string {
   return String(seq).padStart(SEQ_DIGITS, "0");
+}
+
+/** Milliseconds added to an epoch millisecond so every valid `Date` (±8.64e15) is non-negative. */
+const INSTANT_OFFSET = 8_640_000_000_000_000;
+
+/** An epoch millisecond as a key: offset and zero-padded to 17 digits, so key order is time order for every valid `Date`. */
+export function instantKey(ms: number): string {
+  // Floored: a fraction would break the fixed width (an integer cut-off compares the same either way).
+  return String(Math.floor(ms) + INSTANT_OFFSET).padStart(17, "0");
+}
+
+/** An index entry's key ordered by a time: {@link instantKey} of `atMs`, `.`, the record's key. */
+export function timedKey(atMs: number, key: string): string {
+  return `${instantKey(atMs)}.${key}`;
+}
+
+/** A request's key in `approvalsByTime`: its request time, its request number, its id; key order is `listApprovals`' order. */
+export function approvalTimeKey(entry: ApprovalTimeEntry): string {
+  return `${instantKey(entry.requestedAtMs)}.${sequenceKey(entry.seq)}.${entry.approvalId}`;
+}
+
+/** A request's key in `turnApprovals`: its turn key, `.`, its id (both digests: a turn's requests are the keys after `<turnKey>.`). */
+export function turnApprovalKey(turnKey: string, approvalId: string): string {
+  return `${turnKey}.${approvalId}`;
+}
+
+/**
+ * A pending audit event's key: the appending store object's clock (never stepping back within the
+ * object), its append count, and its writer id (random per store object), so no two steps write
+ * one key and one object's events sort in its append order.
+ */
+export function pendingAuditKey(ms: number, count: number, writer: string): string {
+  return `${instantKey(ms)}.${sequenceKey(count)}.${writer}`;
 }
 
 /**
@@ -252,13 +307,27 @@ export const LiveTurnEntrySchema: z.ZodType<LiveTurnEntry> = z.strictObject({ tu
 
 /** An approval request as stored: the record and its request number (the tie-break of `listApprovals`). */
 export interface StoredApproval {
-  /** The approval counter's number for it: request order. */
+  /**
+   * Its request number: the tie-break of `listApprovals` among requests made in the same
+   * millisecond, in the order the store object that stored it stored its requests (between store
+   * objects, unspecified; a store written before layout 3 holds the shared `approval` counter's).
+   */
   readonly seq: number;
   /** The request as it stands. */
   readonly record: ApprovalRecord;
 }
 /** Parses a {@link StoredApproval}. */
 export const StoredApprovalSchema: z.ZodType<StoredApproval> = z.strictObject({ seq: z.int().min(1), record: ApprovalRecordSchema });
+
+/** An audit event appended and not yet numbered: `readAudit` moves it into `audit` with its `seq`. */
+export interface PendingAuditEvent {
+  /** Its key in `auditPending` ({@link pendingAuditKey}). */
+  readonly key: string;
+  /** The event as appended. */
+  readonly event: AuditEvent;
+}
+/** Parses a {@link PendingAuditEvent}. */
+export const PendingAuditEventSchema: z.ZodType<PendingAuditEvent> = z.strictObject({ key: z.string().min(1), event: AuditEventSchema });
 
 /** A sink's audit cursor. */
 export interface StoredCursor {
@@ -294,6 +363,38 @@ export interface ApprovalIndexEntry {
 /** Parses an {@link ApprovalIndexEntry}. */
 export const ApprovalIndexEntrySchema: z.ZodType<ApprovalIndexEntry> = z.strictObject({ approvalId: DigestSchema });
 
+/** An entry of a time index (`settledClaims`, `settledEffects`, `finishedTurns`): the record's key and the time it is ordered by. */
+export interface TimedEntry {
+  /** The record's key: a turn key or an effect key. */
+  readonly key: string;
+  /** The time in epoch milliseconds (a settlement, a turn's last update). */
+  readonly atMs: number;
+}
+/** Parses a {@link TimedEntry}. */
+export const TimedEntrySchema: z.ZodType<TimedEntry> = z.strictObject({ key: DigestSchema, atMs: EpochMsSchema });
+
+/** A request's entry in `approvalsByTime`. */
+export interface ApprovalTimeEntry {
+  /** The request. */
+  readonly approvalId: string;
+  /** Its `requestedAt` in epoch milliseconds. */
+  readonly requestedAtMs: number;
+  /** Its request number ({@link StoredApproval.seq}). */
+  readonly seq: number;
+}
+/** Parses an {@link ApprovalTimeEntry}. */
+export const ApprovalTimeEntrySchema: z.ZodType<ApprovalTimeEntry> = z.strictObject({ approvalId: DigestSchema, requestedAtMs: z.int(), seq: z.int().min(1) });
+
+/** A request's entry in `turnApprovals`. */
+export interface TurnApprovalEntry {
+  /** The request's turn. */
+  readonly turnKey: string;
+  /** The request. */
+  readonly approvalId: string;
+}
+/** Parses a {@link TurnApprovalEntry}. */
+export const TurnApprovalEntrySchema: z.ZodType<TurnApprovalEntry> = z.strictObject({ turnKey: DigestSchema, approvalId: DigestSchema });
+
 /** Parses a counter's value. */
 export const StoredCounterSchema: z.ZodType<number> = z.int().min(0);
 
@@ -327,6 +428,7 @@ export const RECORD_KINDS = {
   verdict: kind<VerdictRecord>(KEY_VALUE_COLLECTIONS.verdicts, "verdict record", VerdictRecordSchema, verdictStorageKey),
   approval: kind<StoredApproval>(KEY_VALUE_COLLECTIONS.approvals, "approval request", StoredApprovalSchema, (stored) => stored.record.approvalId),
   audit: kind<StoredAuditEvent>(KEY_VALUE_COLLECTIONS.audit, "audit event", StoredAuditEventSchema, (event) => sequenceKey(event.seq)),
+  pendingAudit: kind<PendingAuditEvent>(KEY_VALUE_COLLECTIONS.auditPending, "pending audit event", PendingAuditEventSchema, (pending) => pending.key),
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
   turnRequest: kind<TurnRequestEntry>(KEY_VALUE_COLLECTIONS.turnRequests, "turn request entry", TurnRequestEntrySchema, (record) => record.requestKey),
@@ -345,5 +447,12 @@ export const RECORD_KINDS = {
   ),
   pendingApproval: kind<ApprovalIndexEntry>(KEY_VALUE_COLLECTIONS.pendingApprovals, "pending-approvals index entry", ApprovalIndexEntrySchema, (entry) => entry.approvalId),
   decidedApproval: kind<ApprovalIndexEntry>(KEY_VALUE_COLLECTIONS.decidedApprovals, "decided-approvals index entry", ApprovalIndexEntrySchema, (entry) => entry.approvalId),
+  settledClaim: kind<TimedEntry>(KEY_VALUE_COLLECTIONS.settledClaims, "settled-claims index entry", TimedEntrySchema, (entry) => timedKey(entry.atMs, entry.key)),
+  settledEffect: kind<TimedEntry>(KEY_VALUE_COLLECTIONS.settledEffects, "settled-effects index entry", TimedEntrySchema, (entry) => timedKey(entry.atMs, entry.key)),
+  finishedTurn: kind<TimedEntry>(KEY_VALUE_COLLECTIONS.finishedTurns, "finished-turns index entry", TimedEntrySchema, (entry) => timedKey(entry.atMs, entry.key)),
+  approvalByTime: kind<ApprovalTimeEntry>(KEY_VALUE_COLLECTIONS.approvalsByTime, "approvals-by-time index entry", ApprovalTimeEntrySchema, approvalTimeKey),
+  turnApproval: kind<TurnApprovalEntry>(KEY_VALUE_COLLECTIONS.turnApprovals, "turn-approvals index entry", TurnApprovalEntrySchema, (entry) =>
+    turnApprovalKey(entry.turnKey, entry.approvalId),
+  ),
   layout: kind<number>(KEY_VALUE_COLLECTIONS.meta, "layout version", z.int().min(1), (_value, key) => key),
 } as const;

@@ -1,17 +1,18 @@
 /**
  * No hot keys in the key-value base (issue 40, item 3): concurrent claims of turns in different
  * scopes never write one key, measured by the base's `onStep` footprints on the JSON adapter and
- * the file store (bench/key-value-conflicts.ts prints the same numbers); the audited steps share
- * only the audit counter, which keeps `seq` one total order. And a store written in layout 1 (the
- * shared `claim` and `effect` counters, no indexes) is migrated by the first step; one written by a
- * newer layout is refused and left as it is. Expiry and orphaning read the approval indexes, never
- * the requests of other statuses.
+ * the file store (bench/key-value-conflicts.ts prints the same numbers), and neither do the
+ * audited steps: an event waits under its own key until `readAudit` numbers it, so `seq` stays one
+ * total order with one writer of the counter. Expiry, orphaning, `prune` and `listApprovals` read
+ * indexes, never the whole collections. A store written in layout 1 (the shared `claim` and
+ * `effect` counters, no indexes) or 2 (events numbered as appended, no time indexes) is migrated by
+ * the first step; one written by a newer layout is refused and left as it is.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
+import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type AuditEvent, type TurnRef } from "arkah-agent-guardrails";
 import {
   KEY_VALUE_COLLECTIONS as C,
   type ApprovalSubmission,
@@ -21,6 +22,8 @@ import {
   type StoredApproval,
   type StoredClaim,
   type StoredEffect,
+  instantKey,
+  sequenceKey,
 } from "arkah-agent-guardrails/store";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
 import { JsonKeyValueStore } from "../support/json-key-value-store.js";
@@ -59,13 +62,74 @@ describe("KeyValueGuardrailStore: steps of turns in different scopes", () => {
       }
     });
 
-    it(`${name}: the audited steps (a read with its event, a settlement with its event) meet on the audit counter alone`, async () => {
+    it(`${name}: ${String(WORKERS)} concurrent audited steps (a read with its event, a settlement with its event, an event, an approval request and its decision) write no key another one touches: no audit or approval counter`, async () => {
       const rows = byStep(await measureStepConflicts(open, WORKERS));
-      for (const step of ["recordSuccessfulRead", "settleMutation"] as const) {
-        expect(rows[step]?.hotKeys, `${step}: the one shared key, the audit counter, which keeps seq a total order`).toEqual([`${C.counters}/audit`]);
+      for (const step of ["recordSuccessfulRead", "settleMutation", "appendAudit", "requestApproval", "decideApproval"] as const) {
+        expect({ step, steps: rows[step]?.steps, conflicting: rows[step]?.conflicting, hotKeys: rows[step]?.hotKeys }, step).toEqual({
+          step,
+          steps: WORKERS,
+          conflicting: 0,
+          hotKeys: [],
+        });
       }
     });
   }
+});
+
+const auditEvent = (toolCallId: string, scopeId: string): AuditEvent => ({
+  at: "2031-02-03T04:05:06.000Z",
+  decision: "executed",
+  turnKey: turnKey({ scopeId, turnId: "t" }),
+  scopeId,
+  toolCallId,
+});
+
+describe("KeyValueGuardrailStore: audit events wait unnumbered until a reader numbers them", () => {
+  it("an event appended by a store object whose clock is behind, after a reader passed the trail, is numbered above what the reader saw (afterSeq never skips it)", async () => {
+    const directory = join(root, `store-${String(++directories)}`);
+    const ahead = await FileGuardrailStore.open({ directory, now: () => new Date(CLAIMED_AT + 60_000) });
+    const behind = await FileGuardrailStore.open({ directory, now: () => new Date(CLAIMED_AT) });
+    try {
+      await ahead.appendAudit(auditEvent("first", "doc-a"));
+      const seen = await ahead.readAudit();
+      expect(seen.map((event) => [event.toolCallId, event.seq])).toEqual([["first", 1]]);
+      // Keyed earlier than "first" (its clock is a minute behind), appended after the reader passed seq 1.
+      await behind.appendAudit(auditEvent("late", "doc-b"));
+      await ahead.appendAudit(auditEvent("third", "doc-a"));
+      expect((await behind.readAudit({ afterSeq: 1 })).map((event) => [event.toolCallId, event.seq]), "both, above the cursor").toEqual([
+        ["late", 2],
+        ["third", 3],
+      ]);
+      expect((await ahead.readAudit()).map((event) => event.seq), "one total order, gapless").toEqual([1, 2, 3]);
+    } finally {
+      await ahead.close();
+      await behind.close();
+    }
+  });
+
+  it("appending writes only the event's own pending key; reading numbers the pending events in one step, the only writer of the audit counter", async () => {
+    const footprints: KeyValueStepFootprint[] = [];
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT), onStep: (footprint) => footprints.push(footprint) });
+    await store.getAuditCursor("warm-up");
+    footprints.length = 0;
+    await store.appendAudit(auditEvent("a", "doc-a"));
+    await store.appendAudit(auditEvent("b", "doc-b"));
+    const [first, second] = footprints;
+    expect(first?.reads, "an append reads nothing").toEqual([]);
+    expect(first?.writes.map((ref) => ref.collection), "and writes one pending key").toEqual([C.auditPending]);
+    expect(second?.writes[0]?.key, "a key of its own").not.toBe(first?.writes[0]?.key);
+    expect(store.data.get(C.audit)?.size ?? 0, "nothing numbered yet").toBe(0);
+    footprints.length = 0;
+    expect((await store.readAudit()).map((event) => [event.toolCallId, event.seq]), "numbered in this object's append order").toEqual([
+      ["a", 1],
+      ["b", 2],
+    ]);
+    expect(store.readRaw(C.counters, "audit")).toBe(2);
+    expect(store.data.get(C.auditPending)?.size ?? 0, "moved out of pending").toBe(0);
+    footprints.length = 0;
+    await store.readAudit();
+    expect(footprints[0]?.writes, "a read with nothing pending writes nothing").toEqual([]);
+  });
 });
 
 function mutation(turn: TurnRef): MutationIdentity {
@@ -122,7 +186,7 @@ describe("KeyValueGuardrailStore: a store written in an older or newer layout", 
       [unknown.turnKey, "unknown"],
       [pending.turnKey, "pending"],
     ]);
-    expect(store.readRaw(C.meta, "layout"), "migrated once, in the first step").toBe(2);
+    expect(store.readRaw(C.meta, "layout"), "migrated once, in the first step").toBe(3);
     expect([...(store.data.get(C.unresolvedClaims)?.keys() ?? [])].sort()).toEqual([pending.turnKey, unknown.turnKey].sort());
     expect((await store.listUnresolvedEffects()).map((entry) => entry.effectKey)).toEqual([effect.effectKey]);
 
@@ -133,17 +197,54 @@ describe("KeyValueGuardrailStore: a store written in an older or newer layout", 
     expect(store.readRaw(C.counters, "claim"), "the old counter is left as it was, and never written again").toBe(43);
   });
 
+  it("layout 2 (events numbered by the audit counter as appended, no time indexes): the first step indexes the settled claims and the requests; old events keep their numbers, new ones follow them, a cursor stays valid; prune and listApprovals find the old records", async () => {
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT) });
+    const pending = mutation({ scopeId: "doc-two", turnId: "pending" });
+    const done = mutation({ scopeId: "doc-two-2", turnId: "done" });
+    // As layout 2 wrote them: numbered in the appending step, requests by the shared counter, no time or turn index.
+    store.writeRaw(C.meta, "layout", 2);
+    const old = [auditEvent("old-1", "doc-two"), auditEvent("old-2", "doc-other")].map((event, index) => ({ ...event, seq: index + 1 }));
+    for (const event of old) store.writeRaw(C.audit, sequenceKey(event.seq), event);
+    store.writeRaw(C.counters, "audit", 2);
+    store.writeRaw(C.cursors, "siem", { sink: "siem", seq: 2 });
+    store.writeRaw(C.claims, pending.turnKey, { identity: pending, token: "t-pending", seq: 5, claimedAtMs: CLAIMED_AT, state: "pending" } satisfies StoredClaim);
+    store.writeRaw(C.unresolvedClaims, pending.turnKey, { turnKey: pending.turnKey });
+    const settled: StoredClaim = { identity: done, token: "t-done", seq: 6, claimedAtMs: CLAIMED_AT, state: "complete", result: { content: "ok", status: "success" }, settledAtMs: CLAIMED_AT };
+    store.writeRaw(C.claims, done.turnKey, settled);
+    const request = { ...submission(30, "2031-02-03T00:00:00.000Z"), turnKey: done.turnKey, scopeId: done.scopeId };
+    store.writeRaw(C.approvals, request.approvalId, { seq: 9, record: { ...request, status: "rejected", decision: { decision: "reject" }, decidedAt: "2031-02-03T01:00:00.000Z" } });
+    store.writeRaw(C.counters, "approval", 9);
+
+    expect(await store.getAuditCursor("siem"), "the first step").toBe(2);
+    expect(store.readRaw(C.meta, "layout"), "layout 3").toBe(3);
+    expect([...(store.data.get(C.settledClaims)?.keys() ?? [])], "the complete claim, by its settlement time").toEqual([`${instantKey(CLAIMED_AT)}.${done.turnKey}`]);
+    expect([...(store.data.get(C.turnApprovals)?.keys() ?? [])]).toEqual([`${done.turnKey}.${request.approvalId}`]);
+    expect((await store.listApprovals({ turnKey: done.turnKey })).map((record) => record.approvalId), "found through the new index").toEqual([request.approvalId]);
+    expect(store.data.get(C.audit)?.size, "the numbered events stay where they are").toBe(2);
+
+    expect(await store.releaseMutation({ turnKey: pending.turnKey, token: "t-pending" })).toBe(true);
+    expect((await store.readAudit()).map((event) => [event.toolCallId ?? event.decision, event.seq]), "old numbers kept; the new event after them").toEqual([
+      ["old-1", 1],
+      ["old-2", 2],
+      ["w1", 3],
+    ]);
+    expect((await store.readAudit({ afterSeq: await store.getAuditCursor("siem") })).map((event) => event.decision), "the sink's cursor reads on from where it was").toEqual(["released"]);
+    expect(await store.listUnresolved(), "the claim left its layout-2 index").toEqual([]);
+    expect(await store.prune({ olderThan: "2031-02-04T00:00:00.000Z" }), "the old settled claim is pruned through the index").toEqual({ turns: 1, effects: 0 });
+    expect(await store.listApprovals(), "and its request with it").toEqual([]);
+  });
+
   it("a layout newer than this version's is refused with a clear error, and nothing is written", async () => {
     const store = new JsonKeyValueStore();
-    store.writeRaw(C.meta, "layout", 3);
+    store.writeRaw(C.meta, "layout", 4);
     const before = snapshot(store);
     const error = await store.claimMutation(mutation({ scopeId: "doc-new", turnId: "t" })).then(
       () => undefined,
       (reason: unknown) => reason,
     );
     expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
-    expect(String(error)).toMatch(/key-value layout 3, written by a newer arkah-agent-guardrails; this version reads layout 2 and older/);
-    await expect(store.listUnresolved(), "every later operation is refused too").rejects.toThrow(/layout 3/);
+    expect(String(error)).toMatch(/key-value layout 4, written by a newer arkah-agent-guardrails; this version reads layout 3 and older/);
+    await expect(store.listUnresolved(), "every later operation is refused too").rejects.toThrow(/layout 4/);
     expect(snapshot(store), "nothing written").toBe(before);
   });
 });
@@ -208,5 +309,71 @@ describe("KeyValueGuardrailStore: expiry and orphaning read the approval indexes
     expect(await store.expireApprovals({ olderThan: "2031-02-04T00:00:00.000Z" })).toEqual({ expired: 1 });
     expect(await store.orphanApprovals({ decidedBefore: "2031-02-04T00:00:00.000Z" })).toEqual({ orphaned: 1 });
     expect((await store.listApprovals()).map((record) => record.status)).toEqual(["expired", "orphaned", "applied"]);
+  });
+});
+
+describe("KeyValueGuardrailStore: prune and listApprovals read indexes", () => {
+  it("prune reads the settled-claim and settled-effect indexes up to the cut-off, never the claims, effects, turns or requests collections; a turn with a pending request keeps everything", async () => {
+    let now = CLAIMED_AT;
+    const footprints: KeyValueStepFootprint[] = [];
+    const store = new JsonKeyValueStore({ now: () => new Date(now), onStep: (footprint) => footprints.push(footprint) });
+    const settle = async (identity: MutationIdentity) => {
+      const claimed = await store.claimMutation(identity);
+      if (claimed.status !== "acquired") throw new Error(claimed.status);
+      await store.settleMutation({ turnKey: identity.turnKey, token: claimed.token, outcome: "complete", result: { content: "ok", status: "success" } });
+    };
+    const done = mutation({ scopeId: "doc-prune", turnId: "done" });
+    const waiting = mutation({ scopeId: "doc-prune-2", turnId: "waiting" });
+    const recent = mutation({ scopeId: "doc-prune-3", turnId: "recent" });
+    await settle(done);
+    await settle(waiting);
+    const effect = sideEffect({ scopeId: "doc-prune", turnId: "done" });
+    const effectClaim = await store.claimEffect(effect);
+    if (effectClaim.status !== "acquired") throw new Error(effectClaim.status);
+    await store.settleEffect({ effectKey: effect.effectKey, token: effectClaim.token, outcome: "complete", result: { content: "sent", status: "success" } });
+    const decided = { ...submission(10, new Date(now).toISOString()), turnKey: done.turnKey, scopeId: done.scopeId };
+    const pending = { ...submission(11, new Date(now).toISOString()), turnKey: waiting.turnKey, scopeId: waiting.scopeId };
+    await store.requestApproval(decided);
+    await store.requestApproval(pending);
+    await store.decideApproval({ approvalId: decided.approvalId, decision: { decision: "reject" }, decidedAt: new Date(now).toISOString() });
+    now += 60_000;
+    await settle(recent);
+
+    footprints.length = 0;
+    expect(await store.prune({ olderThan: new Date(now).toISOString() })).toEqual({ turns: 1, effects: 1 });
+    const [step] = footprints;
+    // (`verdicts` is scanned only over a pruned turn's key range, which the footprint names as the collection.)
+    for (const collection of [C.claims, C.effects, C.turns, C.approvals]) expect(step?.scans, `prune scans no ${collection}`).not.toContain(collection);
+    expect(step?.reads.filter((ref) => ref.collection === C.claims).map((ref) => ref.key), "the claims before the cut-off alone, the waiting turn's not even read").toEqual([done.turnKey]);
+    expect((await store.getMutation(done.turnKey))?.state).toBe("pruned");
+    expect((await store.getMutation(waiting.turnKey))?.state, "a pending request keeps its turn").toBe("complete");
+    expect((await store.getMutation(recent.turnKey))?.state, "settled at the cut-off: kept").toBe("complete");
+    expect((await store.getEffect(effect.effectKey))?.state).toBe("pruned");
+    expect(await store.getApproval(decided.approvalId), "the pruned turn's request goes, with its index entries").toBeUndefined();
+    expect([...(store.data.get(C.approvalsByTime)?.keys() ?? [])].some((key) => key.endsWith(decided.approvalId))).toBe(false);
+    expect([...(store.data.get(C.settledClaims)?.values() ?? [])].length, "the kept claims stay indexed for a later prune").toBe(2);
+    expect(await store.prune({ olderThan: new Date(now).toISOString() }), "nothing left to prune").toEqual({ turns: 0, effects: 0 });
+  });
+
+  it("listApprovals walks the by-time index and stops at the limit; by turn it reads that turn's entries alone", async () => {
+    const footprints: KeyValueStepFootprint[] = [];
+    const store = new JsonKeyValueStore({ now: () => new Date(CLAIMED_AT), onStep: (footprint) => footprints.push(footprint) });
+    const times = ["2031-02-03T00:00:03.000Z", "2031-02-03T00:00:01.000Z", "2031-02-03T00:00:02.000Z", "2031-02-03T00:00:01.000Z"];
+    const requests = times.map((at, index) => submission(20 + index, at));
+    for (const request of requests) await store.requestApproval(request);
+    const ids = (records: readonly { approvalId: string }[]) => records.map((record) => requests.findIndex((request) => request.approvalId === record.approvalId));
+
+    footprints.length = 0;
+    expect(ids(await store.listApprovals({ limit: 2 })), "time order, ties in request order").toEqual([1, 3]);
+    expect(footprints[0]?.scans).toEqual([C.approvalsByTime]);
+    expect(footprints[0]?.reads.filter((ref) => ref.collection === C.approvals), "two requests read, not four").toHaveLength(2);
+    expect(ids(await store.listApprovals()), "all of them").toEqual([1, 3, 2, 0]);
+
+    footprints.length = 0;
+    const [, second] = requests;
+    expect(ids(await store.listApprovals({ turnKey: second?.turnKey ?? "" }))).toEqual([1]);
+    expect(footprints[0]?.scans).toEqual([C.turnApprovals]);
+    expect(footprints[0]?.reads.filter((ref) => ref.collection === C.approvals), "that turn's request alone").toHaveLength(1);
+    expect(ids(await store.listApprovals({ status: "pending", limit: 3 }))).toEqual([1, 3, 2]);
   });
 });

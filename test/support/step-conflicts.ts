@@ -2,17 +2,29 @@
  * Step conflicts of `KeyValueGuardrailStore` under concurrency, measured on any adapter through the
  * base's `onStep` footprints: `workers` turns, each in its own scope, run a guarded mutation's
  * steps at once (record the read with its audit event, claim with the read evidence, settle with
- * its audit event), and then a side effect's (claim, settle). Two concurrent steps conflict when
+ * its audit event), then a side effect's (claim, settle), then the other audited steps of a turn
+ * (an event of its own, an approval request and its decision), and last each turn reads its own
+ * audit trail (as the turn service does for a completed outcome). Two concurrent steps conflict when
  * one writes a key the other read or wrote, or writes into a collection the other scanned: on
  * storage with optimistic concurrency (Redis `WATCH`, conditional writes) one of them aborts and
  * runs again. The adapters here serialize their steps, so nothing re-runs; the footprints say what
  * would, whatever the adapter.
  */
-import { digest, effectKey, mutationKey, toolFingerprint, turnKey, type AuditEvent } from "arkah-agent-guardrails";
+import { digest, effectKey, mutationKey, toolFingerprint, turnKey, type ApprovalSubmission, type AuditEvent } from "arkah-agent-guardrails";
 import type { EffectIdentity, KeyValueGuardrailStore, KeyValueStepFootprint, MutationIdentity } from "arkah-agent-guardrails/store";
 
 /** The operations measured, in the order a turn runs them. */
-export const MEASURED_STEPS = ["recordSuccessfulRead", "claimMutation", "settleMutation", "claimEffect", "settleEffect"] as const;
+export const MEASURED_STEPS = [
+  "recordSuccessfulRead",
+  "claimMutation",
+  "settleMutation",
+  "claimEffect",
+  "settleEffect",
+  "appendAudit",
+  "requestApproval",
+  "decideApproval",
+  "readAudit",
+] as const;
 /** One of {@link MEASURED_STEPS}. */
 export type MeasuredStep = (typeof MEASURED_STEPS)[number];
 
@@ -56,7 +68,19 @@ function turnOf(index: number) {
     toolFingerprint: toolFingerprint({ name: mail.name }),
   };
   const event = (decision: AuditEvent["decision"]): AuditEvent => ({ at: new Date().toISOString(), decision, turnKey: key, scopeId: ref.scopeId, kind: "mutation" });
-  return { identity, effect, event, evidence: digest({ kind: "step-conflicts.read", index }) };
+  const approval: ApprovalSubmission = {
+    approvalId: digest({ kind: "step-conflicts.approval", index }),
+    turnKey: key,
+    scopeId: ref.scopeId,
+    toolCallId: "approve-1",
+    toolName: call.name,
+    toolFingerprint: toolFingerprint({ name: call.name }),
+    argsDigest: digest(call.args),
+    args: call.args,
+    guardrails: ["manager"],
+    requestedAt: new Date().toISOString(),
+  };
+  return { identity, effect, event, approval, evidence: digest({ kind: "step-conflicts.read", index }) };
 }
 
 /** Steps of one operation, run concurrently, that conflict with another's; and on which keys. */
@@ -134,5 +158,11 @@ export async function measureStepConflicts(open: ObservedStoreFactory, workers: 
   await round("settleEffect", ({ effect }) =>
     store.settleEffect({ effectKey: effect.effectKey, token: effectTokens.get(effect.effectKey) ?? "", outcome: "complete", result: { content: "sent", status: "success" } }),
   );
+  await round("appendAudit", ({ event }) => store.appendAudit(event("refused")));
+  await round("requestApproval", ({ approval }) => store.requestApproval(approval));
+  await round("decideApproval", ({ approval }) =>
+    store.decideApproval({ approvalId: approval.approvalId, decision: { decision: "approve" }, decidedAt: new Date().toISOString() }),
+  );
+  await round("readAudit", ({ identity }) => store.readAudit({ turnKey: identity.turnKey }));
   return results;
 }

@@ -55,12 +55,16 @@ describe("KeyValueGuardrailStore: records are checked against the key they are r
     expect(String(error)).toMatch(/a complete claim has a result/);
   });
 
-  it("an audit counter that is not a count fails closed and appends nothing", async () => {
+  it("an audit counter that is not a count: the append waits unnumbered; reading fails closed, numbers nothing and loses nothing", async () => {
     const store = new JsonKeyValueStore();
     store.writeRaw(KEY_VALUE_COLLECTIONS.counters, "audit", -1);
     const event = { at: "2025-01-02T03:04:05.000Z", decision: "executed" as const, turnKey: A.turnKey, scopeId: A.scopeId };
-    expect(await rejection(store.appendAudit(event))).toBeInstanceOf(StoreContractError);
-    expect(store.data.get(KEY_VALUE_COLLECTIONS.audit)?.size ?? 0).toBe(0);
+    await store.appendAudit(event);
+    expect(await rejection(store.readAudit())).toBeInstanceOf(StoreContractError);
+    expect(store.data.get(KEY_VALUE_COLLECTIONS.audit)?.size ?? 0, "nothing numbered").toBe(0);
+    expect(store.data.get(KEY_VALUE_COLLECTIONS.auditPending)?.size ?? 0, "the event still waits").toBe(1);
+    store.writeRaw(KEY_VALUE_COLLECTIONS.counters, "audit", 0);
+    expect(await store.readAudit(), "numbered once the counter is repaired").toEqual([{ ...event, seq: 1 }]);
   });
 });
 
