@@ -93,3 +93,21 @@ export function resultText(result: ToolResult): MutationResult | undefined {
   if (content === undefined) return undefined;
   return { content, status: result.status === "error" ? "error" : "success" };
 }
+
+/**
+ * A body's result bound to its own call: a `ToolMessage` the body built under another call's id
+ * (LangChain passes it through as it is) is rebuilt with the call's id, so it can neither answer
+ * another call in the transcript nor take another call's refusal in the turn's outcome.
+ */
+export function ownResult(result: ToolResult, call: { readonly id: string }): ToolResult {
+  if (!ToolMessage.isInstance(result) || result.tool_call_id === call.id) return result;
+  return new ToolMessage({
+    content: result.content,
+    status: result.status,
+    artifact: result.artifact as unknown,
+    tool_call_id: call.id,
+    ...(result.name === undefined ? {} : { name: result.name }),
+    ...(result.id === undefined ? {} : { id: result.id }),
+    response_metadata: result.response_metadata,
+  });
+}

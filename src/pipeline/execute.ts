@@ -30,7 +30,7 @@ import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint }
 import { retryDelayMs, sleep } from "../retry.js";
 import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../store/validate.js";
 import type { TelemetryClaimKey, TelemetryStep } from "../telemetry.js";
-import { duplicateEffectMessage, hasArtifact, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import { duplicateEffectMessage, hasArtifact, ownResult, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
 import { askConfirm } from "./confirm.js";
@@ -129,7 +129,7 @@ async function sealedRun(
       // Timed out: the body may still be running, and nothing it does from now on is looked at.
       return { finding: later(ended.finding), outcome: { error: timer?.signal.reason }, timedOut: true };
     }
-    const outcome = ended;
+    const outcome = "result" in ended ? { result: ownResult(ended.result, call) } : ended;
     const finding = later(sealFinding(seal.report(), outcome));
     if (!("error" in outcome) || !("ran" in finding) || attempt >= attempts.maxAttempts) return { finding, outcome };
     const { error } = outcome;
