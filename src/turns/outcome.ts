@@ -282,6 +282,15 @@ export function approvalInterrupts(interrupts: readonly { readonly id?: string; 
 }
 
 /**
+ * Whether any tool result of the run (after the user's message) is an error: only an error result
+ * can be a refusal, so a run without one needs no audit trail for its outcome.
+ */
+export function hasErrorResult(messages: readonly BaseMessage[]): boolean {
+  const start = Math.max(0, latestUserTextIndex(messages));
+  return messages.slice(start).some((message) => ToolMessage.isInstance(message) && message.status === "error");
+}
+
+/**
  * A completed run's outcome: the last message's text and every tool call after the user's message.
  * Which calls the guardrails refused, and the approval request a refusal is about, come from
  * `trail`, the turn's audit trail (`readAudit({ turnKey })`), never from a message's text: a tool

@@ -48,6 +48,7 @@ import { observeTurn, type TurnNotes } from "./observe.js";
 import {
   approvalInterrupts,
   completedOutcome,
+  hasErrorResult,
   pauseWaitsOn,
   turnMutation,
   TurnOutcomeSchema,
@@ -458,14 +459,15 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
 
   /**
    * A completed run's outcome, with the turn's mutation claim: its calls' refusals come from the
-   * turn's audit trail (one read), never from a tool result's text, which a tool body may shape as
+   * turn's audit trail (one read, when any result is an error), never from a tool result's text, which a tool body may shape as
    * a refusal. A trail the store cannot answer now leaves the refusals out (logged): the run
    * completed, and every refused call is still `status: "error"`.
    */
   async function completed(record: TurnRecord, messages: readonly BaseMessage[]): Promise<TurnOutcome> {
-    let trail: readonly StoredAuditEvent[];
+    let trail: readonly StoredAuditEvent[] = [];
     try {
-      trail = parseStoreValue(StoredAuditEventsSchema, await store.readAudit({ turnKey: record.turnKey }), "readAudit answer");
+      // Only an error result can be a refusal: a run without one reads nothing.
+      if (hasErrorResult(messages)) trail = parseStoreValue(StoredAuditEventsSchema, await store.readAudit({ turnKey: record.turnKey }), "readAudit answer");
     } catch (error) {
       logger.warn("turn audit read failed; the completed answer is stored without refusal codes", { turnKey: record.turnKey, error: sanitizeError(error) });
       trail = [];
