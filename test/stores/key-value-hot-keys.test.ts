@@ -3,8 +3,8 @@
  * scopes never write one key, measured by the base's `onStep` footprints on the JSON adapter and
  * the file store (bench/key-value-conflicts.ts prints the same numbers), and neither do the
  * audited steps: an event waits under its own key until `readAudit` numbers it, so `seq` stays one
- * total order with one writer of the counter. Expiry, orphaning, `prune` and `listApprovals` read
- * indexes, never the whole collections. A store written in layout 1 (the shared `claim` and
+ * total order with one writer of the counter. Expiry, orphaning, `prune`, `listApprovals` and
+ * `readAudit({ turnKey })` read indexes, never the whole collections. A store written in layout 1 (the shared `claim` and
  * `effect` counters, no indexes) or 2 (events numbered as appended, no time indexes) is migrated by
  * the first step; one written by a newer layout is refused and left as it is.
  */
