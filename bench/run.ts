@@ -554,7 +554,7 @@ steps, so nothing re-ran; the footprints say what would. The counts are the same
 | \`appendAudit\` | | 8/8 | 0/8 | layout 2: \`counters/audit\` |
 | \`requestApproval\` | | 8/8 | 0/8 | layout 2: \`counters/approval\`, \`counters/audit\` |
 | \`decideApproval\` | | 8/8 | 0/8 | layout 2: \`counters/audit\` |
-| \`readAudit({ turnKey })\` | | 0/8 | 7/8 | layout 3: \`audit\`, \`auditPending\` (the first numbers every waiting event) |
+| \`readAudit({ turnKey })\` | | 0/8 | 7/8 | layout 3: the numbered \`audit\` keys, \`auditPending\`, \`turnAudit\` (the first numbers every waiting event) |
 
 Since layout 3 an audited step writes its event under a key of its own and \`readAudit\` numbers
 the waiting events from the one audit counter, so \`seq\` stays one total order that audit cursors

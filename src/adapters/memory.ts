@@ -186,7 +186,10 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   readonly #verdicts = new Map<string, VerdictRecord>();
   /** approval id -> request; Map order is request order, the tie-break of listApprovals. */
   readonly #approvals = new Map<string, ApprovalRecord>();
+  /** The trail: the event of seq n at index n - 1. */
   readonly #audit: StoredAuditEvent[] = [];
+  /** turn key -> the turn's events, in seq order (the same objects as in `#audit`), so `readAudit({ turnKey })` reads no other turn's. */
+  readonly #auditByTurn = new Map<string, StoredAuditEvent[]>();
   /** sink name -> the seq delivered up to. */
   readonly #cursors = new Map<string, number>();
   /** turn key -> the turn service's record. */
@@ -411,14 +414,22 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   }
 
   #append(event: AuditEvent): void {
-    this.#audit.push({ ...event, seq: this.#audit.length + 1 });
+    const stored: StoredAuditEvent = { ...event, seq: this.#audit.length + 1 };
+    this.#audit.push(stored);
+    const turnEvents = this.#auditByTurn.get(stored.turnKey);
+    if (turnEvents === undefined) this.#auditByTurn.set(stored.turnKey, [stored]);
+    else turnEvents.push(stored);
   }
 
   async readAudit(query: AuditQuery = {}): Promise<StoredAuditEvent[]> {
     const { since, afterSeq = 0, turnKey, scopeId, approvalId, limit = 10_000 } = parseStoreValue(AuditQuerySchema, query, "audit query");
     const from = since === undefined ? undefined : Date.parse(since);
     const events: StoredAuditEvent[] = [];
-    for (const event of this.#audit) {
+    // A turn's events alone when the query names one; otherwise the trail, from `afterSeq`'s index.
+    const trail = turnKey === undefined ? this.#audit : (this.#auditByTurn.get(turnKey) ?? []);
+    for (let index = turnKey === undefined ? afterSeq : 0; index < trail.length; index++) {
+      const event = trail[index];
+      if (event === undefined) break;
       if (events.length >= limit) break;
       if (event.seq <= afterSeq || (from !== undefined && Date.parse(event.at) < from)) continue;
       if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) continue;

@@ -169,6 +169,7 @@ export {
   sequenceKey,
   timedKey,
   turnApprovalKey,
+  turnAuditKey,
   verdictStorageKey,
   type EffectGroup,
   type KeyValueCollection,
@@ -188,6 +189,7 @@ export {
   type PendingAuditEvent,
   type TimedEntry,
   type TurnApprovalEntry,
+  type TurnAuditEntry,
 } from "./records.js";
 export { KEY_VALUE_RECORD_KEYS, type KeyValueRecordKey, type KeyValueRecordName } from "./record-keys.js";
 

@@ -13,8 +13,9 @@
  * (`auditPending`); `readAudit` numbers the waiting events from the one audit counter before it
  * reads, so `seq` stays one total order and no event appears below a seq a reader has passed.
  * `listUnresolved`, `listUnresolvedEffects`, `expireApprovals`, `orphanApprovals`, `listApprovals`
- * and `prune` read indexes of the records they act on; `readAudit` with a filter scans the trail
- * from `afterSeq`. `listTurns` walks the `liveTurns` index the turn transitions keep (never the
+ * and `prune` read indexes of the records they act on; `readAudit({ turnKey })` reads the turn's
+ * audit index (`turnAudit`) and gets each of its events by `seq`; with another filter or none it
+ * walks the trail from `afterSeq`. `listTurns` walks the `liveTurns` index the turn transitions keep (never the
  * finished turns); its `decided` filter reads the pending-approvals index, and its `finished`
  * listing (what `prune` would remove) scans the turns, in turn-key order.
  * Each store object's first step checks the records' layout version and migrates layouts 1 and 2.
@@ -139,6 +140,7 @@ import {
   sequenceKey,
   timedKey,
   turnApprovalKey,
+  turnAuditKey,
   verdictStorageKey,
   type ApprovalIndexEntry,
   type TimedEntry,
@@ -433,8 +435,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    * one step (a crash leaves it as it was; every later object finds layout 3 and writes nothing).
    * Layout 1 gets the unresolved-claim, unresolved-effect and approval-status indexes; layouts 1
    * and 2 the time and turn indexes `prune` and `listApprovals` read, each from one scan of the
-   * claims, effects, turns and requests. Audit events need nothing: those stored are numbered, and
-   * from now on they wait in `auditPending` until `readAudit` numbers them after those. A store
+   * claims, effects, turns and requests, and the turn audit index from one scan of the numbered
+   * events (which keep their numbers; new ones wait in `auditPending` until `readAudit` numbers
+   * them after those). A store
    * written by a newer layout is refused: this version would not keep that layout's records.
    */
   *#layoutStep(tx: StepTransaction): Step<void> {
@@ -460,6 +463,10 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     for (const [, stored] of yield* this.#all(tx, K.approval)) {
       if (first) this.#indexApproval(tx, undefined, stored.record);
       this.#indexRequest(tx, stored);
+    }
+    // Layouts 1 and 2 numbered every event as it was appended: none waits in `auditPending`.
+    for (const [key, event] of yield* this.#all(tx, K.audit)) {
+      this.#put(tx, K.turnAudit, turnAuditKey(event.turnKey, key), { turnKey: event.turnKey, key, seq: event.seq });
     }
     this.#put(tx, K.layout, LAYOUT_KEY, KEY_VALUE_LAYOUT);
   }
@@ -566,18 +573,21 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   /**
    * Appends `event` to the pending events, under a key only this store object writes: no counter
    * is read or written, so audited steps of different turns share no key. `readAudit` numbers it.
+   * The event's entry in its turn's audit index is under a key of its own too.
    */
   #append(tx: StepTransaction, event: AuditEvent): void {
     // Never stepping back within this object: its events sort in its append order.
     this.#auditMs = Math.max(this.#auditMs, this.#time());
     const key = pendingAuditKey(this.#auditMs, ++this.#appended, this.#writer);
     this.#put(tx, K.pendingAudit, key, { key, event });
+    this.#put(tx, K.turnAudit, turnAuditKey(event.turnKey, key), { turnKey: event.turnKey, key });
   }
 
   /**
    * Numbers every pending event, in key order, from `counters/audit` and moves it into `audit`, in
    * one step: the only writer of the counter. An event becomes visible only with a `seq` above
-   * every one already visible, so a reader paging with `afterSeq` never skips one.
+   * every one already visible, so a reader paging with `afterSeq` never skips one. Each event's
+   * `seq` goes into its turn audit entry, which `readAudit({ turnKey })` gets it by.
    */
   *#sequence(tx: StepTransaction): Step<void> {
     const pending = yield* this.#all(tx, K.pendingAudit);
@@ -587,6 +597,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
       const stored: StoredAuditEvent = { ...event, seq: ++seq };
       this.#put(tx, K.audit, sequenceKey(seq), stored);
       tx.delete(C.auditPending, key);
+      this.#put(tx, K.turnAudit, turnAuditKey(event.turnKey, key), { turnKey: event.turnKey, key, seq });
     }
     this.#put(tx, K.counter, "audit", seq);
   }
@@ -959,14 +970,41 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     yield* this.#sequence(tx);
     const from = since === undefined ? undefined : instantMs(since);
     const matched: StoredAuditEvent[] = [];
-    yield* this.#walk(tx, K.audit, sequenceKey(afterSeq), (_key, event) => {
+    const visit = (event: StoredAuditEvent): boolean => {
       if (from !== undefined && instantMs(event.at) < from) return false;
       if ((turnKey !== undefined && event.turnKey !== turnKey) || (scopeId !== undefined && event.scopeId !== scopeId)) return false;
       if (approvalId !== undefined && event.approvalId !== approvalId) return false;
       matched.push(structuredClone(event));
       return matched.length >= limit;
-    });
+    };
+    if (turnKey === undefined) {
+      yield* this.#walk(tx, K.audit, sequenceKey(afterSeq), (_key, event) => visit(event));
+      return matched;
+    }
+    // The turn's events alone, never the trail: its index entries, then each event by its seq.
+    for (const seq of yield* this.#turnAuditSeqs(tx, turnKey, afterSeq)) {
+      const key = sequenceKey(seq);
+      const event = yield* this.#get(tx, K.audit, key);
+      if (event?.turnKey !== turnKey) {
+        throw new StoreContractError(`corrupt turn-audit index entry: it names audit event ${key}, which is ${event === undefined ? "absent" : "another turn's"}`);
+      }
+      if (visit(event)) break;
+    }
     return matched;
+  }
+
+  /**
+   * The seqs of a turn's numbered events above `afterSeq`, ascending. Sorted here: entry key order
+   * is append order per store object, not seq order (another object's clock may run behind).
+   */
+  *#turnAuditSeqs(tx: StepTransaction, turnKey: string, afterSeq: number): Step<number[]> {
+    const seqs: number[] = [];
+    for (const [, entry] of yield* this.#prefixed(tx, K.turnAudit, turnAuditKey(turnKey, ""))) {
+      // `#sequence` ran first in this step: every entry whose event exists has its seq.
+      if (entry.seq === undefined) throw new StoreContractError(`corrupt turn-audit index entry: it names pending audit event ${entry.key}, which is absent`);
+      if (entry.seq > afterSeq) seqs.push(entry.seq);
+    }
+    return seqs.sort((a, b) => a - b);
   }
 
   async getAuditCursor(sink: string): Promise<number> {

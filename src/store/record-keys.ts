@@ -28,6 +28,7 @@ export type KeyValueRecordName =
   | "approval"
   | "audit"
   | "pendingAudit"
+  | "turnAudit"
   | "cursor"
   | "turn"
   | "turnRequest"
@@ -68,6 +69,11 @@ export const KEY_VALUE_RECORD_KEYS = {
     collection: C.auditPending,
     key: "`pendingAuditKey(ms, count, writer)`: the appending store object's clock (`instantKey`: offset by 8.64e15, 17 digits), its append count (16 digits) and its random writer id, joined by `.`",
     example: "08641924553906000.0000000000000007.<writerId>",
+  },
+  turnAudit: {
+    collection: C.turnAudit,
+    key: "`turnAuditKey(turnKey, key)`: the event's turn key, `.`, the key it was appended under in `auditPending` (for an event numbered before layout 3, its `sequenceKey(seq)`); the entry holds the event's `seq` once `readAudit` numbered it",
+    example: "<turnKey>.08641924553906000.0000000000000007.<writerId>",
   },
   cursor: { collection: C.cursors, key: "the sink name, as given (any string)", example: "siem" },
   turn: { collection: C.turns, key: "the turn key", example: "<turnKey>" },

@@ -49,6 +49,13 @@ export const KEY_VALUE_COLLECTIONS = {
    * `readAudit` numbers them from `counters/audit` and moves them into `audit` (layout 3).
    */
   auditPending: "auditPending",
+  /**
+   * {@link turnAuditKey} -> {@link TurnAuditEntry}: every audit event of a turn, for
+   * `readAudit({ turnKey })`, which reads that turn's entries and gets each event by its `seq`
+   * instead of walking the trail. Written in the step that appends the event (a key only that
+   * step writes); `readAudit` records the `seq` it numbers the event with (layout 3).
+   */
+  turnAudit: "turnAudit",
   /** sink name -> {@link StoredCursor}. */
   cursors: "cursors",
   /** turn key -> {@link TurnRecord}. */
@@ -96,7 +103,8 @@ export const KEY_VALUE_COLLECTIONS = {
  * decided ones not applied kept in their own indexes. 3: an audited step writes its event to
  * `auditPending` and no counter, `readAudit` numbers the pending events (one writer of
  * `counters/audit`); an approval request is numbered by its store object, not `counters/approval`;
- * `prune` and `listApprovals` read time and turn indexes. A store at layout 1 or 2 is migrated by the first step of a store object that
+ * `prune` and `listApprovals` read time and turn indexes; `readAudit({ turnKey })` reads the
+ * turn's audit index (`turnAudit`). A store at layout 1 or 2 is migrated by the first step of a store object that
  * finds it (see `KeyValueGuardrailStore`).
  */
 export const KEY_VALUE_LAYOUT = 3;
@@ -153,6 +161,15 @@ export function turnApprovalKey(turnKey: string, approvalId: string): string {
  */
 export function pendingAuditKey(ms: number, count: number, writer: string): string {
   return `${instantKey(ms)}.${sequenceKey(count)}.${writer}`;
+}
+
+/**
+ * An audit event's key in `turnAudit`: its turn key, `.`, the key it was appended under
+ * ({@link pendingAuditKey}; for an event numbered before layout 3, its {@link sequenceKey}). A turn
+ * key is a digest, so a turn's entries are exactly the keys after `<turnKey>.`.
+ */
+export function turnAuditKey(turnKey: string, key: string): string {
+  return `${turnKey}.${key}`;
 }
 
 /**
@@ -329,6 +346,18 @@ export interface PendingAuditEvent {
 /** Parses a {@link PendingAuditEvent}. */
 export const PendingAuditEventSchema: z.ZodType<PendingAuditEvent> = z.strictObject({ key: z.string().min(1), event: AuditEventSchema });
 
+/** An audit event's entry in `turnAudit`: the index of a turn's events, for `readAudit({ turnKey })`. */
+export interface TurnAuditEntry {
+  /** The event's turn. */
+  readonly turnKey: string;
+  /** The key the event was appended under in `auditPending` (for an event numbered before layout 3, its {@link sequenceKey}). */
+  readonly key: string;
+  /** The event's `seq`: its key in `audit`. Absent while the event waits in `auditPending`. */
+  readonly seq?: number;
+}
+/** Parses a {@link TurnAuditEntry}. */
+export const TurnAuditEntrySchema: z.ZodType<TurnAuditEntry> = z.strictObject({ turnKey: DigestSchema, key: z.string().min(1), seq: z.int().min(1).optional() });
+
 /** A sink's audit cursor. */
 export interface StoredCursor {
   /** The sink's name. */
@@ -429,6 +458,7 @@ export const RECORD_KINDS = {
   approval: kind<StoredApproval>(KEY_VALUE_COLLECTIONS.approvals, "approval request", StoredApprovalSchema, (stored) => stored.record.approvalId),
   audit: kind<StoredAuditEvent>(KEY_VALUE_COLLECTIONS.audit, "audit event", StoredAuditEventSchema, (event) => sequenceKey(event.seq)),
   pendingAudit: kind<PendingAuditEvent>(KEY_VALUE_COLLECTIONS.auditPending, "pending audit event", PendingAuditEventSchema, (pending) => pending.key),
+  turnAudit: kind<TurnAuditEntry>(KEY_VALUE_COLLECTIONS.turnAudit, "turn-audit index entry", TurnAuditEntrySchema, (entry) => turnAuditKey(entry.turnKey, entry.key)),
   cursor: kind<StoredCursor>(KEY_VALUE_COLLECTIONS.cursors, "audit cursor", StoredCursorSchema, (cursor) => cursor.sink),
   turn: kind<TurnRecord>(KEY_VALUE_COLLECTIONS.turns, "turn record", TurnRecordSchema, (record) => record.turnKey),
   turnRequest: kind<TurnRequestEntry>(KEY_VALUE_COLLECTIONS.turnRequests, "turn request entry", TurnRequestEntrySchema, (record) => record.requestKey),

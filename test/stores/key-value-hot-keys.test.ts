@@ -3,8 +3,8 @@
  * scopes never write one key, measured by the base's `onStep` footprints on the JSON adapter and
  * the file store (bench/key-value-conflicts.ts prints the same numbers), and neither do the
  * audited steps: an event waits under its own key until `readAudit` numbers it, so `seq` stays one
- * total order with one writer of the counter. Expiry, orphaning, `prune` and `listApprovals` read
- * indexes, never the whole collections. A store written in layout 1 (the shared `claim` and
+ * total order with one writer of the counter. Expiry, orphaning, `prune`, `listApprovals` and
+ * `readAudit({ turnKey })` read indexes, never the whole collections. A store written in layout 1 (the shared `claim` and
  * `effect` counters, no indexes) or 2 (events numbered as appended, no time indexes) is migrated by
  * the first step; one written by a newer layout is refused and left as it is.
  */
@@ -116,7 +116,7 @@ describe("KeyValueGuardrailStore: audit events wait unnumbered until a reader nu
     await store.appendAudit(auditEvent("b", "doc-b"));
     const [first, second] = footprints;
     expect(first?.reads, "an append reads nothing").toEqual([]);
-    expect(first?.writes.map((ref) => ref.collection), "and writes one pending key").toEqual([C.auditPending]);
+    expect(first?.writes.map((ref) => ref.collection), "and writes one pending key, and its entry in the turn's audit index").toEqual([C.auditPending, C.turnAudit]);
     expect(second?.writes[0]?.key, "a key of its own").not.toBe(first?.writes[0]?.key);
     expect(store.data.get(C.audit)?.size ?? 0, "nothing numbered yet").toBe(0);
     footprints.length = 0;
@@ -129,6 +129,44 @@ describe("KeyValueGuardrailStore: audit events wait unnumbered until a reader nu
     footprints.length = 0;
     await store.readAudit();
     expect(footprints[0]?.writes, "a read with nothing pending writes nothing").toEqual([]);
+  });
+
+  it("readAudit({ turnKey }) reads that turn's index entries and events alone, never the trail or another turn's audit keys; in seq order when a slow-clock writer's event is keyed before older ones", async () => {
+    const directory = join(root, `store-${String(++directories)}`);
+    const footprints: KeyValueStepFootprint[] = [];
+    const ahead = await FileGuardrailStore.open({ directory, now: () => new Date(CLAIMED_AT + 60_000), onStep: (footprint) => footprints.push(footprint) });
+    const behind = await FileGuardrailStore.open({ directory, now: () => new Date(CLAIMED_AT) });
+    const mine = turnKey({ scopeId: "doc-a", turnId: "t" });
+    try {
+      await ahead.appendAudit(auditEvent("a1", "doc-a"));
+      await ahead.appendAudit(auditEvent("b1", "doc-b"));
+      await ahead.readAudit();
+      // Keyed a minute before a1, numbered after it: the turn's index order is not its seq order.
+      await behind.appendAudit(auditEvent("a2", "doc-a"));
+      await ahead.appendAudit(auditEvent("b2", "doc-b"));
+      await ahead.appendAudit(auditEvent("a3", "doc-a"));
+      await ahead.readAudit();
+      const all = await ahead.readAudit();
+      const seqOf = (toolCallId: string) => all.find((event) => event.toolCallId === toolCallId)?.seq ?? 0;
+      expect(all.map((event) => event.toolCallId)).toEqual(["a1", "b1", "a2", "b2", "a3"]);
+
+      footprints.length = 0;
+      expect((await ahead.readAudit({ turnKey: mine })).map((event) => [event.toolCallId, event.seq]), "the turn's events, in seq order").toEqual([
+        ["a1", 1],
+        ["a2", 3],
+        ["a3", 5],
+      ]);
+      const [step] = footprints;
+      expect(step?.scans, "the pending events and the turn's index, never the trail").not.toContain(C.audit);
+      expect(step?.reads.filter((ref) => ref.collection === C.audit).map((ref) => ref.key), "that turn's events alone").toEqual(["a1", "a2", "a3"].map((id) => sequenceKey(seqOf(id))));
+
+      footprints.length = 0;
+      expect((await ahead.readAudit({ turnKey: mine, afterSeq: seqOf("a1"), limit: 1 })).map((event) => event.toolCallId)).toEqual(["a2"]);
+      expect(footprints[0]?.reads.filter((ref) => ref.collection === C.audit).map((ref) => ref.key), "nothing at or below afterSeq, nothing past the limit").toEqual([sequenceKey(seqOf("a2"))]);
+    } finally {
+      await ahead.close();
+      await behind.close();
+    }
   });
 });
 
@@ -221,6 +259,10 @@ describe("KeyValueGuardrailStore: a store written in an older or newer layout", 
     expect([...(store.data.get(C.turnApprovals)?.keys() ?? [])]).toEqual([`${done.turnKey}.${request.approvalId}`]);
     expect((await store.listApprovals({ turnKey: done.turnKey })).map((record) => record.approvalId), "found through the new index").toEqual([request.approvalId]);
     expect(store.data.get(C.audit)?.size, "the numbered events stay where they are").toBe(2);
+    expect([...(store.data.get(C.turnAudit)?.keys() ?? [])].sort(), "and each gets its entry in its turn's audit index").toEqual(
+      old.map((event) => `${event.turnKey ?? ""}.${sequenceKey(event.seq)}`).sort(),
+    );
+    expect((await store.readAudit({ turnKey: old[0]?.turnKey ?? "" })).map((event) => event.toolCallId), "found through it").toEqual(["old-1"]);
 
     expect(await store.releaseMutation({ turnKey: pending.turnKey, token: "t-pending" })).toBe(true);
     expect((await store.readAudit()).map((event) => [event.toolCallId ?? event.decision, event.seq]), "old numbers kept; the new event after them").toEqual([

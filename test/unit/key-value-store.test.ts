@@ -1,7 +1,8 @@
 /**
  * `KeyValueGuardrailStore`'s own guarantees beyond the conformance kit: a record read under one key
  * that names another fails closed, as does one that does not parse, and changes nothing; a subclass
- * with no storage is refused at construction.
+ * with no storage is refused at construction; a turn audit index entry that names no event of its
+ * turn fails closed.
  */
 import { describe, expect, it } from "vitest";
 import { digest, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
@@ -65,6 +66,31 @@ describe("KeyValueGuardrailStore: records are checked against the key they are r
     expect(store.data.get(KEY_VALUE_COLLECTIONS.auditPending)?.size ?? 0, "the event still waits").toBe(1);
     store.writeRaw(KEY_VALUE_COLLECTIONS.counters, "audit", 0);
     expect(await store.readAudit(), "numbered once the counter is repaired").toEqual([{ ...event, seq: 1 }]);
+  });
+});
+
+describe("KeyValueGuardrailStore: the turn audit index", () => {
+  it("an index entry naming another turn's event, an absent event or an event never numbered fails closed and changes nothing", async () => {
+    const store = new JsonKeyValueStore();
+    const at = "2025-01-02T03:04:05.000Z";
+    await store.appendAudit({ at, decision: "executed", turnKey: A.turnKey, scopeId: A.scopeId });
+    await store.appendAudit({ at, decision: "executed", turnKey: B.turnKey, scopeId: B.scopeId });
+    expect((await store.readAudit({ turnKey: A.turnKey })).map((event) => event.seq)).toEqual([1]);
+    const entries: readonly (readonly [{ seq?: number }, RegExp])[] = [
+      [{ seq: 2 }, /audit event 0000000000000002, which is another turn's/],
+      [{ seq: 9 }, /audit event 0000000000000009, which is absent/],
+      [{}, /pending audit event x, which is absent/],
+    ];
+    for (const [seq, message] of entries) {
+      // A forged entry in A's index, as a corrupt backend (or someone with storage access) could write.
+      store.writeRaw(KEY_VALUE_COLLECTIONS.turnAudit, `${A.turnKey}.x`, { turnKey: A.turnKey, key: "x", ...seq });
+      const before = JSON.stringify([...store.data].map(([name, records]) => [name, [...records]]));
+      const error = await rejection(store.readAudit({ turnKey: A.turnKey }));
+      expect(StoreContractError.isInstance(error), `expected a StoreContractError, got ${String(error)}`).toBe(true);
+      expect(String(error)).toMatch(message);
+      expect(JSON.stringify([...store.data].map(([name, records]) => [name, [...records]])), "nothing changed").toBe(before);
+    }
+    expect((await store.readAudit({ turnKey: B.turnKey })).map((event) => event.seq), "another turn's reads are unaffected").toEqual([2]);
   });
 });
 
