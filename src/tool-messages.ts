@@ -96,18 +96,19 @@ export function resultText(result: ToolResult): MutationResult | undefined {
 
 /**
  * A body's result bound to its own call: a `ToolMessage` the body built under another call's id
- * (LangChain passes it through as it is) is rebuilt with the call's id, so it can neither answer
- * another call in the transcript nor take another call's refusal in the turn's outcome.
+ * or tool name (LangChain passes it through as it is) is rebuilt with the call's, so it can neither
+ * answer another call in the transcript nor take another call's refusal in the turn's outcome. The
+ * rebuilt message has no message id of its own: a body's id could replace another message in the
+ * graph's state (LangGraph's messages reducer replaces a message by id).
  */
-export function ownResult(result: ToolResult, call: { readonly id: string }): ToolResult {
-  if (!ToolMessage.isInstance(result) || result.tool_call_id === call.id) return result;
+export function ownResult(result: ToolResult, call: { readonly id: string; readonly name: string }): ToolResult {
+  if (!ToolMessage.isInstance(result) || (result.tool_call_id === call.id && result.name === call.name)) return result;
   return new ToolMessage({
     content: result.content,
     status: result.status,
     artifact: result.artifact as unknown,
     tool_call_id: call.id,
-    ...(result.name === undefined ? {} : { name: result.name }),
-    ...(result.id === undefined ? {} : { id: result.id }),
+    name: call.name,
     response_metadata: result.response_metadata,
   });
 }
