@@ -505,17 +505,10 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    * answers true (enough).
    */
   *#walk<T>(tx: StepTransaction, kind: RecordKind<T>, after: string | undefined, visit: (key: string, record: T) => boolean): Step<void> {
-    let from = after;
-    for (;;) {
-      const page = yield* this.#scan(tx, kind.collection, from);
-      for (const [key, value] of page) {
-        const record = this.#check(kind, key, value);
-        if (record !== undefined && visit(key, record)) return;
-      }
-      const last = page.at(-1);
-      if (page.length < SCAN_PAGE || last === undefined) return;
-      from = last[0];
-    }
+    // eslint-disable-next-line require-yield -- a visit that reads nothing more
+    yield* this.#walkReading(tx, kind, after, function* (key, record) {
+      return visit(key, record);
+    });
   }
 
   /** Every record of a collection, in key order, checked; read in pages. */
@@ -528,9 +521,9 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return records;
   }
 
-  /** Like {@link #walk}, for a visit that reads more records: walks until `visit` answers true. */
-  *#walkReading<T>(tx: StepTransaction, kind: RecordKind<T>, visit: (key: string, record: T) => Step<boolean>): Step<void> {
-    let from: string | undefined;
+  /** Like {@link #walk}, for a visit that reads more records: walks after `after` until `visit` answers true. */
+  *#walkReading<T>(tx: StepTransaction, kind: RecordKind<T>, after: string | undefined, visit: (key: string, record: T) => Step<boolean>): Step<void> {
+    let from = after;
     for (;;) {
       const page = yield* this.#scan(tx, kind.collection, from);
       for (const [key, value] of page) {
@@ -857,7 +850,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     if (status === "approved" || status === "edited") return answer(yield* this.#indexedApprovals(tx, K.decidedApproval));
     const listed: ApprovalRecord[] = [];
     const read = (approvalId: string) => this.#get(tx, K.approval, approvalId);
-    yield* this.#walkReading(tx, K.approvalByTime, function* (_key, { approvalId }) {
+    yield* this.#walkReading(tx, K.approvalByTime, undefined, function* (_key, { approvalId }) {
       const approval = yield* read(approvalId);
       if (approval !== undefined && matches(approval)) listed.push(structuredClone(approval.record));
       return listed.length >= limit;
@@ -1246,21 +1239,15 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const waiting = new Set<string>();
     if (query.decided) for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
     const listed: TurnRecord[] = [];
-    let after = query.after;
-    for (;;) {
-      const page = yield* this.#scan(tx, C.liveTurns, after);
-      for (const [key, value] of page) {
-        const entry = this.#check(K.liveTurn, key, value);
-        if (entry?.state !== query.state || waiting.has(key)) continue;
-        const record = yield* this.#get(tx, K.turn, key);
-        if (record === undefined || !listedTurn(record, query, now)) continue;
-        listed.push(structuredClone(record));
-        if (listed.length === query.limit) return listed;
-      }
-      const last = page.at(-1);
-      if (page.length < SCAN_PAGE || last === undefined) return listed;
-      after = last[0];
-    }
+    const read = (turnKey: string) => this.#get(tx, K.turn, turnKey);
+    yield* this.#walkReading(tx, K.liveTurn, query.after, function* (key, entry) {
+      if (entry.state !== query.state || waiting.has(key)) return false;
+      const record = yield* read(key);
+      if (record === undefined || !listedTurn(record, query, now)) return false;
+      listed.push(structuredClone(record));
+      return listed.length === query.limit;
+    });
+    return listed;
   }
 
   /** The finished turns `prune` with the query's cut-off would remove, in key order, from the turns collection. */
