@@ -1069,6 +1069,13 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return this.#run((tx) => this.#prune(tx, cutoff));
   }
 
+  /** The turns with a `pending` approval request, read through the pending-requests index. */
+  *#waitingTurns(tx: StepTransaction): Step<Set<string>> {
+    const waiting = new Set<string>();
+    for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
+    return waiting;
+  }
+
   /**
    * Reads the time indexes from their oldest entry up to the cut-off, never the collections: the
    * complete claims and effects settled before it, the finished turns updated before it. A turn
@@ -1076,8 +1083,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    * everything; its entries stay for a later prune.
    */
   *#prune(tx: StepTransaction, cutoff: number): Step<PruneResult> {
-    const waiting = new Set<string>();
-    for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
+    const waiting = yield* this.#waitingTurns(tx);
     const live = (turnKey: string) => this.#liveOrWaiting(tx, waiting, turnKey);
     const pruned = new Set<string>();
     for (const [indexKey, { key: turnKey }] of yield* this.#before(tx, K.settledClaim, cutoff)) {
@@ -1236,8 +1242,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#listTurns(tx: StepTransaction, query: ParsedListTurns): Step<TurnRecord[]> {
     const now = this.#timestamp();
     if (query.state === "finished") return yield* this.#listFinishedTurns(tx, query, now);
-    const waiting = new Set<string>();
-    if (query.decided) for (const { record } of yield* this.#indexedApprovals(tx, K.pendingApproval)) if (record.status === "pending") waiting.add(record.turnKey);
+    const waiting = query.decided ? yield* this.#waitingTurns(tx) : new Set<string>();
     const listed: TurnRecord[] = [];
     const read = (turnKey: string) => this.#get(tx, K.turn, turnKey);
     yield* this.#walkReading(tx, K.liveTurn, query.after, function* (key, entry) {

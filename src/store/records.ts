@@ -78,9 +78,9 @@ export const KEY_VALUE_COLLECTIONS = {
   unresolvedClaims: "unresolvedClaims",
   /** effect key -> {@link UnresolvedEffectEntry}: the index of `pending` and `unknown` side effects, for `listUnresolvedEffects`. */
   unresolvedEffects: "unresolvedEffects",
-  /** approval id -> {@link ApprovalIndexEntry}: the index of `pending` requests, for `expireApprovals` and `listTurns`' `decided`. */
+  /** approval id -> {@link ApprovalIndexEntry}: the index of `pending` requests, for `expireApprovals`, `listTurns`' `decided`, `listApprovals` and `prune`. */
   pendingApprovals: "pendingApprovals",
-  /** approval id -> {@link ApprovalIndexEntry}: the index of `approved` and `edited` requests not applied, for `orphanApprovals`. */
+  /** approval id -> {@link ApprovalIndexEntry}: the index of `approved` and `edited` requests not applied, for `orphanApprovals` and `listApprovals`. */
   decidedApprovals: "decidedApprovals",
   /** {@link timedKey}(`settledAtMs`, turn key) -> {@link TimedEntry}: the index of `complete` claims by settlement time, for `prune`. */
   settledClaims: "settledClaims",
