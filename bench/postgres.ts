@@ -25,8 +25,8 @@
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { digest, mutationKey, toolFingerprint, turnKey, type AuditEvent } from "arkah-agent-guardrails";
-import { type MutationIdentity } from "arkah-agent-guardrails/store";
+import { digest, mutationKey, turnKey, type AuditEvent } from "arkah-agent-guardrails";
+import { toolFingerprint, type MutationIdentity } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import { startEmbeddedPostgres } from "../scripts/postgres/embedded.js";
 import { turnFindings, turnRows } from "./postgres-report.js";

@@ -12,10 +12,10 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
-  toolFingerprint,
   turnKey,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type MutationIdentity,
 } from "arkah-agent-guardrails/store";
 import { interleave, measure, per, roundOptions, type Interleaved, type RoundOptions } from "./harness.js";

@@ -1,7 +1,10 @@
 /**
- * `arkah-agent-guardrails`: the middleware, the turn service, admission, keys, errors, the store contract's
- * type and the in-memory store. Store adapter authors: `arkah-agent-guardrails/store` has the contract's
- * schemas, record types and the key-value base.
+ * `arkah-agent-guardrails`: what an app author calls. The middleware and its guardrails, the turn
+ * service, admission, the keys a write service dedupes by, the errors to recognise, the in-memory
+ * store, and the zod schemas an app parses its own HTTP bodies with. A runtime name is here only if
+ * an app author's code calls it (test/unit/entry-points.test.ts pins the list). Storage adapter
+ * authors: `arkah-agent-guardrails/store` has the contract's schemas, record types, the digests its
+ * records carry (`toolFingerprint`, `moderationDigest`) and the key-value base.
  *
  * @packageDocumentation
  * @module arkah-agent-guardrails
@@ -16,16 +19,8 @@ export {
 } from "./admission.js";
 export {
   ApprovalDecisionSchema,
-  CONFIRM_TIMEOUT_MS,
-  ConfirmAnswerSchema,
   DigestSchema,
-  MAX_DISCRIMINATOR_CHARS,
-  MAX_CONFIRM_RESULT_LENGTH,
-  MAX_TOOL_TIMEOUT_MS,
   REFUSAL_CODES,
-  RetryPolicySchema,
-  TOOL_KINDS,
-  ToolPolicySchema,
   TurnInputSchema,
   type AdmissionReceipt,
   type ApprovalDecision,
@@ -70,7 +65,7 @@ export {
   type ErrorClass,
   type SealViolation,
 } from "./errors.js";
-export { effectKey, moderationDigest, mutationKey, toolFingerprint, turnKey, type FingerprintedTool, type ToolCallRef } from "./keys.js";
+export { effectKey, mutationKey, turnKey, type ToolCallRef } from "./keys.js";
 export {
   deliverAudit,
   type AuditDelivery,
@@ -129,7 +124,6 @@ export {
 export { TURN_CONTEXT_KEY, turnContext } from "./turn-gate.js";
 export {
   createTurnService,
-  TURN_FAILURES,
   turnHttpErrorReply,
   turnHttpReply,
   turnThreadId,
@@ -159,13 +153,10 @@ export {
   type TurnView,
 } from "./turns/index.js";
 export { admittedTurn, guardTools, type AdmittedTurnOptions, type GovernedTools, type GuardToolsOptions } from "./guard-tools.js";
-// Tool identity and the pinned inventory (issue 22 items 3 and 4).
-export { IdentityFieldError, type ToolIdentityOptions } from "./keys.js";
+// The pinned inventory (issue 22 item 4).
 export { type InventoryOptions } from "./pipeline/coverage.js";
 export {
-  compareManifests,
   parseToolManifest,
-  ToolManifestSchema,
   type ManifestDrift,
   type ManifestTool,
   type ToolManifest,

@@ -52,7 +52,10 @@ export const ToolManifestSchema = z.strictObject({
     .array(ManifestToolSchema)
     .refine((tools) => new Set(tools.map((tool) => tool.name)).size === tools.length, "list each tool once"),
 });
-/** A {@link ToolManifestSchema} value. */
+/**
+ * A reviewed tool manifest: what `report().manifest` and the CLI's `manifest` give, and
+ * `parseToolManifest` reads.
+ */
 export type ToolManifest = z.infer<typeof ToolManifestSchema>;
 
 /** One difference between a reviewed manifest and the running tools. */

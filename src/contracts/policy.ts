@@ -32,7 +32,11 @@ export const RetryPolicySchema = z.strictObject({
   /** Required for a mutation to get more than one attempt: the write service dedupes it. */
   idempotent: z.boolean().optional(),
 });
-/** A {@link RetryPolicySchema} value. */
+/**
+ * Who retries a tool and how often: a tool policy's `retry`. Invalid combinations (several attempts
+ * of a non-idempotent mutation, or with `owner: "tool"`) are a `ConfigurationError` when the
+ * middleware is built.
+ */
 export type RetryPolicy = z.infer<typeof RetryPolicySchema>;
 
 /** Which document a call touches, from its parsed arguments: `undefined` when it cannot tell. */
@@ -48,9 +52,9 @@ export interface EffectCall {
 
 /**
  * What tells two calls of a `side-effect` tool with the same arguments apart, from the parsed
- * arguments and the call: its answer (plain JSON, at most {@link MAX_DISCRIMINATOR_CHARS}
- * characters as canonical JSON) joins the call's `effectKey`; `null` keeps the key it has without
- * one. It must answer the same for the same call on a retry or a resume, or that call runs again.
+ * arguments and the call: its answer (plain JSON, at most 1024 characters as canonical JSON) joins
+ * the call's `effectKey`; `null` keeps the key it has without one. It must answer the same for the
+ * same call on a retry or a resume, or that call runs again.
  */
 export type EffectDiscriminator = (args: Readonly<Record<string, JsonValue>>, call: EffectCall) => JsonValue;
 
@@ -102,7 +106,7 @@ export interface ConfirmRequestFields {
   readonly turnKey: string;
   /** `pending`: claimed and never settled (a crash, or a holder still running); `unknown`: it ran, outcome unknown. */
   readonly state: "pending" | "unknown";
-  /** Aborted when the run is cancelled or `confirm` took longer than {@link CONFIRM_TIMEOUT_MS}. */
+  /** Aborted when the run is cancelled or `confirm` took longer than 10 seconds. */
   readonly signal: AbortSignal;
 }
 
@@ -120,7 +124,10 @@ export const ConfirmAnswerSchema = z.discriminatedUnion("outcome", [
   /** The service cannot tell (yet): the claim stays as it is. */
   z.strictObject({ outcome: z.literal("unknown") }),
 ]);
-/** A {@link ConfirmAnswerSchema} value. */
+/**
+ * `confirm`'s answer: `completed` with the call's `result` (at most 1,048,576 UTF-16 code units)
+ * and an optional `status`, `no-effect`, or `unknown`. Validated: anything else counts as `unknown`.
+ */
 export type ConfirmAnswer = z.infer<typeof ConfirmAnswerSchema>;
 
 /**
@@ -203,5 +210,5 @@ export const ToolPolicySchema = z
     error: "confirm settles the claims of mutation and side-effect tools only",
     path: ["confirm"],
   });
-/** A {@link ToolPolicySchema} value: one entry of the `tools` option. */
+/** One entry of the `tools` option: a tool's kind and how it is governed, validated when the middleware is built. */
 export type ToolPolicy = z.infer<typeof ToolPolicySchema>;

@@ -3,8 +3,9 @@
  * its schemas and record types; `KeyValueGuardrailStore`, a base that leaves only storage
  * primitives to implement; and the steps the shipped stores share (input parsing, the audit
  * events a store writes itself, the decision rules), for an adapter that implements the contract
- * itself (SQL, say). App authors need none of this: the root export has the stores and the
- * middleware.
+ * itself (SQL, say); and the digests its records carry (`toolFingerprint`, `moderationDigest`), for
+ * building records outside a run. App authors need none of this: the root export has the stores
+ * and the middleware.
  *
  * @packageDocumentation
  * @module arkah-agent-guardrails/store
@@ -148,6 +149,17 @@ export {
   type VerdictRecord,
 } from "../contracts/index.js";
 export { StoreContractError } from "../errors.js";
+
+// -- Digests the contract's records carry -------------------------------------------------------
+// The middleware computes them; a store only checks they are digests. Here for building records
+// outside a run (an adapter's own tests, a fixture); an app never needs them.
+export {
+  IdentityFieldError,
+  moderationDigest,
+  toolFingerprint,
+  type FingerprintedTool,
+  type ToolIdentityOptions,
+} from "../keys.js";
 
 // -- The key-value base -------------------------------------------------------------------------
 export {

@@ -2,7 +2,6 @@
 export { TurnServiceError, type TurnServiceErrorCode } from "./errors.js";
 export { turnHttpErrorReply, turnHttpReply, type TurnHttpReply } from "./http.js";
 export {
-  TURN_FAILURES,
   type DecideAnswer,
   type PendingApproval,
   type RunningAnswer,

@@ -14,7 +14,6 @@ import {
   assertAdmitted,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
-  moderationDigest,
   turnContext,
   turnKey,
   type AdmissionErrorCode,
@@ -24,6 +23,7 @@ import {
   type Segment,
   type TurnInput,
 } from "arkah-agent-guardrails";
+import { moderationDigest } from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   admit,

@@ -15,9 +15,9 @@ import {
   createDocumentGuardrails,
   createToolGuardrails,
   InMemoryGuardrailStore,
-  toolFingerprint,
   turnContext,
 } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import { ScriptedModel } from "arkah-agent-guardrails/testing";
 import {
   admit,

@@ -23,13 +23,13 @@ import {
   digest,
   InMemoryGuardrailStore,
   requireApproval,
-  toolFingerprint,
   turnKey,
   type Authorize,
   type Guardrail,
   type GuardrailVerdict,
   type TurnInput,
 } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import {
   detector,

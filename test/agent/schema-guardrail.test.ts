@@ -18,13 +18,13 @@ import {
   createSchemaGuardrail,
   digest,
   InMemoryGuardrailStore,
-  toolFingerprint,
   turnKey,
   type ArgumentIssue,
   type Guardrail,
   type GuardrailContext,
   type SchemaDraft,
 } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 import { admit, invokeTurn, outcomeOf, turnInput } from "../support/fixtures.js";
 

@@ -21,13 +21,13 @@ import {
   InMemoryGuardrailStore,
   requireApproval,
   turnContext,
-  toolFingerprint,
   turnKey,
   type ApprovalRequest,
   type AuditEvent,
   type GuardrailVerdict,
   type ToolGuardrailsOptions,
 } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import { ScriptedModel, type ScriptStep, type ScriptedToolCall } from "arkah-agent-guardrails/testing";
 import {
   detector, outcomeOf, turnInput } from "../support/fixtures.js";

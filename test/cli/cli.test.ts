@@ -22,7 +22,6 @@ import {
   effectKey,
   mutationKey,
   requireApproval,
-  toolFingerprint,
   turnKey,
   type ApprovalRecord,
   type ApprovalRequest,
@@ -33,6 +32,7 @@ import {
   type TurnRef,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type EffectIdentity,
   type MutationIdentity,
   type MutationSettlement,

@@ -11,7 +11,8 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { digest, mutationKey, toolFingerprint, turnKey } from "arkah-agent-guardrails";
+import { digest, mutationKey, turnKey } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { readEffects, startWorker, tempDir, type Worker } from "./support.js";
 import {

@@ -10,10 +10,11 @@
  * Every assertion counts tool bodies and writes, or reads the store.
  */
 import { describe, expect, it } from "vitest";
-import { digest, MAX_CONFIRM_RESULT_LENGTH, mutationKey, turnKey } from "arkah-agent-guardrails";
+import { digest, mutationKey, turnKey } from "arkah-agent-guardrails";
 import type { MutationIdentity } from "arkah-agent-guardrails/store";
 import { confirmWorld, notifyScript, recordedConfirm, renameScript, reopenedBeforeReconcile, run } from "../support/confirm.js";
 import { admit, outcomeOf } from "../support/fixtures.js";
+import { MAX_CONFIRM_RESULT_LENGTH } from "../../src/contracts/policy.js";
 
 describe("confirm is asked only about this call's own claim", () => {
   it("a new call id meeting the turn's unknown write: mutation_conflict, confirm not asked, the claim unchanged", async () => {

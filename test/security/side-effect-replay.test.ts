@@ -15,7 +15,6 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   InMemoryGuardrailStore,
-  MAX_DISCRIMINATOR_CHARS,
   requireApproval,
   StoreContractError,
   type EffectDiscriminator,
@@ -26,6 +25,7 @@ import type { ScriptStep } from "arkah-agent-guardrails/testing";
 import { duplicateEffectContent } from "../../src/tool-messages.js";
 import { ForwardingStore, outcomeOf } from "../support/fixtures.js";
 import { NOTE_POLICIES, noteTools, NotesService, secureAgent, USER } from "./support.js";
+import { MAX_DISCRIMINATOR_CHARS } from "../../src/contracts/policy.js";
 
 const POLICIES: Record<string, ToolPolicy> = { ...NOTE_POLICIES, send_email: { kind: "side-effect" } };
 

@@ -12,9 +12,10 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { digest, effectKey, mutationKey, StoreContractError, toolFingerprint, turnKey, type AuditEvent, type TurnRef } from "arkah-agent-guardrails";
+import { digest, effectKey, mutationKey, StoreContractError, turnKey, type AuditEvent, type TurnRef } from "arkah-agent-guardrails";
 import {
   KEY_VALUE_COLLECTIONS as C,
+  toolFingerprint,
   type ApprovalSubmission,
   type EffectIdentity,
   type KeyValueStepFootprint,

@@ -20,12 +20,12 @@ import {
   ConfigurationError,
   digest,
   StoreContractError,
-  toolFingerprint,
   type AdmissionReceipt,
   type ApprovalSubmission,
   type GuardrailStore,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type VerdictKey,
 } from "arkah-agent-guardrails/store";
 import { POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/adapters/postgres/index.js";

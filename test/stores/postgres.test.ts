@@ -11,13 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ConfigurationError,
   StoreContractError,
-  toolFingerprint,
   turnKey,
   type AdmissionReceipt,
   type ApprovalSubmission,
   digest,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type ClaimResult,
   type TurnStart,
 } from "arkah-agent-guardrails/store";

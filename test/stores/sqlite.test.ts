@@ -13,7 +13,6 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
-  toolFingerprint,
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
@@ -25,6 +24,7 @@ import {
   type TurnRef,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type ApprovalQuery,
   type MutationIdentity,
   type MutationResult,

@@ -11,7 +11,6 @@ import {
   admitTurn,
   createDocumentGuardrails,
   InMemoryGuardrailStore,
-  toolFingerprint,
   type AdmissionReceipt,
   type ApprovalDecisionResult,
   type ApprovalRecord,
@@ -27,6 +26,7 @@ import {
   type TurnInput,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type AdvanceAuditCursorInput,
   type ApplyApprovalInput,
   type ApprovalQuery,

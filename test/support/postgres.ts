@@ -9,8 +9,8 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { digest, mutationKey, toolFingerprint, turnKey } from "arkah-agent-guardrails";
-import { type MutationIdentity } from "arkah-agent-guardrails/store";
+import { digest, mutationKey, turnKey } from "arkah-agent-guardrails";
+import { toolFingerprint, type MutationIdentity } from "arkah-agent-guardrails/store";
 
 /** The database URL, or undefined when no server could be had (then PG suites fail). */
 export const PG_URL: string | undefined = process.env.ARKAH_PG_URL === "" ? undefined : process.env.ARKAH_PG_URL;

@@ -10,7 +10,8 @@
  * runs again. The adapters here serialize their steps, so nothing re-runs; the footprints say what
  * would, whatever the adapter.
  */
-import { digest, effectKey, mutationKey, toolFingerprint, turnKey, type ApprovalSubmission, type AuditEvent } from "arkah-agent-guardrails";
+import { digest, effectKey, mutationKey, turnKey, type ApprovalSubmission, type AuditEvent } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import type { EffectIdentity, KeyValueGuardrailStore, KeyValueStepFootprint, MutationIdentity } from "arkah-agent-guardrails/store";
 
 /** The operations measured, in the order a turn runs them. */

@@ -2,9 +2,6 @@ import { describe, expect, it } from "vitest";
 import {
   digest,
   DigestSchema,
-  RetryPolicySchema,
-  TOOL_KINDS,
-  ToolPolicySchema,
   TurnInputSchema,
   type TurnInput,
 } from "arkah-agent-guardrails";
@@ -19,8 +16,10 @@ import {
   MutationSettlementSchema,
   ReadEvidenceSchema,
   SegmentSchema,
+  TOOL_KINDS,
   ToolKindSchema,
 } from "arkah-agent-guardrails/store";
+import { RetryPolicySchema, ToolPolicySchema } from "../../src/contracts/policy.js";
 
 const D = digest("x");
 

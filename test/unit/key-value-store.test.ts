@@ -5,8 +5,8 @@
  * turn fails closed.
  */
 import { describe, expect, it } from "vitest";
-import { digest, mutationKey, StoreContractError, toolFingerprint, turnKey, type TurnRef } from "arkah-agent-guardrails";
-import { type MutationIdentity } from "arkah-agent-guardrails/store";
+import { digest, mutationKey, StoreContractError, turnKey, type TurnRef } from "arkah-agent-guardrails";
+import { toolFingerprint, type MutationIdentity } from "arkah-agent-guardrails/store";
 import { KEY_VALUE_COLLECTIONS, KeyValueGuardrailStore } from "arkah-agent-guardrails/store";
 import { JsonKeyValueStore } from "../support/json-key-value-store.js";
 

@@ -7,23 +7,23 @@ import {
   digest,
   DigestError,
   effectKey,
-  MAX_DISCRIMINATOR_CHARS,
-  IdentityFieldError,
-  moderationDigest,
   mutationKey,
-  toolFingerprint,
   turnKey,
   type Segment,
   type ToolCallRef,
   type TurnRef,
 } from "arkah-agent-guardrails";
 import {
+  IdentityFieldError,
+  moderationDigest,
   MutationIdentitySchema,
+  toolFingerprint,
 } from "arkah-agent-guardrails/store";
 import { sha256Hex } from "../../src/digest.js";
 import { parseDefinition } from "../../src/execution/parse-definition.js";
 import { declaredSchema } from "../../src/guardrails/schema.js";
 import { discriminatorDigest, effectIdentity, identifyTool, mutationIdentity, readEvidenceDigest } from "../../src/keys.js";
+import { MAX_DISCRIMINATOR_CHARS } from "../../src/contracts/policy.js";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");

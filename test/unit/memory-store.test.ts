@@ -3,7 +3,6 @@ import {
   digest,
   InMemoryGuardrailStore,
   mutationKey,
-  toolFingerprint,
   StoreContractError,
   turnKey,
   type AdmissionReceipt,
@@ -11,6 +10,7 @@ import {
   type TurnRef,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type MutationIdentity,
   type MutationResult,
 } from "arkah-agent-guardrails/store";

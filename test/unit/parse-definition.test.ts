@@ -8,7 +8,8 @@ import { tool } from "langchain";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import * as z3 from "zod/v3";
-import { DigestError, digest, toolFingerprint } from "arkah-agent-guardrails";
+import { DigestError, digest } from "arkah-agent-guardrails";
+import { toolFingerprint } from "arkah-agent-guardrails/store";
 import { parseDefinition } from "../../src/execution/parse-definition.js";
 
 interface TreeNode {

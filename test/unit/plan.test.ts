@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { REFUSAL_CODES, TOOL_KINDS, type RefusalCode, type ToolKind } from "arkah-agent-guardrails";
-import { type ClaimResult, type EffectClaimResult } from "arkah-agent-guardrails/store";
+import { REFUSAL_CODES, type RefusalCode, type ToolKind } from "arkah-agent-guardrails";
+import { TOOL_KINDS, type ClaimResult, type EffectClaimResult } from "arkah-agent-guardrails/store";
 import { checkCall, checkMutationStep, claimAction, effectClaimAction, effectRefusal, REFUSAL_MESSAGES, replaysAnotherCall } from "../../src/decision/plan.js";
 import type { StepCall } from "../../src/decision/transcript.js";
 

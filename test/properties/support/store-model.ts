@@ -13,7 +13,6 @@ import {
   digest,
   effectKey,
   mutationKey,
-  toolFingerprint,
   turnKey,
   type AdmissionReceipt,
   type ApprovalRecord,
@@ -21,6 +20,7 @@ import {
   type GuardrailStore,
 } from "arkah-agent-guardrails";
 import {
+  toolFingerprint,
   type ClaimResult,
   type EffectClaimResult,
   type EffectIdentity,
