@@ -70,6 +70,7 @@ import {
   type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
+  type TakePrunableTurnInput,
   type StoredAuditEvent,
   type TurnRecord,
   type UnresolvedEffect,
@@ -99,7 +100,9 @@ import {
   parseListTurns,
   parseRenewTurn,
   parseResumeTurn,
+  parseTakePrunableTurn,
   prunableTurn,
+  takePrunableTransition,
   renewTransition,
   resumeTransition,
 } from "../store/turns.js";
@@ -563,6 +566,13 @@ export class InMemoryGuardrailStore implements GuardrailStore {
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const record = this.#turns.get(parseDigest(turnKey, "turn key"));
     return record === undefined ? undefined : structuredClone(record);
+  }
+
+  async takePrunableTurn(input: TakePrunableTurnInput): Promise<boolean> {
+    const parsed = parseTakePrunableTurn(input);
+    const { answer, write } = takePrunableTransition(this.#turns.get(parsed.turnKey), parsed);
+    if (write !== undefined) this.#turns.set(write.turnKey, write);
+    return answer;
   }
 
   // -- side effects ---------------------------------------------------------------------------

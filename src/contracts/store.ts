@@ -53,6 +53,7 @@ import type {
   RenewTurnInput,
   ResumeTurnInput,
   ResumeTurnResult,
+  TakePrunableTurnInput,
   TurnRecord,
 } from "./turn-records.js";
 
@@ -179,7 +180,8 @@ export interface GuardrailStore {
   finishTurn(input: FinishTurnInput): Promise<boolean>;
   /**
    * Compare-and-set from `awaiting_approval` (or `input.from`: `failed`) to `running` under a new
-   * lease, dropping the outcome: of concurrent callers, one resumes. Anything else changes nothing.
+   * lease, dropping the outcome: of concurrent callers, one resumes. A turn `takePrunableTurn` took
+   * (`pruning`) is never resumed. Anything else changes nothing.
    */
   resumeTurn(input: ResumeTurnInput): Promise<ResumeTurnResult>;
   /**
@@ -196,6 +198,17 @@ export interface GuardrailStore {
   listTurns(query: ListTurnsQuery): Promise<TurnRecord[]>;
   /** The stored turn, whatever its state; `undefined` when there is none. */
   getTurn(turnKey: string): Promise<TurnRecord | undefined>;
+  /**
+   * Takes a finished turn for the turn service's `prune`, before its checkpoint thread is deleted:
+   * compare-and-set on the record as `listTurns({ state: "finished" })` listed it (still in a
+   * finished state, with `input.updatedAt`), marking it `pruning` (nothing else changes, not
+   * `updatedAt`), so `resumeTurn` never runs it again; `prune` removes it as before. True when the
+   * record is taken (again, if it was already: a crashed or concurrent prune's take is finished by
+   * the next); false, changing nothing, when there is no such record or it changed (run again,
+   * or pruned and begun anew). Of a take and a `resumeTurn({ from: "failed" })` of one record,
+   * exactly one wins.
+   */
+  takePrunableTurn(input: TakePrunableTurnInput): Promise<boolean>;
   /**
    * Atomically claims one side effect by its `effectKey`: one winner across all workers. An
    * existing claim answers `replay`, `pending`, `unknown` or `pruned`; with `options.maxPerTurn`,

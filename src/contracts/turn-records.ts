@@ -88,6 +88,12 @@ export interface TurnRecord extends Omit<TurnStart, "requestKey"> {
   readonly createdAt: string;
   /** When it last changed (prune's clock). */
   readonly updatedAt: string;
+  /**
+   * Set (only ever `true`, only on a finished turn) when the turn service's `prune` took the turn
+   * (`takePrunableTurn`) to delete its checkpoint thread: it is never run again (`resumeTurn`
+   * answers `resumed: false`), and `prune` removes it. Absent otherwise.
+   */
+  readonly pruning?: true;
 }
 /** Parses a {@link TurnRecord}, checking that its lease and outcome agree with its state. */
 export const TurnRecordSchema: z.ZodType<TurnRecord> = z
@@ -99,8 +105,12 @@ export const TurnRecordSchema: z.ZodType<TurnRecord> = z
     lease: TurnLeaseSchema.optional(),
     createdAt: TimestampSchema,
     updatedAt: TimestampSchema,
+    pruning: z.literal(true).optional(),
   })
   .superRefine((record, ctx) => {
+    if (record.pruning === true && (record.state === "running" || record.state === "awaiting_approval")) {
+      ctx.addIssue({ code: "custom", path: ["pruning"], message: "only a finished turn is taken for prune" });
+    }
     const running = record.state === "running";
     if (running !== (record.lease !== undefined)) {
       ctx.addIssue({ code: "custom", path: ["lease"], message: "a turn has a lease exactly when it is running" });
@@ -185,7 +195,7 @@ export const ResumeTurnInputSchema: z.ZodType<ResumeTurnInput> = z.strictObject(
 
 /**
  * `resumeTurn`'s answer: the caller holds the new lease (`resumed: true`), or nothing changed: no
- * such turn (no `record`), or it is not in the state asked for (`from`).
+ * such turn (no `record`), it is not in the state asked for (`from`), or `prune` took it (`pruning`).
  */
 export type ResumeTurnResult =
   | { readonly resumed: true; readonly token: string; readonly record: TurnRecord }
@@ -195,6 +205,19 @@ export const ResumeTurnResultSchema: z.ZodType<ResumeTurnResult> = z.discriminat
   z.strictObject({ resumed: z.literal(true), token: IdSchema, record: TurnRecordSchema }),
   z.strictObject({ resumed: z.literal(false), record: TurnRecordSchema.optional() }),
 ]);
+
+/**
+ * `takePrunableTurn`'s input: the finished turn record `listTurns({ state: "finished", olderThan })`
+ * answered, named by its key and compared by its `updatedAt` (the record as listed).
+ */
+export interface TakePrunableTurnInput {
+  /** The turn. */
+  readonly turnKey: string;
+  /** The listed record's `updatedAt`: a record changed since (run again, or pruned and begun anew) is not taken. */
+  readonly updatedAt: string;
+}
+/** Parses a {@link TakePrunableTurnInput}. */
+export const TakePrunableTurnInputSchema: z.ZodType<TakePrunableTurnInput> = z.strictObject({ turnKey: DigestSchema, updatedAt: TimestampSchema });
 
 /** `renewTurn`'s input: extend a running turn's lease, compare-and-set by its token. */
 export interface RenewTurnInput {

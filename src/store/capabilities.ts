@@ -47,11 +47,17 @@ export const STORE_PARTS = {
   operator: ["listUnresolved", "reconcileMutation", "prune"],
   /** Turn records: needed by `createTurnService`. */
   turns: ["beginTurn", "finishTurn", "resumeTurn", "renewTurn", "listTurns", "getTurn"],
+  /**
+   * Taking a finished turn out of the lifecycle before its checkpoint thread is deleted
+   * (`takePrunableTurn`): needed by the turn service's `prune`. Apart from `turns`, so a store
+   * written before it keeps that part.
+   */
+  turnPrune: ["takePrunableTurn"],
   /** Side-effect claims: needed when a `side-effect` tool is configured (and by the CLI for them). */
   effects: ["claimEffect", "settleEffect", "releaseEffect", "getEffect", "listUnresolvedEffects", "reconcileEffect"],
 } as const satisfies Record<string, readonly (keyof GuardrailStore)[]>;
 
-/** One optional part of the store contract: `approvals`, `approvalOrphans`, `auditDelivery`, `operator`, `turns` or `effects`. */
+/** One optional part of the store contract: `approvals`, `approvalOrphans`, `auditDelivery`, `operator`, `turns`, `turnPrune` or `effects`. */
 export type StorePart = keyof typeof STORE_PARTS;
 
 /** The parts, in a fixed order (for messages and the conformance kit). */

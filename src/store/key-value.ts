@@ -83,6 +83,7 @@ import {
   type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
+  type TakePrunableTurnInput,
   type StoredAuditEvent,
   type TurnRecord,
   type UnresolvedEffect,
@@ -113,7 +114,9 @@ import {
   parseBeginTurn,
   parseFinishTurn,
   parseResumeTurn,
+  parseTakePrunableTurn,
   prunableTurn,
+  takePrunableTransition,
   PRUNABLE_TURN_STATES,
   resumeTransition,
 } from "./turns.js";
@@ -1201,6 +1204,19 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const key = parseDigest(turnKey, "turn key");
     return this.#run((tx) => this.#getCopy(tx, K.turn, key));
+  }
+
+  async takePrunableTurn(input: TakePrunableTurnInput): Promise<boolean> {
+    const parsed = parseTakePrunableTurn(input);
+    return this.#run((tx) => this.#takePrunableTurn(tx, parsed));
+  }
+
+  *#takePrunableTurn(tx: StepTransaction, input: TakePrunableTurnInput): Step<boolean> {
+    const existing = yield* this.#get(tx, K.turn, input.turnKey);
+    const { answer, write } = takePrunableTransition(existing, input);
+    // The state and `updatedAt` stay: the live-turn and finished-turn indexes need no change.
+    this.#putTurn(tx, existing, write);
+    return answer;
   }
 
   /** Writes a turn's new record (none: nothing changes) and keeps the live-turn and finished-turn indexes in step with it. */

@@ -9,6 +9,7 @@ import {
   ListTurnsQuerySchema,
   RenewTurnInputSchema,
   ResumeTurnInputSchema,
+  TakePrunableTurnInputSchema,
   TurnRecordSchema,
   type ApprovalRecord,
   type BeginTurnInput,
@@ -18,6 +19,7 @@ import {
   type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
+  type TakePrunableTurnInput,
   type TurnRecord,
 } from "../contracts/index.js";
 import { parseStoreValue } from "./validate.js";
@@ -38,6 +40,8 @@ export const parseBeginTurn = (input: unknown): BeginTurnInput => parseStoreValu
 export const parseFinishTurn = (input: unknown): FinishTurnInput => parseStoreValue(FinishTurnInputSchema, input, "finishTurn input");
 /** `resumeTurn`'s input, detached. */
 export const parseResumeTurn = (input: unknown): ResumeTurnInput => parseStoreValue(ResumeTurnInputSchema, input, "resumeTurn input");
+/** `takePrunableTurn`'s input, detached. */
+export const parseTakePrunableTurn = (input: unknown): TakePrunableTurnInput => parseStoreValue(TakePrunableTurnInputSchema, input, "takePrunableTurn input");
 /** `renewTurn`'s input, detached. */
 export const parseRenewTurn = (input: unknown): RenewTurnInput => parseStoreValue(RenewTurnInputSchema, input, "renewTurn input");
 
@@ -117,10 +121,25 @@ export function resumeTransition(
   token: string,
 ): TurnTransition<ResumeTurnResult> {
   if (existing === undefined) return { answer: { resumed: false }, write: undefined };
-  if (existing.state !== (input.from ?? "awaiting_approval")) return { answer: { resumed: false, record: existing }, write: undefined };
+  // A turn prune took is losing its thread: running it again would run on a thread being deleted.
+  if (existing.state !== (input.from ?? "awaiting_approval") || existing.pruning === true) return { answer: { resumed: false, record: existing }, write: undefined };
   const { outcome: _previous, ...rest } = existing;
   const record: TurnRecord = { ...rest, state: "running", lease: { token, expiresAt: plus(now, input.leaseMs) }, updatedAt: now };
   return { answer: { resumed: true, token, record }, write: record };
+}
+
+/**
+ * `takePrunableTurn`: compare-and-set on the finished record as listed (its `updatedAt`), marking
+ * it `pruning`; a record already taken is answered true again and not rewritten. Everything else
+ * of the record stays (its state and `updatedAt`: `listTurns` and `prune` go on finding it).
+ */
+export function takePrunableTransition(existing: TurnRecord | undefined, input: TakePrunableTurnInput): TurnTransition<boolean> {
+  // Compared as instants (a store may write a time in another representation than it was given);
+  // an unparseable one never matches.
+  const asListed = existing !== undefined && Date.parse(existing.updatedAt) === Date.parse(input.updatedAt);
+  if (existing === undefined || !asListed || !PRUNABLE_TURN_STATES.includes(existing.state)) return { answer: false, write: undefined };
+  if (existing.pruning === true) return { answer: true, write: undefined };
+  return { answer: true, write: { ...existing, pruning: true } };
 }
 
 /**

@@ -202,8 +202,10 @@ export interface PruneTurnsOptions {
 /** What one `prune` call did. */
 export interface TurnPruneResult {
   /**
-   * Checkpoint threads deleted: one per finished turn the store listed before the cut-off. A thread
-   * an interrupted or concurrent call deleted already is deleted (a no-op) and counted again.
+   * Checkpoint threads deleted: one per finished turn the store listed before the cut-off and this
+   * call took (`takePrunableTurn`). A thread an interrupted or concurrent call took and deleted
+   * already, its record not yet pruned, is deleted (a no-op) and counted again; a turn that changed
+   * since it was listed (a retry ran it again) is not taken, and its thread stays.
    */
   readonly threads: number;
   /** The store's own `prune` answer: turns whose completed claims became tombstones, and side effects. */
@@ -231,10 +233,12 @@ export interface TurnService {
    * Retention, the one maintenance call: deletes the checkpoint thread of every finished turn
    * (`completed`, `refused`, `failed`) last updated before `olderThan`, then prunes the store with
    * that cut-off (`store.prune`: those turn records, and what `prune` removes of finished turns).
-   * A running or paused turn, and its thread, are never touched. Threads go first, so a call that
-   * fails or dies half-way leaves the turn records, and the next call finishes the job. Safe with
-   * several workers calling it at once, and on an interval. Needs the store's `operator` part and a
-   * checkpointer with `deleteThread`.
+   * A running or paused turn, and its thread, are never touched: each listed turn is taken first
+   * (`takePrunableTurn`, a compare-and-set), so a retry that runs a failed turn again either wins
+   * (its thread stays) or is answered the stored outcome. Threads go before the records, so a call
+   * that fails or dies half-way leaves the turn records, and the next call finishes the job. Safe
+   * with several workers calling it at once, and on an interval. Needs the store's `operator` and
+   * `turnPrune` parts and a checkpointer with `deleteThread`.
    */
   prune(options: PruneTurnsOptions): Promise<TurnPruneResult>;
 }
@@ -817,10 +821,14 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   }
 
   /**
-   * See `TurnService.prune`. Thread first, then the record: a crash in between leaves the record,
-   * which the next call lists again (deleting a thread twice is a no-op). The other order would
-   * leave a thread nobody can find, or delete the thread of a retry that, after the record went,
-   * began the key as a new turn on the same thread.
+   * See `TurnService.prune`. Each listed turn is taken first (`takePrunableTurn`, a compare-and-set
+   * on the record as listed, so no retry runs it again), then its thread goes, then the record: a
+   * crash after the take leaves the taken record, which the next call lists, takes again and
+   * finishes (deleting a thread twice is a no-op). Without the take, a retry of a failed turn
+   * between the listing and `deleteThread` would lose its thread mid-run; the other order (record
+   * first) would leave a thread nobody can find, or delete the thread of a retry that, after the
+   * record went, began the key as a new turn on the same thread. A record that changed since it
+   * was listed (run again; or pruned by another call and begun anew) is not taken: its thread stays.
    */
   async function pruneFinished(options: PruneTurnsOptions): Promise<TurnPruneResult> {
     const parsedOptions = PruneOptionsSchema.safeParse(options);
@@ -830,7 +838,12 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     // A cut-off in the future would let a turn that finishes during this call be pruned without
     // having been listed, and so keep its thread for ever.
     if (!(cutoff <= now().getTime())) throw new TurnServiceError("invalid_input", "invalid prune options: olderThan must not be later than now");
-    const operator = withStoreParts(store, ["operator"], "the turn service's prune", "it prunes the store (prune)");
+    const operator = withStoreParts(
+      store,
+      ["operator", "turnPrune"],
+      "the turn service's prune",
+      "it takes each finished turn out of the lifecycle before deleting its thread (takePrunableTurn) and prunes the store (prune)",
+    );
     const deleteThread = threadDeleter(checkpointer);
     let threads = 0;
     let after: string | undefined;
@@ -842,9 +855,11 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
         // names one, or goes backwards (it would never end), is a broken store.
         if (!prunableTurn(record, cutoff)) throw new StoreContractError("listTurns (finished) answered a turn that is not finished before the cut-off");
         if (after !== undefined && !(record.turnKey > after)) throw new StoreContractError("listTurns answered turns out of key order");
+        after = record.turnKey;
+        const taken = await operator.takePrunableTurn({ turnKey: record.turnKey, updatedAt: record.updatedAt });
+        if (!parseStoreValue(z.boolean(), taken, "takePrunableTurn answer")) continue;
         await deleteThread(record.threadId);
         threads += 1;
-        after = record.turnKey;
       }
       if (records.length < PRUNE_PAGE) break;
     }

@@ -91,7 +91,7 @@ describePostgres("PostgreSQL conformance", async () => {
 
   await validateGuardrailStore({
     storeName: "postgres",
-    parts: ["approvals", "approvalOrphans", "auditDelivery", "operator", "turns", "effects", "hasSuccessfulRead"],
+    parts: ["approvals", "approvalOrphans", "auditDelivery", "operator", "turns", "turnPrune", "effects", "hasSuccessfulRead"],
     beforeAll: () => {
       admin = adminPool({ max: 2 });
       pool = adminPool({ max: 8, maxUses: 500 });

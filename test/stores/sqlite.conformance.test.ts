@@ -82,7 +82,7 @@ function corruptRecord(store: SqliteGuardrailStore, target: CorruptionTarget): "
 
 await validateGuardrailStore({
   storeName: "SqliteGuardrailStore (temp file per test)",
-  parts: ["approvals", "approvalOrphans", "auditDelivery", "operator", "turns", "effects", "hasSuccessfulRead"],
+  parts: ["approvals", "approvalOrphans", "auditDelivery", "operator", "turns", "turnPrune", "effects", "hasSuccessfulRead"],
   beforeAll: () => {
     dir = mkdtempSync(join(tmpdir(), "arkah-sqlite-conformance-"));
   },

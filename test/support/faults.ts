@@ -43,6 +43,7 @@ export const STORE_METHODS = [
   "renewTurn",
   "listTurns",
   "getTurn",
+  "takePrunableTurn",
   "claimEffect",
   "settleEffect",
   "releaseEffect",

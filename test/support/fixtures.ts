@@ -56,6 +56,7 @@ import {
   type ResumeTurnInput,
   type ResumeTurnResult,
   type StoredAuditEvent,
+  type TakePrunableTurnInput,
   type TurnRecord,
   type UnresolvedEffect,
   type UnresolvedMutation,
@@ -372,6 +373,9 @@ export class ForwardingStore implements GuardrailStore {
   }
   getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     return this.inner.getTurn(turnKey);
+  }
+  takePrunableTurn(input: TakePrunableTurnInput): Promise<boolean> {
+    return this.inner.takePrunableTurn(input);
   }
   claimEffect(identity: EffectIdentity, options?: EffectClaimOptions): Promise<EffectClaimResult> {
     return this.inner.claimEffect(identity, options);

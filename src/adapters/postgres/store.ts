@@ -77,6 +77,7 @@ import {
   type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
+  type TakePrunableTurnInput,
   type StoredAuditEvent,
   type TurnRecord,
   type UnresolvedEffect,
@@ -133,7 +134,7 @@ import { statements, type Statement, type Statements } from "./statements.js";
 import { claim, recordRead, release, settle } from "./steps.js";
 import { reconcileAnswer } from "../../store/decisions.js";
 import * as effects from "./effects.js";
-import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../../store/turns.js";
+import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn, parseTakePrunableTurn } from "../../store/turns.js";
 import * as turns from "./turns.js";
 
 /**
@@ -671,6 +672,11 @@ export class PostgresGuardrailStore implements GuardrailStore {
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     const key = parseDigest(turnKey, "turn key");
     return this.#run("getTurn", () => turns.getTurn(this.#session, key));
+  }
+
+  async takePrunableTurn(input: TakePrunableTurnInput): Promise<boolean> {
+    const parsed = parseTakePrunableTurn(input);
+    return this.#run("takePrunableTurn", () => turns.takePrunableTurn(this.#session, parsed));
   }
 
   // -- side effects ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import {
   type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
+  type TakePrunableTurnInput,
   type TurnRecord,
 } from "../../contracts/index.js";
 import { StoreContractError } from "../../errors.js";
@@ -25,6 +26,7 @@ import {
   parseTurnRecord,
   renewTransition,
   resumeTransition,
+  takePrunableTransition,
   type ParsedListTurns,
   type TurnTransition,
 } from "../../store/turns.js";
@@ -128,6 +130,11 @@ export function resumeTurn(session: Session, input: ResumeTurnInput): Promise<Re
 
 export function renewTurn(session: Session, input: RenewTurnInput): Promise<boolean> {
   return swapped(session, input.turnKey, (existing) => renewTransition(existing, input, session.timestamp()));
+}
+
+/** A compare-and-set on the record as read: a `resumeTurn` in between (under the row lock) makes it miss, and it is decided again under the lock. */
+export function takePrunableTurn(session: Session, input: TakePrunableTurnInput): Promise<boolean> {
+  return swapped(session, input.turnKey, (existing) => takePrunableTransition(existing, input));
 }
 
 /** Rows of the listing read at once: the expiry filter runs on parsed records, so a page may list fewer. */

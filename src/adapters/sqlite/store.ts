@@ -90,6 +90,7 @@ import {
   type RenewTurnInput,
   type ResumeTurnInput,
   type ResumeTurnResult,
+  type TakePrunableTurnInput,
   type StoredAuditEvent,
   type TurnRecord,
   type UnresolvedEffect,
@@ -116,7 +117,7 @@ import { migrate } from "./migrations.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import { prepareSteps, type Steps } from "./steps.js";
 import { appendEvent, prepareTransactions, type Transactions } from "./transactions.js";
-import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn } from "../../store/turns.js";
+import { parseBeginTurn, parseFinishTurn, parseListTurns, parseRenewTurn, parseResumeTurn, parseTakePrunableTurn } from "../../store/turns.js";
 import { listTurns, prepareTurnSteps, readTurn, type TurnSteps } from "./turns.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -479,6 +480,10 @@ export class SqliteGuardrailStore implements GuardrailStore {
 
   async getTurn(turnKey: string): Promise<TurnRecord | undefined> {
     return this.#run("getTurn", () => readTurn(this.#sql, parseDigest(turnKey, "turn key")));
+  }
+
+  async takePrunableTurn(input: TakePrunableTurnInput): Promise<boolean> {
+    return this.#run("takePrunableTurn", () => this.#turns.takePrunable.immediate(parseTakePrunableTurn(input)));
   }
 
   // -- side effects ---------------------------------------------------------------------------

@@ -5,8 +5,17 @@
  */
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, RenewTurnInput, ResumeTurnInput, ResumeTurnResult, TurnRecord } from "../../contracts/index.js";
-import { beginTransition, finishTransition, listedTurn, parseTurnRecord, renewTransition, resumeTransition, type ParsedListTurns } from "../../store/turns.js";
+import type { BeginTurnInput, BeginTurnResult, FinishTurnInput, RenewTurnInput, ResumeTurnInput, ResumeTurnResult, TakePrunableTurnInput, TurnRecord } from "../../contracts/index.js";
+import {
+  beginTransition,
+  finishTransition,
+  listedTurn,
+  parseTurnRecord,
+  renewTransition,
+  resumeTransition,
+  takePrunableTransition,
+  type ParsedListTurns,
+} from "../../store/turns.js";
 import { epochMs, parseJson } from "./encoding.js";
 import { corrupt } from "./errors.js";
 import type { Statements } from "./statements.js";
@@ -16,6 +25,7 @@ export interface TurnSteps {
   readonly finish: Database.Transaction<(input: FinishTurnInput) => boolean>;
   readonly resume: Database.Transaction<(input: ResumeTurnInput) => ResumeTurnResult>;
   readonly renew: Database.Transaction<(input: RenewTurnInput) => boolean>;
+  readonly takePrunable: Database.Transaction<(input: TakePrunableTurnInput) => boolean>;
 }
 
 /** Rows of the listing read at once: the expiry filter runs on parsed records, so a page may list fewer. */
@@ -101,5 +111,10 @@ export function prepareTurnSteps(db: Database.Database, sql: Statements, timesta
     write(record);
     return answer;
   });
-  return { begin, finish, resume, renew };
+  const takePrunable = db.transaction((input: TakePrunableTurnInput): boolean => {
+    const { answer, write: record } = takePrunableTransition(readTurn(sql, input.turnKey), input);
+    write(record);
+    return answer;
+  });
+  return { begin, finish, resume, renew, takePrunable };
 }

@@ -1,8 +1,9 @@
 /**
  * Turn records: the turn service's lifecycle. `beginTurn` inserts a turn once and leases it to one
  * worker, and one request key to one turn key; a lease that expired (at the store's clock) is taken
- * over; `finishTurn` and `resumeTurn` are compare-and-sets; prune removes finished turns only, and
- * frees their request keys. (`getMutation`, the read-only view of a
+ * over; `finishTurn` and `resumeTurn` are compare-and-sets; `takePrunableTurn` takes a finished
+ * turn as listed out of the lifecycle (a retry's `resumeTurn` from `failed` and it: one wins); prune
+ * removes finished turns only, and frees their request keys. (`getMutation`, the read-only view of a
  * turn's claim, is in the claims suite.)
  */
 import { expect } from "vitest";
@@ -96,6 +97,12 @@ async function listed(store: GuardrailStore, query: Parameters<GuardrailStore["l
   const answer: unknown = await store.listTurns(query);
   if (!Array.isArray(answer)) throw new Error("listTurns must answer an array");
   return answer.map((record, i) => conform(TurnRecordSchema, record, `listTurns' record ${String(i)}`).turnKey);
+}
+
+/** `listTurns`' answer, each record checked. */
+function conformList(answer: unknown): TurnRecord[] {
+  if (!Array.isArray(answer)) throw new Error("listTurns must answer an array");
+  return answer.map((record, i) => conform(TurnRecordSchema, record, `listTurns' record ${String(i)}`));
 }
 
 /** Turn starts for `ids`, in ascending turn key order (the order `listTurns` answers in). */
@@ -499,6 +506,112 @@ export function turnsSuite(test: StoreTest): void {
     const kept = start(turnInput(TURN_START.input.turnId, { scopeId: `${SCOPE}-other` }));
     expect(await begin(store, kept), "the paused turn still holds its request").toEqual({ status: "input_mismatch" });
   }, ["operator"]);
+
+  test("takePrunableTurn takes a finished turn as listed, again if taken; never a running, paused, changed or missing one; a taken turn is never resumed, begin replays it, prune removes it", async ({ store, clock }) => {
+    const FAILED: JsonValue = { status: "failed", code: "run_failed", retryable: true };
+    const [failed, completed, changed] = byKey(["take-failed", "take-completed", "take-changed"]);
+    if (failed === undefined || completed === undefined || changed === undefined) throw new Error("three turns");
+    for (const [of, state, outcome] of [
+      [failed, "failed", FAILED],
+      [completed, "completed", COMPLETED],
+      [changed, "failed", FAILED],
+    ] as const) {
+      const token = await started(store, of);
+      expectBoolean(await store.finishTurn({ turnKey: of.turnKey, token, state, outcome }), true, `finishing ${state}`);
+    }
+    const running = start(turnInput("take-running"));
+    await started(store, running, DAY);
+    await awaiting(store);
+    clock.advance(DAY);
+    const olderThan = new Date(clock.ms).toISOString();
+    const records = conformList(await store.listTurns({ state: "finished", olderThan }));
+    const take = (record: Pick<TurnRecord, "turnKey" | "updatedAt">) => store.takePrunableTurn({ turnKey: record.turnKey, updatedAt: record.updatedAt });
+    // One listed turn runs again before it is taken: the record as listed is gone.
+    const retried = conform(ResumeTurnResultSchema, await store.resumeTurn({ turnKey: changed.turnKey, leaseMs: LEASE_MS, from: "failed" }), "resumeTurn's answer");
+    if (!retried.resumed) throw new Error("expected the listed failed turn to resume");
+    const listedChanged = records.find((record) => record.turnKey === changed.turnKey);
+    if (listedChanged === undefined) throw new Error("the changed turn was listed");
+    expectBoolean(await take(listedChanged), false, "taking a turn that ran again since it was listed");
+    expect(await getTurn(store, changed.turnKey), "the running turn is unchanged").toEqual(retried.record);
+    for (const key of [running.turnKey, TURN_START.turnKey]) {
+      const live = await getTurn(store, key);
+      if (live === undefined) throw new Error("a live turn");
+      expectBoolean(await take(live), false, `taking a ${live.state} turn`);
+      expect(await getTurn(store, key), "a live turn is unchanged").toEqual(live);
+    }
+    expectBoolean(await take({ turnKey: start(turnInput("take-missing")).turnKey, updatedAt: olderThan }), false, "taking no turn");
+    expect(await getTurn(store, start(turnInput("take-missing")).turnKey), "nothing is created").toBeUndefined();
+    const listedCompleted = records.find((record) => record.turnKey === completed.turnKey);
+    if (listedCompleted === undefined) throw new Error("the completed turn was listed");
+    expectBoolean(await take({ turnKey: completed.turnKey, updatedAt: olderThan }), false, "taking a finished turn by another updatedAt");
+    expect(await getTurn(store, completed.turnKey), "a turn not taken is unchanged").toEqual(listedCompleted);
+
+    for (const of of [failed, completed]) {
+      const listedRecord = records.find((record) => record.turnKey === of.turnKey);
+      if (listedRecord === undefined) throw new Error("a finished turn was listed");
+      expectBoolean(await take(listedRecord), true, "taking a finished turn as listed");
+      const taken = await getTurn(store, of.turnKey);
+      expect(taken, "only pruning is added: the state and updatedAt stay").toEqual({ ...listedRecord, pruning: true });
+      expectBoolean(await take(listedRecord), true, "taking it again (a crashed or concurrent prune's take)");
+      expect(await getTurn(store, of.turnKey), "taking again changes nothing").toEqual(taken);
+      expect(await begin(store, of), "begin of a taken turn answers it finished, changing nothing").toEqual({ status: "finished", record: taken });
+    }
+    const taken = await getTurn(store, failed.turnKey);
+    expect(await store.resumeTurn({ turnKey: failed.turnKey, leaseMs: LEASE_MS, from: "failed" }), "a taken failed turn is not run again").toEqual({ resumed: false, record: taken });
+    expect(await getTurn(store, failed.turnKey), "the taken turn is unchanged").toEqual(taken);
+    expect(await listed(store, { state: "finished", olderThan }), "taken turns are still listed (the next prune finishes a crashed one)").toEqual([failed.turnKey, completed.turnKey]);
+    await store.prune({ olderThan });
+    for (const of of [failed, completed]) expect(await getTurn(store, of.turnKey), "prune removes a taken turn").toBeUndefined();
+    expect((await begin(store, failed)).status, "a retry after prune begins the key as a new turn").toBe("started");
+
+    const bad: [string, unknown][] = [
+      ["a bad turn key", { turnKey: "not-a-digest", updatedAt: olderThan }],
+      ["no updatedAt", { turnKey: running.turnKey }],
+      ["an updatedAt that is no timestamp", { turnKey: running.turnKey, updatedAt: "yesterday" }],
+      ["an unknown field", { turnKey: running.turnKey, updatedAt: olderThan, state: "failed" }],
+    ];
+    const before = await getTurn(store, running.turnKey);
+    for (const [what, input] of bad) await expectContractError(() => store.takePrunableTurn(input as never), `takePrunableTurn with ${what}`);
+    expect(await getTurn(store, running.turnKey), "malformed input changes nothing").toEqual(before);
+  }, ["turnPrune", "operator"]);
+
+  test("a take for prune and a retry's resume from failed of one failed turn race: exactly one wins; the loser changes nothing", async ({ store, clock }) => {
+    const FAILED: JsonValue = { status: "failed", code: "run_failed", retryable: true };
+    const turns = byKey(Array.from({ length: 8 }, (_, i) => `take-race-${String(i)}`));
+    for (const of of turns) {
+      const token = await started(store, of);
+      expectBoolean(await store.finishTurn({ turnKey: of.turnKey, token, state: "failed", outcome: FAILED }), true, "finishing failed");
+    }
+    clock.advance(DAY);
+    const records = conformList(await store.listTurns({ state: "finished", olderThan: new Date(clock.ms).toISOString() }));
+    expect(records.map((record) => record.turnKey), "every failed turn is listed").toEqual(turns.map((of) => of.turnKey));
+    let takes = 0;
+    let resumes = 0;
+    for (const [i, record] of records.entries()) {
+      const takeFirst = i % 2 === 0;
+      const takeIt = () => store.takePrunableTurn({ turnKey: record.turnKey, updatedAt: record.updatedAt });
+      const resumeIt = () => store.resumeTurn({ turnKey: record.turnKey, leaseMs: LEASE_MS, from: "failed" });
+      // Started in both orders, concurrently: whichever the store serializes first wins.
+      const [takenAnswer, resumedAnswer] = takeFirst
+        ? await Promise.all([takeIt(), resumeIt()])
+        : await Promise.all([resumeIt(), takeIt()]).then(([resumed, taken]) => [taken, resumed] as const);
+      const resumed = conform(ResumeTurnResultSchema, resumedAnswer, "resumeTurn's answer");
+      expect(typeof takenAnswer, "takePrunableTurn answers a boolean").toBe("boolean");
+      expect(takenAnswer !== resumed.resumed, "exactly one of the take and the resume wins").toBe(true);
+      const stored = await getTurn(store, record.turnKey);
+      if (takenAnswer) {
+        takes++;
+        expect(resumed, "the losing resume answers resumed: false with the taken record").toEqual({ resumed: false, record: stored });
+        expect(stored, "the turn is taken, otherwise as listed").toEqual({ ...record, pruning: true });
+      } else {
+        resumes++;
+        if (!resumed.resumed) throw new Error("expected the resume to win");
+        expect(stored, "the turn runs again, not taken").toEqual(resumed.record);
+        expect(stored?.pruning, "a resumed turn is not taken").toBeUndefined();
+      }
+    }
+    expect(takes + resumes, "every race has one winner").toBe(records.length);
+  }, ["turnPrune"]);
 
   test("malformed turn input is rejected and changes nothing", async ({ store }) => {
     const bad: [string, () => Promise<unknown>][] = [
