@@ -112,3 +112,32 @@ export function ownResult(result: ToolResult, call: { readonly id: string; reado
     response_metadata: result.response_metadata,
   });
 }
+
+/**
+ * The `response_metadata` key under which a governed call's `ToolMessage` carries the id of the
+ * execution that answered it: the `executionId` of the audit events recorded for that execution.
+ * The turn service binds each result to the event that ended its own execution by it (src/turns/outcome.ts).
+ */
+export const EXECUTION_ID_KEY = "arkahExecutionId";
+
+/**
+ * The pipeline's answer for a call, stamped with its execution id ({@link EXECUTION_ID_KEY}),
+ * always by the pipeline: whatever a tool body or an inner middleware put under that key is
+ * overwritten, so no body can bind its result to another execution's refusal. A rebuilt message,
+ * all else kept. A `Command` is answered as it is (its messages carry no stamp, and so no refusal).
+ */
+export function stampedResult(result: ToolResult, executionId: string): ToolResult {
+  if (!ToolMessage.isInstance(result)) return result;
+  return new ToolMessage({
+    content: result.content,
+    status: result.status,
+    artifact: result.artifact as unknown,
+    tool_call_id: result.tool_call_id,
+    ...(result.name === undefined ? {} : { name: result.name }),
+    ...(result.id === undefined ? {} : { id: result.id }),
+    // eslint-disable-next-line @typescript-eslint/no-deprecated -- kept as the body gave it: the stamp changes nothing else
+    additional_kwargs: result.additional_kwargs,
+    ...(result.metadata === undefined ? {} : { metadata: result.metadata }),
+    response_metadata: { ...result.response_metadata, [EXECUTION_ID_KEY]: executionId },
+  });
+}

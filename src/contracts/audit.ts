@@ -48,6 +48,15 @@ export const AuditEventSchema = z.strictObject({
   toolCallId: IdSchema.optional(),
   toolName: IdSchema.optional(),
   /**
+   * The execution of the call this event is about: a random id the middleware gives each time it
+   * takes a tool call (a retried attempt is the same execution; a resumed call a new one), on the
+   * events its pipeline records for it, the one that ends it among them (a guardrail's verdict and
+   * an approval step need not carry it). The tool result it answers carries it too
+   * (`response_metadata.arkahExecutionId`), so the turn service binds each result to the event that
+   * ended its own execution. Absent on events a store writes on its own and on earlier versions'.
+   */
+  executionId: IdSchema.optional(),
+  /**
    * `toolFingerprint(tool)`: on the events a store writes about a claim or an approval request
    * (`reconciled`, `released`, `approval`) whenever the claim or request recorded it.
    */

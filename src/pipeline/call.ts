@@ -3,6 +3,7 @@
  * trail, the logger and the guardrails. Stages fill in what they establish (the checked id, the
  * sealable tool, the parsed arguments); each refusal is recorded and answered the same way.
  */
+import { randomUUID } from "node:crypto";
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCallRequest } from "langchain";
 import { AuditTrail, type AuditDraft, type AuditOptions } from "../audit.js";
@@ -116,6 +117,12 @@ export class GovernedCall {
   observer: TelemetryCallObserver | undefined;
   /** The audit event recorded last for this call: how it ended, for telemetry. */
   last: AuditEvent | undefined;
+  /**
+   * This execution of the call (one per time the middleware takes it): on every event recorded for
+   * it and on the result it answers (`stampedResult`), so the turn service finds the event that
+   * ended it exactly, however many times the call id recurs or the trail is long.
+   */
+  readonly executionId: string = randomUUID();
 
   constructor(governance: Governance, request: ToolCallRequest, turn: CallTurn, kind: ToolKind | undefined) {
     this.governance = governance;
@@ -197,6 +204,7 @@ export class GovernedCall {
       turnKey: this.turn.turnKey,
       scopeId: this.turn.scopeId,
       toolName: this.name,
+      executionId: this.executionId,
       ...(id === undefined || id === "" ? {} : { toolCallId: id }),
       ...(this.kind === undefined ? {} : { kind: this.kind }),
       ...(this.fingerprint === undefined ? {} : { toolFingerprint: this.fingerprint }),

@@ -7,7 +7,7 @@ import { isGraphInterrupt } from "@langchain/langgraph";
 import { bubblesUp } from "../interrupts.js";
 import { sanitizeError } from "../logger.js";
 import type { GuardrailTelemetry, TelemetryCallEnd, TelemetryCallObserver } from "../telemetry.js";
-import { resultText, type ToolResult } from "../tool-messages.js";
+import { resultText, stampedResult, type ToolResult } from "../tool-messages.js";
 import type { GovernedCall } from "./call.js";
 
 type Settled = { readonly result: ToolResult } | { readonly error: unknown };
@@ -19,9 +19,11 @@ type Settled = { readonly result: ToolResult } | { readonly error: unknown };
  */
 export function observeCall(call: GovernedCall, governed: boolean, decide: () => Promise<ToolResult>): Promise<ToolResult> {
   const { telemetry } = call.governance;
-  // No backend: the pipeline's own promise, not one more around it.
-  if (telemetry === undefined) return decide();
-  return observeWith(call, telemetry, governed, decide);
+  // Every answer of the pipeline, refusal or body's result, carries its execution's id: the turn
+  // service binds it to the event that ended this execution, and nothing else can set it.
+  const stamped = async (): Promise<ToolResult> => stampedResult(await decide(), call.executionId);
+  if (telemetry === undefined) return stamped();
+  return observeWith(call, telemetry, governed, stamped);
 }
 
 async function observeWith(call: GovernedCall, telemetry: GuardrailTelemetry, governed: boolean, decide: () => Promise<ToolResult>): Promise<ToolResult> {

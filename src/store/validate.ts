@@ -318,6 +318,7 @@ const AUDIT_FIELDS: ReadonlyMap<string, (value: unknown) => boolean> = new Map<s
   ["scopeId", isId],
   ["toolCallId", isId],
   ["toolName", isId],
+  ["executionId", isId],
   ["toolFingerprint", isDigest],
   ["kind", (value) => TOOL_KIND_SET.has(value)],
   ["argsDigest", isDigest],

@@ -20,6 +20,7 @@ import {
 } from "../contracts/index.js";
 import { latestUserTextIndex, textContent } from "../decision/transcript.js";
 import { HitlApprovalRequestSchema, type ApprovalFormat } from "../guardrails/langchain-format.js";
+import { EXECUTION_ID_KEY } from "../tool-messages.js";
 
 /** One tool call of the turn, as the client sees it. */
 export interface TurnCallOutcome {
@@ -32,7 +33,8 @@ export interface TurnCallOutcome {
   /**
    * The refusal code (`REFUSAL_CODES`, or a guardrail's own code) when the guardrails refused the
    * call, as the turn's audit trail records it: a tool's own error result is never a refusal,
-   * whatever its text says.
+   * whatever its text says. The trail is the source of truth: a call an inner middleware refused
+   * with its own error message is `tool_failed` here, whatever that message said to the model.
    */
   readonly refusal?: string;
   /**
@@ -322,43 +324,46 @@ interface RecordedRefusal {
   readonly approvalId?: string;
 }
 
-/** How one execution of a call ended, as the trail records it: the tool, and the refusal it answered, if any. */
+/** How one execution of a call ended, as the trail records it: its call and tool, and the refusal it answered, if any. */
 interface CallEnding {
+  readonly toolCallId: string;
   readonly toolName: string | undefined;
   readonly refusal: RecordedRefusal | undefined;
 }
 
 /**
- * The refusal each tool result answered, by position. The k-th last result of a call id is the
- * k-th last execution of that id the trail records: a call id recurs when the model reuses it in a
- * later step, and a run retried from its checkpoint executes again only the calls whose results
- * the checkpoint lacks, so any extra executions are older than the ones whose results it holds.
- * A result counts as refused only when it is an error, of the recorded execution's tool.
+ * The refusal each tool result answered, matched exactly: the pipeline stamps every result it
+ * answers with its execution's id (`stampedResult`, overwriting whatever a tool body put there)
+ * and records that id on the event that ended the execution, so a result is bound to its own
+ * execution's ending, not to a position: a call id the model reuses, an execution whose ending
+ * event is missing, or a trail of any length shifts nothing. A result counts as refused only when
+ * it is an error, of the recorded execution's call and tool. A stamp counts once, for the first
+ * result carrying it: the pipeline answers each execution once, so a later copy (a `Command` a
+ * tool returned, with a message copied from the transcript) takes nothing. A result without a
+ * stamp (an earlier version's, or a `Command`'s message) has no refusal.
  */
 function refusalsOf(results: readonly ToolMessage[], trail: readonly AuditEvent[]): (RecordedRefusal | undefined)[] {
-  const endings = new Map<string, CallEnding[]>();
+  const endings = new Map<string, CallEnding>();
   for (const event of trail) {
+    if (event.executionId === undefined) continue;
     const ending = callEnding(event);
-    if (ending === undefined) continue;
-    // A call the model gave no id is recorded without one; its refusal answers with an empty id.
-    const id = event.toolCallId ?? "";
-    const known = endings.get(id);
-    if (known === undefined) endings.set(id, [ending]);
-    else known.push(ending);
+    if (ending !== undefined) endings.set(event.executionId, ending);
   }
-  const later = new Map<string, number>();
-  const refusals: (RecordedRefusal | undefined)[] = [];
-  for (let index = results.length - 1; index >= 0; index--) {
-    const result = results[index];
-    if (result === undefined) continue;
-    const id = result.tool_call_id;
-    const after = later.get(id) ?? 0;
-    later.set(id, after + 1);
-    const executions = endings.get(id) ?? [];
-    const ending = executions[executions.length - 1 - after];
-    refusals[index] = result.status === "error" && ending !== undefined && ending.toolName === result.name ? ending.refusal : undefined;
-  }
-  return refusals;
+  const answered = new Set<string>();
+  return results.map((result) => {
+    const executionId = executionIdOf(result);
+    if (executionId === undefined || answered.has(executionId)) return undefined;
+    answered.add(executionId);
+    const ending = endings.get(executionId);
+    if (result.status !== "error" || ending === undefined) return undefined;
+    return ending.toolCallId === result.tool_call_id && ending.toolName === result.name ? ending.refusal : undefined;
+  });
+}
+
+/** The execution id the pipeline stamped on a result, if any. */
+function executionIdOf(result: ToolMessage): string | undefined {
+  const stamp: unknown = (result.response_metadata as Readonly<Record<string, unknown>> | undefined)?.[EXECUTION_ID_KEY];
+  return typeof stamp === "string" && stamp !== "" ? stamp : undefined;
 }
 
 /** Every code a `failed` event records for an execution that answered the model with a refusal. */
@@ -372,16 +377,18 @@ const FAILURE_REFUSALS: ReadonlySet<string> = new Set<RefusalCode>(["tool_failed
  */
 function callEnding(event: AuditEvent): CallEnding | undefined {
   const { decision, code, toolName } = event;
+  // A call the model gave no id is recorded without one; its refusal answers with an empty id.
+  const toolCallId = event.toolCallId ?? "";
   switch (decision) {
     case "executed":
     case "replayed":
-      return { toolName, refusal: undefined };
+      return { toolCallId, toolName, refusal: undefined };
     case "refused":
     case "deferred":
-      return { toolName, refusal: recorded(code, event.approvalId) };
+      return { toolCallId, toolName, refusal: recorded(code, event.approvalId) };
     case "failed":
       if (code === "retried") return undefined; // the next attempt ends the execution
-      return { toolName, refusal: code !== undefined && FAILURE_REFUSALS.has(code) ? recorded(code, event.approvalId) : undefined };
+      return { toolCallId, toolName, refusal: code !== undefined && FAILURE_REFUSALS.has(code) ? recorded(code, event.approvalId) : undefined };
     default:
       return undefined;
   }

@@ -246,6 +246,8 @@ export interface TurnService {
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_MAX_ATTEMPTS = 3;
 const DEFAULT_RECOVER_LIMIT = 100;
+/** Audit events read per page for a completed turn's outcome (as `deliverAudit` pages). */
+const AUDIT_PAGE = 1000;
 /** Turns listed per page by `prune` (the most one `listTurns` answers). */
 const PRUNE_PAGE = 1000;
 
@@ -438,7 +440,8 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
    */
   async function effectClaimed(turnKey: string): Promise<boolean> {
     try {
-      const events = await store.readAudit({ turnKey });
+      // The whole trail: an effect claimed past one page is still claimed.
+      const events = await trailOf(turnKey);
       const keys = new Set(events.flatMap((event) => (event.effectKey === undefined ? [] : [event.effectKey])));
       if (keys.size === 0) return false;
       if (!hasStorePart(store, "effects")) return true;
@@ -449,8 +452,11 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
     }
   }
 
-  /** Where a run stopped: paused on approvals, on something the service cannot answer, or done. */
-  async function settled(record: TurnRecord, messages: readonly BaseMessage[] | undefined): Promise<TurnOutcome> {
+  /**
+   * Where a run stopped: paused on approvals, on something the service cannot answer, or done (its
+   * messages: the completed outcome is built outside the run's failure handling, by `completed`).
+   */
+  async function stoppedAt(record: TurnRecord, messages: readonly BaseMessage[] | undefined): Promise<TurnOutcome | { readonly done: readonly BaseMessage[] }> {
     const snapshot = await agent.graph.getState(threadOf(record));
     const interrupts = snapshot.tasks.flatMap((task) => task.interrupts);
     if (interrupts.length > 0) {
@@ -458,25 +464,41 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
       if (pending === undefined) return { status: "failed", code: "unsupported_interrupt" };
       return { status: "awaiting_approval", approvals: pending.map((each) => each.approval) };
     }
-    return completed(record, messages ?? messagesOf(snapshot.values));
+    return { done: messages ?? messagesOf(snapshot.values) };
   }
 
   /**
    * A completed run's outcome, with the turn's mutation claim: its calls' refusals come from the
-   * turn's audit trail (one read, when any result is an error), never from a tool result's text, which a tool body may shape as
-   * a refusal. A trail the store cannot answer now leaves the refusals out (logged): the run
-   * completed, and every refused call is still `status: "error"`.
+   * turn's audit trail (read whole, when any result is an error), never from a tool result's text,
+   * which a tool body may shape as a refusal. A trail the store cannot answer now (it fails, or
+   * answers what is no trail: `StoreContractError`) fails this call and stores nothing: the run
+   * completed, its writes stay settled, and the turn stays running until a takeover (`recover`,
+   * or a `submit` once the lease expired) builds the outcome again, from the checkpoint, with its
+   * refusals. A completed outcome is never stored without them.
    */
   async function completed(record: TurnRecord, messages: readonly BaseMessage[]): Promise<TurnOutcome> {
-    let trail: readonly StoredAuditEvent[] = [];
-    try {
-      // Only an error result can be a refusal: a run without one reads nothing.
-      if (hasErrorResult(messages)) trail = parseStoreValue(StoredAuditEventsSchema, await store.readAudit({ turnKey: record.turnKey }), "readAudit answer");
-    } catch (error) {
-      logger.warn("turn audit read failed; the completed answer is stored without refusal codes", { turnKey: record.turnKey, error: sanitizeError(error) });
-      trail = [];
-    }
+    // Only an error result can be a refusal: a run without one reads nothing.
+    const trail = hasErrorResult(messages) ? await trailOf(record.turnKey) : [];
     return withMutation(record, completedOutcome(messages, includeToolResults, trail));
+  }
+
+  /**
+   * The turn's whole audit trail, page by page (one `readAudit` page has a limit; a long turn's
+   * refusals may be past it), each page checked to be this turn's and to go forward.
+   */
+  async function trailOf(turnKey: string): Promise<StoredAuditEvent[]> {
+    const trail: StoredAuditEvent[] = [];
+    let afterSeq = 0;
+    for (;;) {
+      const page = parseStoreValue(StoredAuditEventsSchema.max(AUDIT_PAGE), await store.readAudit({ turnKey, afterSeq, limit: AUDIT_PAGE }), "readAudit answer");
+      for (const event of page) {
+        if (event.turnKey !== turnKey) throw new StoreContractError("readAudit({ turnKey }) answered another turn's event");
+        if (event.seq <= afterSeq) throw new StoreContractError(`readAudit answered event ${String(event.seq)} to a query for events after ${String(afterSeq)}`);
+        trail.push(event);
+        afterSeq = event.seq;
+      }
+      if (page.length < AUDIT_PAGE) return trail;
+    }
   }
 
   /** A completed outcome with the turn's mutation claim, so a refused write shows without reading `calls`. */
@@ -494,7 +516,7 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
   /** Runs (or resumes) the turn's graph under our lease and stores where it stopped. */
   async function run(record: TurnRecord, token: string, input: { messages: BaseMessage[] } | Command | null, scope: RunScope) {
     const { signal } = scope;
-    let outcome: TurnOutcome;
+    let stopped: TurnOutcome | { readonly done: readonly BaseMessage[] };
     const runSignal = perRunSignal(signal);
     try {
       const result = await agent.invoke(input, {
@@ -503,15 +525,16 @@ export function createTurnService(options: TurnServiceOptions): TurnService {
         context: turnContext(record.input),
         ...(runSignal === undefined ? {} : { signal: runSignal.signal }),
       });
-      outcome = await settled(record, result.messages);
+      stopped = await stoppedAt(record, result.messages);
     } catch (error) {
       // The caller gave up, the turn did not fail: it stays running, and is taken over once the lease expires.
       if (signal?.aborted === true) throw error;
-      outcome = await failure(record, error, scope);
+      stopped = await failure(record, error, scope);
     } finally {
       runSignal?.dispose();
     }
-    return finish(record, token, outcome);
+    // Not a run failure when its trail cannot be read: the run completed (see `completed`).
+    return finish(record, token, "done" in stopped ? await completed(record, stopped.done) : stopped);
   }
 
   /** Admits the turn (a stored receipt is reused: moderation runs once per turn) and runs it from the start. */

@@ -117,6 +117,8 @@ const TURN_SERVICE_CALLS = {
   renew: ["beginTurn#1", "renewTurn#1", "renewTurn#2", "getMutation#1", "finishTurn#1"],
   // The worker stalled past its lease and another completed the turn: its renewal answers false, the run is aborted and answers the turn as it stands.
   "renew-lost": ["beginTurn#1", "renewTurn#1", "getTurn#1"],
+  // The step's second write is refused: the completed outcome reads the turn's audit trail (one page) for its refusal, then the claim.
+  refusal: ["beginTurn#1", "readAudit#1", "getMutation#1", "finishTurn#1"],
 } as const;
 
 /** The turn service's rows (test/support/turn-fault-matrix.ts) on a store whose clock is `clock`. */

@@ -2,7 +2,7 @@
  * The turn service's rows of the store fault-injection matrix (issue 21): `createTurnService`
  * drives the real `createAgent` loop (test/turns/support.ts) while one call the service makes to a
  * turn-record method (`beginTurn`, `finishTurn`, `resumeTurn`, `getTurn`; `getMutation` for `get`;
- * `listTurns` for `recover`, which takes over a turn whose worker died once its lease expired)
+ * `readAudit` for a completed outcome's refusals; `listTurns` for `recover`, which takes over a turn whose worker died once its lease expired)
  * throws before it reaches the store, or reaches it, commits, and answers malformed (the answer is
  * lost). The agent's guardrails use the healthy store: their own calls are the main matrix's rows.
  * Then a healthy worker, same store, notes and checkpointer, retries (`submit`, and `decide` while
@@ -10,7 +10,8 @@
  * Scenarios: a turn, a turn with an approval, `get` of a completed turn, a turn whose model
  * fails after its write completed (`write-then-fail`: it ends `failed`, its claim `complete`),
  * `recover` of a turn whose worker died mid-run (`recover`) and of a decided pause whose decider
- * died before resuming (`recover-decided`), a run that spans two lease renewals (`renew`), and a
+ * died before resuming (`recover-decided`), a turn whose second write of a step is refused
+ * (`refusal`: its completed outcome reads the audit trail, `readAudit`, for that refusal), a run that spans two lease renewals (`renew`), and a
  * run whose renewal finds the turn taken over (`renew-lost`: its worker stalled past the lease,
  * another worker completed the turn; the stalled run is aborted and answers the taker's outcome).
  *
@@ -23,21 +24,24 @@
  * (nothing untyped) or answers an outcome without store detail; at most one write and one entry
  * into the write tool's body; the retry converges to the scenario's end (`completed`, or `failed`
  * for `write-then-fail`, which a further retry replays and `get` reads) with exactly one write;
- * the turn is never left `running` once the lease expired and someone retried.
+ * the turn is never left `running` once the lease expired and someone retried; a completed
+ * `refusal` turn is stored with its refused call's code (never without it).
  */
+import { ToolMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph";
 import { StoreContractError, turnKey, type ConfirmClaim, type GuardrailStore, type TurnAnswer } from "arkah-agent-guardrails";
 import type { RenewTurnInput } from "arkah-agent-guardrails/store";
 import { NOTE_POLICIES, NotesService } from "../security/support.js";
-import { failsAfterWrite, serviceHarness, type TestClock, turnOf } from "../turns/support.js";
+import type { ScriptResponder } from "arkah-agent-guardrails/testing";
+import { failsAfterWrite, NEW_BODY, serviceHarness, type TestClock, turnOf } from "../turns/support.js";
 import { deferred, ForwardingStore } from "./fixtures.js";
 import { FaultPlan, FAULT_MARKER, InjectedStoreFault, type Fault, type StoreMethod } from "./faults.js";
 
 /** The turn-record methods the service calls; only these are faulted here. */
-const TURN_METHODS: ReadonlySet<StoreMethod> = new Set(["beginTurn", "finishTurn", "resumeTurn", "getTurn", "getMutation", "listTurns", "renewTurn"]);
+const TURN_METHODS: ReadonlySet<StoreMethod> = new Set(["beginTurn", "finishTurn", "resumeTurn", "getTurn", "getMutation", "listTurns", "renewTurn", "readAudit"]);
 /** Throw: before the call reaches the store. Malformed: after it committed, its answer lost. */
 export const TURN_FAULT_KINDS = ["throw", "malformed"] as const;
-export const TURN_SCENARIOS = ["submit", "approval", "get", "write-then-fail", "recover", "recover-decided", "renew", "renew-lost"] as const;
+export const TURN_SCENARIOS = ["submit", "approval", "get", "write-then-fail", "recover", "recover-decided", "renew", "renew-lost", "refusal"] as const;
 export type TurnScenario = (typeof TURN_SCENARIOS)[number];
 
 /**
@@ -82,9 +86,27 @@ function endOf(scenario: TurnScenario): "completed" | "failed" {
   return scenario === "write-then-fail" ? "failed" : "completed";
 }
 
-/** The model of a scenario's workers: the default, or one that fails after the write. */
+/** The model of a scenario's workers: the default, one that fails after the write, or one that writes twice in a step. */
 function responderOf(scenario: TurnScenario) {
-  return scenario === "write-then-fail" ? { responder: failsAfterWrite() } : {};
+  if (scenario === "write-then-fail") return { responder: failsAfterWrite() };
+  return scenario === "refusal" ? { responder: twoWritesInAStep() } : {};
+}
+
+/** Reads the note, then writes it twice in one step (the second is refused `single_mutation`), then answers. */
+function twoWritesInAStep(): ScriptResponder {
+  return (messages) => {
+    const done = new Set(messages.filter((message) => ToolMessage.isInstance(message)).map((message) => message.name));
+    if (!done.has("read_note")) return { toolCalls: [{ id: "r1", name: "read_note", args: { noteId: "note-7" } }] };
+    if (!done.has("edit_note")) {
+      return {
+        toolCalls: [
+          { id: "w1", name: "edit_note", args: { noteId: "note-7", body: NEW_BODY } },
+          { id: "w2", name: "edit_note", args: { noteId: "note-7", body: "Buy soy milk" } },
+        ],
+      };
+    }
+    return { content: "Done: the note says oat milk now." };
+  };
 }
 
 const LEASE_MS = 1_000;
@@ -280,6 +302,12 @@ export async function runTurnRow(scenario: TurnScenario, store: GuardrailStore, 
   if (notes.writes.length !== 1) violations.push(`${String(notes.writes.length)} writes`);
   const bodies = notes.entries.filter((entry) => entry === "edit_note").length;
   if (bodies !== 1) violations.push(`the write's body started ${String(bodies)} times`);
+  if (scenario === "refusal") {
+    // The outcome's refusals come from the audit trail: a trail read that failed never stores the turn without them.
+    const outcome = (await store.getTurn(turnKey(turn)))?.outcome as { calls?: { callId: string; refusal?: string }[] } | undefined;
+    const refusal = outcome?.calls?.find((each) => each.callId === "w2")?.refusal;
+    if (refusal !== "single_mutation") violations.push(`the completed turn is stored with w2's refusal ${refusal ?? "missing"}`);
+  }
   if (scenario === "get" || scenario === "write-then-fail") {
     // Read back, as every later retry and `get` will: a stored outcome the store cannot read fails here.
     try {

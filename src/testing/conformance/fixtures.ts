@@ -234,6 +234,8 @@ export function auditEvent(overrides: Partial<AuditEvent> = {}): AuditEvent {
     scopeId: SCOPE,
     toolCallId: CALL.id,
     toolName: CALL.name,
+    // The middleware's execution id: a caller's event is stored and answered with it as given.
+    executionId: "0b4c3f0e-6a55-4d1e-9a86-2f0d5d1c7e21",
     kind: "mutation",
     argsDigest: digest(CALL.args),
     mutationKey: mutationKey(TURN, CALL),
