@@ -103,15 +103,18 @@ export function resultText(result: ToolResult): MutationResult | undefined {
  * dropped and the reducer gives the result a fresh one. A `Command` is bound by {@link ownCommand}.
  */
 export function ownResult(result: ToolResult, call: CallBinding): ToolResult {
-  if (!ToolMessage.isInstance(result)) return result;
-  if (result.tool_call_id === call.id && result.name === call.name && result.id === undefined) return result;
+  return ToolMessage.isInstance(result) ? ownMessage(result, call) : result;
+}
+
+function ownMessage(message: ToolMessage, call: CallBinding): ToolMessage {
+  if (message.tool_call_id === call.id && message.name === call.name && message.id === undefined) return message;
   return new ToolMessage({
-    content: result.content,
-    status: result.status,
-    artifact: result.artifact as unknown,
+    content: message.content,
+    status: message.status,
+    artifact: message.artifact as unknown,
     tool_call_id: call.id,
     name: call.name,
-    response_metadata: result.response_metadata,
+    response_metadata: message.response_metadata,
   });
 }
 
@@ -122,19 +125,22 @@ interface CallBinding {
 }
 
 /**
- * The state key of LangChain's agent that routes the graph after a middleware hook: a tool that
- * set it would choose where the run goes next, past the guardrails' order.
+ * The state keys LangChain's agent keeps for itself besides `messages`: `jumpTo` routes the graph
+ * after a middleware hook (a tool that set it would choose where the run goes next), and
+ * `structuredResponse` is the agent's structured answer (a tool that set it would answer for the
+ * model; it stays the last value written).
  */
-const AGENT_CONTROL_KEYS: ReadonlySet<string> = new Set(["jumpTo"]);
+const AGENT_KEYS: ReadonlySet<string> = new Set(["jumpTo", "structuredResponse"]);
 
 /**
- * A tool's `Command` bound to its call, or undefined when the guardrails cannot bind it. Bound: it
- * routes nothing (no `goto`, `graph` or `resume`: a guarded call answers, it does not steer the
- * graph or answer an interrupt), writes no agent control key (`jumpTo`), and its `update.messages`
- * is exactly one `ToolMessage`, rebuilt as {@link ownResult} rebuilds one (the call's id and tool
- * name, no message id of its own). Another message (a user's, a system one, a second answer, a
- * removal) could speak for the user or another call, and none would leave the call unanswered.
- * Other state keys (the application's own) pass as they are.
+ * A tool's `Command` bound to its call, with the one `ToolMessage` it answers with, or undefined
+ * when the guardrails cannot bind it. Bound: it routes nothing (no `goto`, `graph` or `resume`: a
+ * guarded call answers, it does not steer the graph or answer an interrupt), writes none of the
+ * agent's own keys, and its `update.messages` is exactly one `ToolMessage`, rebuilt as
+ * {@link ownResult} rebuilds one (the call's id and tool name, no message id of its own). Another
+ * message (a user's, a system one, a second answer, a removal) could speak for the user or another
+ * call, and none would leave the call unanswered. Other state keys (the application's own) pass
+ * as they are.
  */
 export function ownCommand(command: Command, call: CallBinding): { readonly command: Command; readonly message: ToolMessage } | undefined {
   const { goto, graph, resume } = command as { readonly goto?: unknown; readonly graph?: unknown; readonly resume?: unknown };
@@ -144,7 +150,7 @@ export function ownCommand(command: Command, call: CallBinding): { readonly comm
   let answer: ToolMessage | undefined;
   const rest: [string, unknown][] = [];
   for (const [key, value] of entries) {
-    if (AGENT_CONTROL_KEYS.has(key)) return undefined;
+    if (AGENT_KEYS.has(key)) return undefined;
     if (key !== "messages") {
       rest.push([key, value]);
       continue;
@@ -152,7 +158,7 @@ export function ownCommand(command: Command, call: CallBinding): { readonly comm
     const messages: readonly unknown[] = Array.isArray(value) ? value : [value];
     const [only] = messages;
     if (answer !== undefined || messages.length !== 1 || !ToolMessage.isInstance(only)) return undefined;
-    answer = ownResult(only, call) as ToolMessage;
+    answer = ownMessage(only, call);
   }
   if (answer === undefined) return undefined;
   return { command: new Command({ update: Object.fromEntries([...rest, ["messages", [answer]]]) }), message: answer };
