@@ -48,8 +48,9 @@ const MessagesSchema = z.array(z.custom<BaseMessage>((value) => BaseMessage.isIn
  * pipeline as `createDocumentGuardrails`, on the turn in the run's context
  * (`graph.invoke(input, { context: turnContext(turn), configurable: { thread_id } })`, or
  * `options.input` for a graph built for one turn) and the graph state's `messages` as the
- * transcript. A twin answers with the call's `ToolMessage` (a refusal is one) or the original's
- * `Command`; a call without an admitted turn throws `AdmissionError`, as it does in the middleware.
+ * transcript. A twin answers with the call's `ToolMessage` (a refusal is one; an original that
+ * returns a `Command` is refused `unsupported_result`, as in the middleware); a call without an
+ * admitted turn throws `AdmissionError`, as it does in the middleware.
  *
  * Throws `ConfigurationError` for invalid options, a tool with no policy in `options.tools`, a
  * tool the guardrails cannot seal, two tools of one name, or a tool that is already a twin.
@@ -85,7 +86,7 @@ export function guardTools<const T extends readonly StructuredTool[]>(
 
 /**
  * The twins, one per tool and in order: a mutable array (or tuple), as `ToolNode` and `bindTools`
- * take it. Each is a `StructuredTool` whose `invoke` answers a `ToolMessage` or a `Command`.
+ * take it. Each is a `StructuredTool` whose `invoke` answers the call's `ToolMessage`.
  */
 export type GovernedTools<T extends readonly StructuredTool[]> = { -readonly [K in keyof T]: StructuredTool };
 
@@ -114,8 +115,9 @@ class GovernedTool extends StructuredTool {
     markTwin(this);
   }
 
-  // Always the call's ToolMessage (or the original's Command), whatever the input's form; `never`
-  // fits the base class's generic signature, which promises a ToolMessage for a tool-call input.
+  // Always the call's ToolMessage (the pipeline refuses an original's Command), whatever the
+  // input's form; `never` fits the base class's generic signature, which promises a ToolMessage for
+  // a tool-call input.
   override invoke(input: unknown, config?: ToolRunnableConfig): Promise<never> {
     return this.#govern(input, config) as Promise<never>;
   }

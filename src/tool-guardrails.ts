@@ -2,7 +2,8 @@
  * `createToolGuardrails`: the guardrail port on its own, for agents that edit no document but
  * still want every tool call's arguments checked (schema, policies, observe mode, approvals)
  * before it runs. No admission, no mutation slot: step 5 of the pipeline, `tool_failed` for
- * tools that throw, and the audit trail.
+ * tools that throw, each result bound to its call (a `Command` too, or `unsupported_result`), and
+ * the audit trail.
  */
 import type { ToolMessage } from "@langchain/core/messages";
 import { createMiddleware } from "langchain";

@@ -1,6 +1,6 @@
 /** The `ToolMessage`s the pipeline answers with, and how it reads a tool's result. */
 import { ToolMessage } from "@langchain/core/messages";
-import type { Command } from "@langchain/langgraph";
+import { Command } from "@langchain/langgraph";
 import type { GuardrailVerdict, JsonValue, MutationResult, RefusalCode } from "./contracts/index.js";
 import { REFUSAL_MESSAGES } from "./decision/plan.js";
 import { textContent } from "./decision/transcript.js";
@@ -95,21 +95,26 @@ export function resultText(result: ToolResult): MutationResult | undefined {
 }
 
 /**
- * A body's result bound to its own call: a `ToolMessage` the body built under another call's id
- * or tool name (LangChain passes it through as it is) is rebuilt with the call's, so it can neither
- * answer another call in the transcript nor take another call's refusal in the turn's outcome. The
- * rebuilt message has no message id of its own: a body's id could replace another message in the
- * graph's state (LangGraph's messages reducer replaces a message by id).
+ * A body's `ToolMessage` bound to its own call: one the body built under another call's id or tool
+ * name (LangChain passes it through as it is) is rebuilt with the call's, so it can neither answer
+ * another call in the transcript nor take another call's refusal in the turn's outcome. The
+ * result has no message id of the body's choosing: LangGraph's messages reducer replaces the
+ * message with that id (the admitted user message, an earlier refusal), so one the body set is
+ * dropped and the reducer gives the result a fresh one. A `Command` is bound by {@link ownCommand}.
  */
-export function ownResult(result: ToolResult, call: { readonly id: string; readonly name: string }): ToolResult {
-  if (!ToolMessage.isInstance(result) || (result.tool_call_id === call.id && result.name === call.name)) return result;
+export function ownResult(result: ToolResult, call: CallBinding): ToolResult {
+  return ToolMessage.isInstance(result) ? ownMessage(result, call) : result;
+}
+
+function ownMessage(message: ToolMessage, call: CallBinding): ToolMessage {
+  if (message.tool_call_id === call.id && message.name === call.name && message.id === undefined) return message;
   return new ToolMessage({
-    content: result.content,
-    status: result.status,
-    artifact: result.artifact as unknown,
+    content: message.content,
+    status: message.status,
+    artifact: message.artifact as unknown,
     tool_call_id: call.id,
     name: call.name,
-    response_metadata: result.response_metadata,
+    response_metadata: message.response_metadata,
   });
 }
 
@@ -140,4 +145,63 @@ export function stampedResult(result: ToolResult, executionId: string): ToolResu
     ...(result.metadata === undefined ? {} : { metadata: result.metadata }),
     response_metadata: { ...result.response_metadata, [EXECUTION_ID_KEY]: executionId },
   });
+}
+
+/** The call a result is bound to: its id and tool name. */
+interface CallBinding {
+  readonly id: string;
+  readonly name: string;
+}
+
+/**
+ * The state keys LangChain's agent keeps for itself besides `messages`: `jumpTo` routes the graph
+ * after a middleware hook (a tool that set it would choose where the run goes next), and
+ * `structuredResponse` is the agent's structured answer (a tool that set it would answer for the
+ * model; it stays the last value written).
+ */
+const AGENT_KEYS: ReadonlySet<string> = new Set(["jumpTo", "structuredResponse"]);
+
+/**
+ * A tool's `Command` bound to its call, with the one `ToolMessage` it answers with, or undefined
+ * when the guardrails cannot bind it. Bound: it routes nothing (no `goto`, `graph` or `resume`: a
+ * guarded call answers, it does not steer the graph or answer an interrupt), writes none of the
+ * agent's own keys, and its `update.messages` is exactly one `ToolMessage`, rebuilt as
+ * {@link ownResult} rebuilds one (the call's id and tool name, no message id of its own). Another
+ * message (a user's, a system one, a second answer, a removal) could speak for the user or another
+ * call, and none would leave the call unanswered. Other state keys (the application's own) pass
+ * as they are.
+ */
+export function ownCommand(command: Command, call: CallBinding): { readonly command: Command; readonly message: ToolMessage } | undefined {
+  const { goto, graph, resume } = command as { readonly goto?: unknown; readonly graph?: unknown; readonly resume?: unknown };
+  if (graph !== undefined || resume !== undefined || !(goto === undefined || (Array.isArray(goto) && goto.length === 0))) return undefined;
+  const entries = updateEntries(command.update);
+  if (entries === undefined) return undefined;
+  let answer: ToolMessage | undefined;
+  const rest: [string, unknown][] = [];
+  for (const [key, value] of entries) {
+    if (AGENT_KEYS.has(key)) return undefined;
+    if (key !== "messages") {
+      rest.push([key, value]);
+      continue;
+    }
+    const messages: readonly unknown[] = Array.isArray(value) ? value : [value];
+    const [only] = messages;
+    if (answer !== undefined || messages.length !== 1 || !ToolMessage.isInstance(only)) return undefined;
+    answer = ownMessage(only, call);
+  }
+  if (answer === undefined) return undefined;
+  return { command: new Command({ update: Object.fromEntries([...rest, ["messages", [answer]]]) }), message: answer };
+}
+
+/**
+ * A `Command`'s update as LangGraph reads it (a record, or `[key, value]` pairs), or undefined for
+ * any other shape (LangGraph writes it whole to the root) and for pairs that name a key twice.
+ */
+function updateEntries(update: unknown): readonly (readonly [string, unknown])[] | undefined {
+  if (typeof update !== "object" || update === null) return undefined;
+  if (!Array.isArray(update)) return Object.entries(update);
+  const pairs = update as readonly unknown[];
+  if (!pairs.every((pair) => Array.isArray(pair) && pair.length === 2 && typeof pair[0] === "string")) return undefined;
+  const typed = pairs as readonly (readonly [string, unknown])[];
+  return new Set(typed.map(([key]) => key)).size === typed.length ? typed : undefined;
 }

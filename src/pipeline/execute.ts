@@ -5,6 +5,7 @@
  * happened.
  */
 import type { ToolMessage } from "@langchain/core/messages";
+import { isCommand } from "@langchain/langgraph";
 import type { ToolCallHandler } from "langchain";
 import {
   EffectClaimResultSchema,
@@ -30,7 +31,7 @@ import { effectIdentity, mutationIdentity, readEvidenceDigest, toolFingerprint }
 import { retryDelayMs, sleep } from "../retry.js";
 import { isTrustedStore, parseClaimResult, parseStoreValue, StoreBooleanSchema } from "../store/validate.js";
 import type { TelemetryClaimKey, TelemetryStep } from "../telemetry.js";
-import { duplicateEffectMessage, hasArtifact, ownResult, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
+import { duplicateEffectMessage, hasArtifact, ownCommand, ownResult, refusal, replayMessage, resultText, type ToolResult } from "../tool-messages.js";
 import type { Approved } from "../guardrails/evaluate.js";
 import type { GovernedCall } from "./call.js";
 import { askConfirm } from "./confirm.js";
@@ -148,7 +149,8 @@ async function sealedRun(
 /**
  * A read or auxiliary call (and every call of `createToolGuardrails`). A successful
  * `document-read` becomes read evidence. With `requireText`, a result that is not a text
- * `ToolMessage` is withheld as `unsupported_result`.
+ * `ToolMessage` is withheld as `unsupported_result`; without, a `Command` is bound to its call
+ * (`ownCommand`), or withheld the same way when it cannot be.
  */
 export async function runRead(
   call: GovernedCall,
@@ -177,11 +179,15 @@ export async function runRead(
     await call.record({ decision: "refused", code: "tool_failed" });
     return result;
   }
-  const text = resultText(result);
-  if (text === undefined && requireText) {
+  // A Command is bound to its call as its ToolMessage is (sealedRun); with `requireText` (the
+  // document guardrails) none is, as it is no text result.
+  const bound = isCommand(result) && !requireText ? ownCommand(result, call) : undefined;
+  const text = resultText(bound?.message ?? result);
+  if ((text === undefined && requireText) || (isCommand(result) && bound === undefined)) {
     await call.record({ decision: "failed", code: "unsupported_result" });
     return refusal(call.request.toolCall, "unsupported_result");
   }
+  const answer = bound?.command ?? result;
   const executed = { decision: "executed", args: call.checked.args, ...(text === undefined ? {} : { result: text.content }) } as const;
   const { store } = call.governance;
   if (call.kind === "document-read" && text?.status === "success" && store !== undefined) {
@@ -191,10 +197,10 @@ export async function runRead(
     await store.recordSuccessfulRead({ turnKey: call.turn.turnKey, evidenceDigest }, { audit: event });
     const delivering = call.appended(event);
     if (delivering !== undefined) await delivering;
-    return result;
+    return answer;
   }
   await call.record(executed);
-  return result;
+  return answer;
 }
 
 /** What the mutation path needs of the transcript and the options. */
