@@ -1084,7 +1084,8 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    */
   *#prune(tx: StepTransaction, cutoff: number): Step<PruneResult> {
     const waiting = yield* this.#waitingTurns(tx);
-    const live = (turnKey: string) => this.#liveOrWaiting(tx, waiting, turnKey);
+    const known = new Map<string, boolean>();
+    const live = (turnKey: string) => this.#liveOrWaiting(tx, waiting, known, turnKey);
     const pruned = new Set<string>();
     for (const [indexKey, { key: turnKey }] of yield* this.#before(tx, K.settledClaim, cutoff)) {
       if (yield* live(turnKey)) continue;
@@ -1129,9 +1130,17 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return { turns: pruned.size, effects };
   }
 
-  /** Whether `prune` keeps the turn whole: its record is live (`liveTurns`) or it has a pending request. */
-  *#liveOrWaiting(tx: StepTransaction, waiting: ReadonlySet<string>, turnKey: string): Step<boolean> {
-    return waiting.has(turnKey) || (yield* this.#get(tx, K.liveTurn, turnKey)) !== undefined;
+  /**
+   * Whether `prune` keeps the turn whole: its record is live (`liveTurns`) or it has a pending
+   * request. Read once per turn in a step and kept in `known` (a turn may have many settled
+   * effects): `prune` writes no `liveTurns` entry, so the answer holds for the whole step.
+   */
+  *#liveOrWaiting(tx: StepTransaction, waiting: ReadonlySet<string>, known: Map<string, boolean>, turnKey: string): Step<boolean> {
+    const answer = known.get(turnKey);
+    if (answer !== undefined) return answer;
+    const live = waiting.has(turnKey) || (yield* this.#get(tx, K.liveTurn, turnKey)) !== undefined;
+    known.set(turnKey, live);
+    return live;
   }
 
   async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
