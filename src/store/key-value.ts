@@ -71,6 +71,7 @@ import {
   type JsonValue,
   type MutationIdentity,
   type MutationRelease,
+  type MutationResult,
   type MutationSettlement,
   type MutationStatus,
   type PruneOptions,
@@ -143,6 +144,7 @@ import {
   turnAuditKey,
   verdictStorageKey,
   type ApprovalIndexEntry,
+  type KeyValueCollection,
   type TimedEntry,
   type RecordKind,
   type StoredApproval,
@@ -294,6 +296,19 @@ export interface KeyValueGuardrailStoreOptions {
 function sortByRequestTime(stored: StoredApproval[]): StoredApproval[] {
   return stored.sort((a, b) => instantMs(a.record.requestedAt) - instantMs(b.record.requestedAt) || a.seq - b.seq);
 }
+
+/** Where one kind of claim (a turn's mutation claim, a side effect's) is kept: its records and its two indexes. */
+interface ClaimCollections<T> {
+  /** The claims. */
+  readonly record: RecordKind<T>;
+  /** The index of its `pending` and `unknown` claims. */
+  readonly unresolved: KeyValueCollection;
+  /** The index of its `complete` claims by settlement time. */
+  readonly settled: RecordKind<TimedEntry>;
+}
+
+const MUTATION_CLAIMS: ClaimCollections<StoredClaim> = { record: K.claim, unresolved: C.unresolvedClaims, settled: K.settledClaim };
+const EFFECT_CLAIMS: ClaimCollections<StoredEffect> = { record: K.effect, unresolved: C.unresolvedEffects, settled: K.settledEffect };
 
 /** Entries a base scan asks for at once: a page, so an adapter never has to hold a whole collection. */
 const SCAN_PAGE = 1_000;
@@ -564,6 +579,26 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   /**
+   * Settles a claim (a turn's or a side effect's) `complete` with `result`: its record, out of the
+   * unresolved index, into the settled index `prune` reads. Every path to `complete` (a
+   * settlement, a reconciliation) writes these three together.
+   */
+  #putComplete<T extends StoredClaim | StoredEffect>(
+    tx: StepTransaction,
+    claims: ClaimCollections<T>,
+    key: string,
+    claim: T,
+    result: MutationResult,
+    settledAtMs: number,
+  ): void {
+    // Field by field: a spread followed by more fields is several times slower on V8, on the hot path.
+    const { identity, token, seq, claimedAtMs } = claim;
+    this.#put(tx, claims.record, key, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs } as T);
+    tx.delete(claims.unresolved, key);
+    this.#putTimed(tx, claims.settled, key, settledAtMs);
+  }
+
+  /**
    * Appends `event` to the pending events, under a key only this store object writes: no counter
    * is read or written, so audited steps of different turns share no key. `readAudit` numbers it.
    * The event's entry in its turn's audit index is under a key of its own too.
@@ -698,14 +733,10 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const claim = this.#check(K.claim, turnKey, yield tx.get(C.claims, turnKey));
     if (claim === undefined || !tokenHoldsClaim(claim, settlement.token)) return false;
     const settledAtMs = this.#time();
-    // Field by field: a spread followed by more fields is several times slower on V8, on the hot path.
-    const { identity, token, seq, claimedAtMs } = claim;
     if (settlement.outcome === "complete") {
-      const { result } = settlement;
-      this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs });
-      tx.delete(C.unresolvedClaims, turnKey);
-      this.#putTimed(tx, K.settledClaim, turnKey, settledAtMs);
+      this.#putComplete(tx, MUTATION_CLAIMS, turnKey, claim, settlement.result, settledAtMs);
     } else {
+      const { identity, token, seq, claimedAtMs } = claim;
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
       yield* this.#markUnknown(tx, identity, true);
     }
@@ -1053,12 +1084,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const time = this.#time();
     const at = new Date(time).toISOString();
     if (answer.state === "unknown") yield* this.#markUnknown(tx, claim.identity, false);
-    tx.delete(C.unresolvedClaims, turnKey);
     if (reconciliation.resolution === "completed") {
-      this.#put(tx, K.claim, turnKey, { ...claim, state: "complete", result: reconciliation.result, settledAtMs: time });
-      this.#putTimed(tx, K.settledClaim, turnKey, time);
+      this.#putComplete(tx, MUTATION_CLAIMS, turnKey, claim, reconciliation.result, time);
     } else {
       tx.delete(C.claims, turnKey);
+      tx.delete(C.unresolvedClaims, turnKey);
     }
     this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
     return answer;
@@ -1310,15 +1340,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const effect = yield* this.#get(tx, K.effect, settlement.effectKey);
     if (effect === undefined || !tokenHoldsClaim(effect, settlement.token)) return false;
     const settledAtMs = this.#time();
-    const { identity, token, seq, claimedAtMs } = effect;
-    const settled: StoredEffect =
-      settlement.outcome === "complete"
-        ? { identity, token, seq, claimedAtMs, state: "complete", result: settlement.result, settledAtMs }
-        : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
-    this.#put(tx, K.effect, settlement.effectKey, settled);
     if (settlement.outcome === "complete") {
-      tx.delete(C.unresolvedEffects, settlement.effectKey);
-      this.#putTimed(tx, K.settledEffect, settlement.effectKey, settledAtMs);
+      this.#putComplete(tx, EFFECT_CLAIMS, settlement.effectKey, effect, settlement.result, settledAtMs);
+    } else {
+      const { identity, token, seq, claimedAtMs } = effect;
+      this.#put(tx, K.effect, settlement.effectKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
     }
     if (settlement.audit !== undefined) this.#append(tx, settlement.audit);
     return true;
@@ -1392,10 +1418,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const { state } = effect;
     const time = this.#time();
     if (reconciliation.resolution === "completed") {
-      const { identity, token, seq, claimedAtMs } = effect;
-      this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "complete", result: reconciliation.result, settledAtMs: time });
-      tx.delete(C.unresolvedEffects, effectKey);
-      this.#putTimed(tx, K.settledEffect, effectKey, time);
+      this.#putComplete(tx, EFFECT_CLAIMS, effectKey, effect, reconciliation.result, time);
     } else {
       yield* this.#forgetEffect(tx, effect.identity);
     }
