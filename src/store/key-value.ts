@@ -145,6 +145,7 @@ import {
   verdictStorageKey,
   type ApprovalIndexEntry,
   type KeyValueCollection,
+  type KeyValueCounter,
   type TimedEntry,
   type RecordKind,
   type StoredApproval,
@@ -309,6 +310,9 @@ interface ClaimCollections<T> {
 
 const MUTATION_CLAIMS: ClaimCollections<StoredClaim> = { record: K.claim, unresolved: C.unresolvedClaims, settled: K.settledClaim };
 const EFFECT_CLAIMS: ClaimCollections<StoredEffect> = { record: K.effect, unresolved: C.unresolvedEffects, settled: K.settledEffect };
+
+/** The one counter the base writes: `readAudit` numbers the pending audit events from it. */
+const AUDIT_COUNTER: KeyValueCounter = "audit";
 
 /** Entries a base scan asks for at once: a page, so an adapter never has to hold a whole collection. */
 const SCAN_PAGE = 1_000;
@@ -620,14 +624,14 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#sequence(tx: StepTransaction): Step<void> {
     const pending = yield* this.#all(tx, K.pendingAudit);
     if (pending.length === 0) return;
-    let seq = this.#check(K.counter, "audit", yield tx.get(C.counters, "audit")) ?? 0;
+    let seq = this.#check(K.counter, AUDIT_COUNTER, yield tx.get(C.counters, AUDIT_COUNTER)) ?? 0;
     for (const [key, { event }] of pending) {
       const stored: StoredAuditEvent = { ...event, seq: ++seq };
       this.#put(tx, K.audit, sequenceKey(seq), stored);
       tx.delete(C.auditPending, key);
       this.#put(tx, K.turnAudit, turnAuditKey(event.turnKey, key), { turnKey: event.turnKey, key, seq });
     }
-    this.#put(tx, K.counter, "audit", seq);
+    this.#put(tx, K.counter, AUDIT_COUNTER, seq);
   }
 
   #timestamp(): string {
