@@ -71,6 +71,7 @@ import {
   type JsonValue,
   type MutationIdentity,
   type MutationRelease,
+  type MutationResult,
   type MutationSettlement,
   type MutationStatus,
   type PruneOptions,
@@ -146,6 +147,8 @@ import {
   turnAuditKey,
   verdictStorageKey,
   type ApprovalIndexEntry,
+  type KeyValueCollection,
+  type KeyValueCounter,
   type TimedEntry,
   type RecordKind,
   type StoredApproval,
@@ -297,6 +300,22 @@ export interface KeyValueGuardrailStoreOptions {
 function sortByRequestTime(stored: StoredApproval[]): StoredApproval[] {
   return stored.sort((a, b) => instantMs(a.record.requestedAt) - instantMs(b.record.requestedAt) || a.seq - b.seq);
 }
+
+/** Where one kind of claim (a turn's mutation claim, a side effect's) is kept: its records and its two indexes. */
+interface ClaimCollections<T> {
+  /** The claims. */
+  readonly record: RecordKind<T>;
+  /** The index of its `pending` and `unknown` claims. */
+  readonly unresolved: KeyValueCollection;
+  /** The index of its `complete` claims by settlement time. */
+  readonly settled: RecordKind<TimedEntry>;
+}
+
+const MUTATION_CLAIMS: ClaimCollections<StoredClaim> = { record: K.claim, unresolved: C.unresolvedClaims, settled: K.settledClaim };
+const EFFECT_CLAIMS: ClaimCollections<StoredEffect> = { record: K.effect, unresolved: C.unresolvedEffects, settled: K.settledEffect };
+
+/** The one counter the base writes: `readAudit` numbers the pending audit events from it. */
+const AUDIT_COUNTER: KeyValueCounter = "audit";
 
 /** Entries a base scan asks for at once: a page, so an adapter never has to hold a whole collection. */
 const SCAN_PAGE = 1_000;
@@ -567,6 +586,26 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   }
 
   /**
+   * Settles a claim (a turn's or a side effect's) `complete` with `result`: its record, out of the
+   * unresolved index, into the settled index `prune` reads. Every path to `complete` (a
+   * settlement, a reconciliation) writes these three together.
+   */
+  #putComplete<T extends StoredClaim | StoredEffect>(
+    tx: StepTransaction,
+    claims: ClaimCollections<T>,
+    key: string,
+    claim: T,
+    result: MutationResult,
+    settledAtMs: number,
+  ): void {
+    // Field by field: a spread followed by more fields is several times slower on V8, on the hot path.
+    const { identity, token, seq, claimedAtMs } = claim;
+    this.#put(tx, claims.record, key, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs } as T);
+    tx.delete(claims.unresolved, key);
+    this.#putTimed(tx, claims.settled, key, settledAtMs);
+  }
+
+  /**
    * Appends `event` to the pending events, under a key only this store object writes: no counter
    * is read or written, so audited steps of different turns share no key. `readAudit` numbers it.
    * The event's entry in its turn's audit index is under a key of its own too.
@@ -588,14 +627,14 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
   *#sequence(tx: StepTransaction): Step<void> {
     const pending = yield* this.#all(tx, K.pendingAudit);
     if (pending.length === 0) return;
-    let seq = this.#check(K.counter, "audit", yield tx.get(C.counters, "audit")) ?? 0;
+    let seq = this.#check(K.counter, AUDIT_COUNTER, yield tx.get(C.counters, AUDIT_COUNTER)) ?? 0;
     for (const [key, { event }] of pending) {
       const stored: StoredAuditEvent = { ...event, seq: ++seq };
       this.#put(tx, K.audit, sequenceKey(seq), stored);
       tx.delete(C.auditPending, key);
       this.#put(tx, K.turnAudit, turnAuditKey(event.turnKey, key), { turnKey: event.turnKey, key, seq });
     }
-    this.#put(tx, K.counter, "audit", seq);
+    this.#put(tx, K.counter, AUDIT_COUNTER, seq);
   }
 
   #timestamp(): string {
@@ -701,14 +740,10 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const claim = this.#check(K.claim, turnKey, yield tx.get(C.claims, turnKey));
     if (claim === undefined || !tokenHoldsClaim(claim, settlement.token)) return false;
     const settledAtMs = this.#time();
-    // Field by field: a spread followed by more fields is several times slower on V8, on the hot path.
-    const { identity, token, seq, claimedAtMs } = claim;
     if (settlement.outcome === "complete") {
-      const { result } = settlement;
-      this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "complete", result, settledAtMs });
-      tx.delete(C.unresolvedClaims, turnKey);
-      this.#putTimed(tx, K.settledClaim, turnKey, settledAtMs);
+      this.#putComplete(tx, MUTATION_CLAIMS, turnKey, claim, settlement.result, settledAtMs);
     } else {
+      const { identity, token, seq, claimedAtMs } = claim;
       this.#put(tx, K.claim, turnKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
       yield* this.#markUnknown(tx, identity, true);
     }
@@ -1056,12 +1091,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const time = this.#time();
     const at = new Date(time).toISOString();
     if (answer.state === "unknown") yield* this.#markUnknown(tx, claim.identity, false);
-    tx.delete(C.unresolvedClaims, turnKey);
     if (reconciliation.resolution === "completed") {
-      this.#put(tx, K.claim, turnKey, { ...claim, state: "complete", result: reconciliation.result, settledAtMs: time });
-      this.#putTimed(tx, K.settledClaim, turnKey, time);
+      this.#putComplete(tx, MUTATION_CLAIMS, turnKey, claim, reconciliation.result, time);
     } else {
       tx.delete(C.claims, turnKey);
+      tx.delete(C.unresolvedClaims, turnKey);
     }
     this.#append(tx, reconciledEvent(claim.identity, reconciliation, at));
     return answer;
@@ -1087,7 +1121,8 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
    */
   *#prune(tx: StepTransaction, cutoff: number): Step<PruneResult> {
     const waiting = yield* this.#waitingTurns(tx);
-    const live = (turnKey: string) => this.#liveOrWaiting(tx, waiting, turnKey);
+    const known = new Map<string, boolean>();
+    const live = (turnKey: string) => this.#liveOrWaiting(tx, waiting, known, turnKey);
     const pruned = new Set<string>();
     for (const [indexKey, { key: turnKey }] of yield* this.#before(tx, K.settledClaim, cutoff)) {
       if (yield* live(turnKey)) continue;
@@ -1132,9 +1167,17 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     return { turns: pruned.size, effects };
   }
 
-  /** Whether `prune` keeps the turn whole: its record is live (`liveTurns`) or it has a pending request. */
-  *#liveOrWaiting(tx: StepTransaction, waiting: ReadonlySet<string>, turnKey: string): Step<boolean> {
-    return waiting.has(turnKey) || (yield* this.#get(tx, K.liveTurn, turnKey)) !== undefined;
+  /**
+   * Whether `prune` keeps the turn whole: its record is live (`liveTurns`) or it has a pending
+   * request. Read once per turn in a step and kept in `known` (a turn may have many settled
+   * effects): `prune` writes no `liveTurns` entry, so the answer holds for the whole step.
+   */
+  *#liveOrWaiting(tx: StepTransaction, waiting: ReadonlySet<string>, known: Map<string, boolean>, turnKey: string): Step<boolean> {
+    const answer = known.get(turnKey);
+    if (answer !== undefined) return answer;
+    const live = waiting.has(turnKey) || (yield* this.#get(tx, K.liveTurn, turnKey)) !== undefined;
+    known.set(turnKey, live);
+    return live;
   }
 
   async getMutation(turnKey: string): Promise<MutationStatus | undefined> {
@@ -1317,15 +1360,11 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const effect = yield* this.#get(tx, K.effect, settlement.effectKey);
     if (effect === undefined || !tokenHoldsClaim(effect, settlement.token)) return false;
     const settledAtMs = this.#time();
-    const { identity, token, seq, claimedAtMs } = effect;
-    const settled: StoredEffect =
-      settlement.outcome === "complete"
-        ? { identity, token, seq, claimedAtMs, state: "complete", result: settlement.result, settledAtMs }
-        : { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs };
-    this.#put(tx, K.effect, settlement.effectKey, settled);
     if (settlement.outcome === "complete") {
-      tx.delete(C.unresolvedEffects, settlement.effectKey);
-      this.#putTimed(tx, K.settledEffect, settlement.effectKey, settledAtMs);
+      this.#putComplete(tx, EFFECT_CLAIMS, settlement.effectKey, effect, settlement.result, settledAtMs);
+    } else {
+      const { identity, token, seq, claimedAtMs } = effect;
+      this.#put(tx, K.effect, settlement.effectKey, { identity, token, seq, claimedAtMs, state: "unknown", settledAtMs });
     }
     if (settlement.audit !== undefined) this.#append(tx, settlement.audit);
     return true;
@@ -1399,10 +1438,7 @@ export abstract class KeyValueGuardrailStore implements GuardrailStore {
     const { state } = effect;
     const time = this.#time();
     if (reconciliation.resolution === "completed") {
-      const { identity, token, seq, claimedAtMs } = effect;
-      this.#put(tx, K.effect, effectKey, { identity, token, seq, claimedAtMs, state: "complete", result: reconciliation.result, settledAtMs: time });
-      tx.delete(C.unresolvedEffects, effectKey);
-      this.#putTimed(tx, K.settledEffect, effectKey, time);
+      this.#putComplete(tx, EFFECT_CLAIMS, effectKey, effect, reconciliation.result, time);
     } else {
       yield* this.#forgetEffect(tx, effect.identity);
     }

@@ -3,10 +3,11 @@
  * collection and the key each record is stored under. The conformance kit's corruption suite
  * locates records through it, an operator reads a backend's contents with it, and a test that
  * writes raw records uses it instead of guessing. Built from the base's own collection names
- * (records.ts); test/unit/record-keys.test.ts fails when a record kind the base reads (its
- * `RECORD_KINDS`) or a collection it writes has no line here.
+ * (records.ts). A record kind the base reads (its `RECORD_KINDS`) without a line here, or a line
+ * for none, does not compile; test/unit/record-keys.test.ts fails when a collection it writes has
+ * no line here.
  */
-import { KEY_VALUE_COLLECTIONS as C, type KeyValueCollection } from "./records.js";
+import { KEY_VALUE_COLLECTIONS as C, type KeyValueCollection, type RECORD_KINDS } from "./records.js";
 
 /** Where the base keeps one kind of record. */
 export interface KeyValueRecordKey {
@@ -18,34 +19,11 @@ export interface KeyValueRecordKey {
   readonly example: string;
 }
 
-/** A kind of record the base keeps, by the name the base gives it. */
-export type KeyValueRecordName =
-  | "receipt"
-  | "reads"
-  | "claim"
-  | "unknownScope"
-  | "verdict"
-  | "approval"
-  | "audit"
-  | "pendingAudit"
-  | "turnAudit"
-  | "cursor"
-  | "turn"
-  | "turnRequest"
-  | "liveTurn"
-  | "effect"
-  | "effectGroup"
-  | "counter"
-  | "unresolvedClaim"
-  | "unresolvedEffect"
-  | "pendingApproval"
-  | "decidedApproval"
-  | "settledClaim"
-  | "settledEffect"
-  | "finishedTurn"
-  | "approvalByTime"
-  | "turnApproval"
-  | "layout";
+/**
+ * A kind of record the base keeps, by the name the base gives it: a key of
+ * {@link KEY_VALUE_RECORD_KEYS}, which has exactly one line per record kind the base reads.
+ */
+export type KeyValueRecordName = keyof typeof KEY_VALUE_RECORD_KEYS;
 
 /**
  * Every kind of record the base keeps: its collection and its key. Every collection of
@@ -112,4 +90,5 @@ export const KEY_VALUE_RECORD_KEYS = {
   },
   turnApproval: { collection: C.turnApprovals, key: "`turnApprovalKey(turnKey, approvalId)`: the request's turn key, `.`, its approval id", example: "<turnKey>.<approvalId>" },
   layout: { collection: C.meta, key: "`layout`: the layout version the records are kept in (`KEY_VALUE_LAYOUT`)", example: "layout" },
-} as const satisfies Record<KeyValueRecordName, KeyValueRecordKey>;
+  // Exactly the base's record kinds: a missing line or an extra one does not compile.
+} as const satisfies Record<keyof typeof RECORD_KINDS, KeyValueRecordKey>;

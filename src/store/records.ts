@@ -69,9 +69,10 @@ export const KEY_VALUE_COLLECTIONS = {
   /** {@link effectGroupKey} -> {@link EffectGroup}: a turn's effect claims of one tool, for `maxPerTurn`. */
   effectGroups: "effectGroups",
   /**
-   * counter name (`audit`, `approval`) -> the last number it issued (an integer, 0 before any).
-   * `audit` is written only by the step that numbers pending events (`readAudit`). A store written
-   * before layout 2 also holds `claim` and `effect`, which nothing reads any more.
+   * counter name ({@link KeyValueCounter}: `audit`) -> the last number it issued (an integer, 0
+   * before any), written only by the step that numbers pending events (`readAudit`). A store
+   * written before layout 3 also holds `approval`, and one before layout 2 `claim` and `effect`:
+   * left as they were, read and written by nothing.
    */
   counters: "counters",
   /** turn key -> {@link UnresolvedClaimEntry}: the index of `pending` and `unknown` claims, for `listUnresolved`. */
@@ -116,11 +117,11 @@ export const LAYOUT_KEY = "layout";
 export type KeyValueCollection = (typeof KEY_VALUE_COLLECTIONS)[keyof typeof KEY_VALUE_COLLECTIONS];
 
 /**
- * The counters the base keeps, each in its own record of `counters`. `audit` is written only by
- * the step that numbers pending audit events (`readAudit`); `approval` numbered approval requests
- * before layout 3 and is read by nothing since. No step of a turn writes either.
+ * The counter the base keeps in `counters`: `audit`, written only by the step that numbers
+ * pending audit events (`readAudit`), never by a step of a turn. (The `approval`, `claim` and
+ * `effect` counters of older layouts are read and written by nothing: no name here.)
  */
-export type KeyValueCounter = "audit" | "approval";
+export type KeyValueCounter = "audit";
 
 /** Digits of a zero-padded sequence number: every safe integer fits, so key order is number order. */
 const SEQ_DIGITS = 16;

@@ -12,10 +12,11 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { turnKey, type GuardrailStore, type TurnInput } from "arkah-agent-guardrails";
+import { digest, turnKey, type GuardrailStore, type TurnInput } from "arkah-agent-guardrails";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
 import type { ClaimOptions, ClaimResult, MutationIdentity } from "arkah-agent-guardrails/store";
 import { startEmbeddedPostgres, type EmbeddedServer } from "../../scripts/postgres/embedded.js";
+import { countingPool } from "../support/counting-pool.js";
 import { admit, DocumentService, ForwardingStore, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput } from "../support/fixtures.js";
 
 /** Runs `fn` until it stops failing (the pool finds its connections dead after a crash one by one). */
@@ -80,6 +81,28 @@ describe("PostgreSQL crashed between a turn's steps (a server of its own, synchr
 
   const evidenceCount = async (input: TurnInput) =>
     Number((await admin.query<{ n: string }>("SELECT count(*) AS n FROM arkah_guardrails.read_evidence WHERE turn_key = $1", [turnKey(input)])).rows[0]?.n);
+
+  // First, before any crash: the pool has no dead connections to find yet.
+  it("readAudit is one round trip when the WAL is flushed past what it reads (the check is in the read statement), and adds one flushing commit when it is not", async () => {
+    const counted = countingPool(server.url);
+    const counting = await PostgresGuardrailStore.open({ pool: counted.pool });
+    try {
+      const key = turnKey(turnInput({ scopeId: "doc-flush-6", turnId: "audit-round-trips" }));
+      const audit = { at: new Date().toISOString(), decision: "executed" as const, turnKey: key, scopeId: "doc-flush-6", toolCallId: "read-1", toolName: "read_document" };
+      // A read's commit does not wait for its flush, and the WAL writer's next round is seconds away.
+      await counting.recordSuccessfulRead({ turnKey: key, evidenceDigest: digest({ kind: "test.evidence", key }) }, { audit });
+      counted.reset();
+      expect((await counting.readAudit({ turnKey: key })).map((event) => event.toolCallId)).toEqual(["read-1"]);
+      expect(counted.tally.statements, "its event is not flushed yet: the read, then one flushing commit").toEqual(["read_audit_by_turn", "flush_wal"]);
+      counted.reset();
+      expect((await counting.readAudit({ turnKey: key })).map((event) => event.toolCallId)).toEqual(["read-1"]);
+      expect(counted.tally.statements, "flushed now: the read alone").toEqual(["read_audit_by_turn"]);
+      expect(counted.tally.roundTrips).toBe(1);
+    } finally {
+      await counting.close();
+      await counted.pool.end();
+    }
+  }, 120_000);
 
   it("crashed between the read and the claim: the receipt and the read evidence, not waited for, are lost; the retried turn is admitted again, reads again and writes once", async () => {
     const input = turnInput({ scopeId: "doc-flush-1", turnId: "before-claim" });

@@ -18,11 +18,14 @@ import {
   toolFingerprint,
   type ApprovalSubmission,
   type EffectIdentity,
+  type KeyValueKeyRef,
   type KeyValueStepFootprint,
+  type KeyValueTransaction,
   type MutationIdentity,
   type StoredApproval,
   type StoredClaim,
   type StoredEffect,
+  type TurnStart,
   instantKey,
   sequenceKey,
 } from "arkah-agent-guardrails/store";
@@ -184,8 +187,8 @@ function mutation(turn: TurnRef): MutationIdentity {
   };
 }
 
-function sideEffect(turn: TurnRef): EffectIdentity {
-  const call = { id: "m1", name: "send_mail", args: { to: "ops@example.com" } };
+function sideEffect(turn: TurnRef, callId = "m1"): EffectIdentity {
+  const call = { id: callId, name: "send_mail", args: { to: "ops@example.com", ref: callId } };
   return {
     effectKey: effectKey(turn, call),
     turnKey: turnKey(turn),
@@ -195,6 +198,47 @@ function sideEffect(turn: TurnRef): EffectIdentity {
     argsDigest: digest(call.args),
     toolFingerprint: toolFingerprint({ name: call.name }),
   };
+}
+
+/** A turn's start, for alice (the request key from the principal and turn id, as a turn service derives it). */
+function turnStart(turn: TurnRef): TurnStart {
+  const input = { ...turn, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Send it." }] };
+  const key = turnKey(input);
+  return {
+    turnKey: key,
+    scopeId: turn.scopeId,
+    principal: "alice",
+    input,
+    inputDigest: digest({ kind: "test.turn-input", input }),
+    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId: turn.turnId }),
+    threadId: `turn:${key}`,
+  };
+}
+
+/**
+ * The JSON adapter counting every `get` its steps make, repeats included (a step's footprint names
+ * each key once, so it cannot show a key read twice).
+ */
+class GetCountingStore extends JsonKeyValueStore {
+  readonly gets: KeyValueKeyRef[] = [];
+
+  protected override atomic<T>(step: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
+    return super.atomic((tx) =>
+      step({
+        get: (collection, key) => {
+          this.gets.push({ collection, key });
+          return tx.get(collection, key);
+        },
+        put: (collection, key, value) => {
+          tx.put(collection, key, value);
+        },
+        delete: (collection, key) => {
+          tx.delete(collection, key);
+        },
+        scan: (collection, options) => tx.scan(collection, options),
+      }),
+    );
+  }
 }
 
 const CLAIMED_AT = Date.UTC(2031, 1, 3, 4, 5, 6);
@@ -396,6 +440,32 @@ describe("KeyValueGuardrailStore: prune and listApprovals read indexes", () => {
     expect([...(store.data.get(C.approvalsByTime)?.keys() ?? [])].some((key) => key.endsWith(decided.approvalId))).toBe(false);
     expect([...(store.data.get(C.settledClaims)?.values() ?? [])].length, "the kept claims stay indexed for a later prune").toBe(2);
     expect(await store.prune({ olderThan: new Date(now).toISOString() }), "nothing left to prune").toEqual({ turns: 0, effects: 0 });
+  });
+
+  it("prune reads a turn's live-turn entry once per step, however many settled effects the turn has", async () => {
+    let now = CLAIMED_AT;
+    const store = new GetCountingStore({ now: () => new Date(now) });
+    const settleEffects = async (turn: TurnRef, count: number) => {
+      for (let index = 0; index < count; index++) {
+        const identity = sideEffect(turn, `m${String(index)}`);
+        const claimed = await store.claimEffect(identity);
+        if (claimed.status !== "acquired") throw new Error(claimed.status);
+        await store.settleEffect({ effectKey: identity.effectKey, token: claimed.token, outcome: "complete", result: { content: "sent", status: "success" } });
+      }
+    };
+    const done = { scopeId: "doc-prune-once", turnId: "done" };
+    const running = { scopeId: "doc-prune-once-2", turnId: "running" };
+    // The running turn's record is in `liveTurns`: prune keeps its effects.
+    expect((await store.beginTurn({ turn: turnStart(running), leaseMs: 3_600_000 })).status).toBe("started");
+    await settleEffects(done, 3);
+    await settleEffects(running, 2);
+    now += 60_000;
+
+    store.gets.length = 0;
+    expect(await store.prune({ olderThan: new Date(now).toISOString() }), "the finished turn's three effects, not the running turn's two").toEqual({ turns: 0, effects: 3 });
+    const liveReads = store.gets.filter((ref) => ref.collection === C.liveTurns).map((ref) => ref.key);
+    expect(liveReads.sort(), "one get of liveTurns/<turnKey> per turn, not one per effect").toEqual([turnKey(done), turnKey(running)].sort());
+    expect((await store.getEffect(sideEffect(running, "m0").effectKey))?.state, "the running turn's effects stay").toBe("complete");
   });
 
   it("listApprovals walks the by-time index and stops at the limit; by turn it reads that turn's entries alone", async () => {

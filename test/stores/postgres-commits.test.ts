@@ -90,6 +90,31 @@ describePostgres("the SQL of a guarded turn on PostgreSQL", (url) => {
     }
   });
 
+  it("readAudit is one statement that also says whether the WAL is flushed past what it read: no separate check, a flushing commit only when it is not", async () => {
+    const { store, tally, reset, close } = await openCounted("arkah_sql_audit");
+    try {
+      const key = turnKey({ scopeId: "doc-audit", turnId: "audit-1" });
+      const approvalId = digest({ kind: "test.approval", key });
+      await store.appendAudit({ at: new Date().toISOString(), decision: "executed", turnKey: key, scopeId: "doc-audit", toolCallId: "c1", approvalId });
+      for (const [query, statement] of [
+        [{}, "read_audit"],
+        [{ turnKey: key }, "read_audit_by_turn"],
+        [{ scopeId: "doc-audit" }, "read_audit_by_scope"],
+        [{ approvalId }, "read_audit_by_approval"],
+      ] as const) {
+        reset();
+        expect(await store.readAudit(query), statement).toHaveLength(1);
+        // Whether this test server's WAL writer has flushed yet is its own timing: either answer is one of these.
+        expect([[statement], [statement, "flush_wal"]], statement).toContainEqual(tally.statements);
+      }
+      reset();
+      expect(await store.readAudit({ afterSeq: 1 })).toEqual([]);
+      expect(tally.statements, "nothing answered, nothing to flush").toEqual(["read_audit"]);
+    } finally {
+      await close();
+    }
+  });
+
   /** A turn service's start of turn `turnId`, as the service derives its keys. */
   function turnStart(turnId: string): TurnStart {
     const input = { scopeId: "doc-9", turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Rename it." }] };

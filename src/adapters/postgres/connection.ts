@@ -100,15 +100,14 @@ export async function rollback(client: pg.PoolClient, connection: { broken: Erro
 }
 
 /**
- * Waits until every commit this session can see is flushed to the WAL: the audit events
- * `readAudit` answers may include ones committed without waiting for their flush (a read's), and
- * an event is shipped to a sink only once the store cannot lose it in a server crash (a lost
- * event's `seq` could be given to another one after recovery, which a sink deduplicating by `seq`
- * would drop). Usually the WAL is flushed already (one cheap statement); otherwise one
- * synchronous commit flushes it.
+ * Waits until every commit a `readAudit` statement saw is flushed to the WAL, given its `flushed`
+ * column (checked in the statement itself, after its snapshot): the events it answers may include
+ * ones committed without waiting for their flush (a read's), and an event is shipped to a sink
+ * only once the store cannot lose it in a server crash (a lost event's `seq` could be given to
+ * another one after recovery, which a sink deduplicating by `seq` would drop). Usually the WAL is
+ * flushed already and nothing is sent; otherwise one synchronous commit flushes it.
  */
-export async function awaitFlushed(session: Session): Promise<void> {
-  const { rows } = await query(session.pool, session.sql.walFlushed, []);
-  if (rows[0]?.flushed === true) return;
+export async function awaitFlushed(session: Session, flushed: unknown): Promise<void> {
+  if (flushed === true) return;
   await query(session.pool, session.sql.flushWal, []);
 }

@@ -23,6 +23,18 @@ export function quoteIdentifier(name: string): string {
  */
 const UNFLUSHED = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed";
 
+/**
+ * A column for `readAudit`'s statements: whether every commit the statement can see is flushed to
+ * the WAL. Evaluated once (an uncorrelated subquery: an InitPlan) while the statement runs, so after
+ * its snapshot was taken: every commit the snapshot sees inserted its commit record before that,
+ * so an insert position read now is past all of them, and a flush position at or past it means
+ * they are on disk. The read and the check are then one round trip (docs/architecture.md, "Which
+ * record waits for its flush"). On a standby (recovery), what it replays was flushed on the
+ * primary first; CASE, so the WAL functions are not called during recovery.
+ */
+const WAL_FLUSHED = `(SELECT CASE WHEN pg_is_in_recovery() THEN true
+  ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END) AS flushed`;
+
 /** Every statement, with the schema quoted in, and a prepared-statement name unique to the schema. */
 export function statements(schema: string) {
   const s = quoteIdentifier(schema);
@@ -294,13 +306,6 @@ export function statements(schema: string) {
        INSERT INTO ${s}.audit (seq, at, at_ms, decision, turn_key, scope_id, approval_id, event)
        SELECT nextval('${s}.audit_seq'), $2, $3::bigint, $4, $5, $6, $7, $8 FROM locked`,
     ),
-    // Is every commit this session can see flushed? On a standby (recovery), what it replays was
-    // flushed on the primary first. CASE, so the WAL functions are not called during recovery.
-    walFlushed: statement(
-      "wal_flushed",
-      `SELECT CASE WHEN pg_is_in_recovery() THEN true
-         ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END AS flushed`,
-    ),
     // A transactional WAL message (any role may emit one; logical decoding plugins that ask for
     // messages see it, others skip it): the statement's transaction then wrote WAL, so its commit
     // waits for the flush (the session's synchronous_commit), which carries every earlier commit.
@@ -308,27 +313,27 @@ export function statements(schema: string) {
     flushWal: statement("flush_wal", "SELECT pg_logical_emit_message(true, 'arkah-agent-guardrails', 'flush')"),
     readAudit: statement(
       "read_audit",
-      `SELECT seq, event FROM ${s}.audit
+      `SELECT seq, event, ${WAL_FLUSHED} FROM ${s}.audit
        WHERE seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
        ORDER BY seq LIMIT $3::integer`,
     ),
     readAuditByTurn: statement(
       "read_audit_by_turn",
-      `SELECT seq, event FROM ${s}.audit
+      `SELECT seq, event, ${WAL_FLUSHED} FROM ${s}.audit
        WHERE turn_key = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
          AND ($5::text IS NULL OR scope_id = $5::text)
        ORDER BY seq LIMIT $3::integer`,
     ),
     readAuditByApproval: statement(
       "read_audit_by_approval",
-      `SELECT seq, event FROM ${s}.audit
+      `SELECT seq, event, ${WAL_FLUSHED} FROM ${s}.audit
        WHERE approval_id = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
          AND ($5::text IS NULL OR turn_key = $5::text) AND ($6::text IS NULL OR scope_id = $6::text)
        ORDER BY seq LIMIT $3::integer`,
     ),
     readAuditByScope: statement(
       "read_audit_by_scope",
-      `SELECT seq, event FROM ${s}.audit
+      `SELECT seq, event, ${WAL_FLUSHED} FROM ${s}.audit
        WHERE scope_id = $4 AND seq > $1::bigint AND ($2::bigint IS NULL OR at_ms IS NULL OR at_ms >= $2::bigint)
        ORDER BY seq LIMIT $3::integer`,
     ),

@@ -532,8 +532,9 @@ export class PostgresGuardrailStore implements GuardrailStore {
           : scope !== null
             ? await this.#query(this.#sql.readAuditByScope, [afterSeq, from, limit, scope])
             : await this.#query(this.#sql.readAudit, [afterSeq, from, limit]);
-      // A read's event may have been committed without waiting for its flush: answered only once on disk.
-      if (rows.length > 0) await awaitFlushed(this.#session);
+      // A read's event may have been committed without waiting for its flush: answered only once on
+      // disk. The statement said whether everything it saw is flushed (usually): no second round trip then.
+      if (rows.length > 0) await awaitFlushed(this.#session, rows[0]?.flushed);
       return rows.map((row) => {
         const event = decodeJson(row.event, "audit event");
         const seq = Number(row.seq);
