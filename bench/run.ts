@@ -35,8 +35,12 @@ const write = !quick && !argv.has("--no-write");
 
 /** The read loops of issue 24's target: a short one, and one whose thread grows to 240 messages. */
 const LOOP_STEPS = [10, 120] as const;
-/** The guard's ratio may exceed a no-op middleware's by at most this much (issue 24). */
-const NOOP_MARGIN = 0.05;
+/**
+ * The guard's ratio may exceed a no-op middleware's by at most this much: a ceiling against
+ * regression, not a target (issue 39 restated issue 24's 0.05 as this ceiling; the per-part prices are
+ * in docs/operations.md, "What a governed read costs").
+ */
+const NOOP_MARGIN = 0.12;
 /** The schema guardrail's share is measured on the longer loop, against its ratio. */
 const SHARE_STEPS = 120;
 const HISTORY_SIZES = [0, 1_000, 5_000] as const;
@@ -87,7 +91,7 @@ async function main() {
   const rows: ResultRow[] = [];
   const stage = (name: string) => log(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${name}`);
 
-  // Issue 24: the guard's ratio within NOOP_MARGIN of a no-op middleware's, at 10 steps and at 120
+  // Issues 24 and 39: the guard's ratio within NOOP_MARGIN (a ceiling) of a no-op middleware's, at 10 steps and at 120
   // (where the thread has grown to 240 messages), all three loops in the same rounds.
   let loop: Interleaved | undefined;
   for (const steps of LOOP_STEPS) {
@@ -104,7 +108,7 @@ async function main() {
       subject: `${formatNs(three.guarded.subject)}/call`,
       ratio: ratioText(three.guarded.ratio),
       cpuRatio: ratioText(three.guarded.cpu.ratio),
-      target: `≤ no-op + ${NOOP_MARGIN.toFixed(2)}`,
+      target: `ceiling: ≤ no-op + ${NOOP_MARGIN.toFixed(2)}`,
       pass: margin <= NOOP_MARGIN,
       note:
         `guarded/unguarded − no-op/unguarded = ${margin.toFixed(3)} (in CPU time ${(three.guarded.cpu.ratio - three.noop.cpu.ratio).toFixed(3)}); ` +
@@ -456,7 +460,7 @@ never pass for a speed-up.
 
 | benchmark | baseline | subject | target |
 |---|---|---|---|
-| guarded loop (bench/agent.ts) | the same \`createAgent\` loop without middleware, and with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler), in the same rounds (order rotated) | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${LOOP_STEPS.join(" and of ")} steps, one \`document-read\` call each, then an answer; time per tool call | guarded/unguarded at most ${NOOP_MARGIN.toFixed(2)} above no-op/unguarded, at each length |
+| guarded loop (bench/agent.ts) | the same \`createAgent\` loop without middleware, and with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler), in the same rounds (order rotated) | \`createDocumentGuardrails\` (turn admitted once beforehand, \`InMemoryGuardrailStore\`); one turn of ${LOOP_STEPS.join(" and of ")} steps, one \`document-read\` call each, then an answer; time per tool call | a ceiling against regression: guarded/unguarded at most ${NOOP_MARGIN.toFixed(2)} above no-op/unguarded, at each length (issue 39) |
 | guarded loop, each side in a process of its own (bench/processes.ts) | the same 20-step loop without middleware, and with the no-op middleware, each in a child process of its own | the guarded loop in a child process of its own; each child times 100 invokes after 60 untimed ones; one child per side a round, the order rotated, 3 rounds; CPU time per tool call, median of the rounds' ratios | reported: a cross-check of the row above, which runs every side in one process (a cost a side leaves on the whole process, such as an enabled \`AsyncLocalStorage\` on every promise, is paid by every side there) |
 | the guard's own CPU (bench/profile-hooks.ts) | the guarded 20-step read loop's CPU profile (V8 sampling profiler, 50 µs), 100 runs after 300 unprofiled ones (the JIT's steady state) | self time in this package's functions (dist/) | < ${String(GUARD_SELF_TIME_TARGET * 100)} % of the profile |
 | bytes allocated per tool call (bench/allocation.ts, \`pnpm tsx bench/allocation.ts 120\`) | the same read loop (10 and 120 steps) with a no-op middleware (\`wrapModelCall\` and \`wrapToolCall\` that only call the handler); also without any middleware | the guarded loop; bytes counted as heap growth over one run in a child process whose young generation (256 MB semi-spaces) holds the run without a GC (a run during which a GC ran is discarded); the least of 7 runs (the JIT adds about 1.5 MB to some runs) | the guard's own bytes ≤ ${String(ALLOCATION_SHARE_TARGET * 100)} % of the no-op loop's |
