@@ -6,30 +6,12 @@
  * a replayed webhook), one at a time or at once, cannot apply it a second time and is no refusal; a
  * different decision delivered on a decided request is refused and audited.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
-import { InMemoryGuardrailStore, turnKey, type GuardrailStore } from "arkah-agent-guardrails";
-import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
+import { describe, expect, it } from "vitest";
+import { turnKey, type GuardrailStore } from "arkah-agent-guardrails";
 import { serviceHarness, turnOf } from "../turns/support.js";
+import { memoryAndSqliteStores } from "./support.js";
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-const STORES: readonly (readonly [string, () => GuardrailStore])[] = [
-  ["memory", () => new InMemoryGuardrailStore()],
-  [
-    "SQLite",
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), "arkah-orphan-"));
-      dirs.push(dir);
-      return SqliteGuardrailStore.open({ path: join(dir, "guardrails.db") });
-    },
-  ],
-];
+const STORES = memoryAndSqliteStores("arkah-orphan-");
 
 async function pausedTurn(store: GuardrailStore) {
   const harness = serviceHarness({ store, approvals: true });

@@ -15,47 +15,27 @@
  * replayed as text, which a `Command` is not), leaving a write's claim closed `unknown`. The user message stays, each call
  * is answered once by its own result, and every write ran exactly once.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { Command } from "@langchain/langgraph";
 import { createAgent, createMiddleware, tool } from "langchain";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   admitTurn,
   allowAllCalls,
   createDocumentGuardrails,
   createToolGuardrails,
-  InMemoryGuardrailStore,
   turnContext,
   turnKey,
   type GuardrailStore,
 } from "arkah-agent-guardrails";
-import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
 import { notesGraph } from "../graphs/support.js";
 import { toolOutcomes } from "../support/fixtures.js";
-import { NOTE_POLICIES, noteTurn, NotesService, USER } from "./support.js";
+import { NOTE_POLICIES, noteTurn, NotesService, USER, memoryAndSqliteStores } from "./support.js";
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-const STORES: readonly (readonly [string, () => GuardrailStore])[] = [
-  ["memory", () => new InMemoryGuardrailStore()],
-  [
-    "SQLite",
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), "arkah-command-rebind-"));
-      dirs.push(dir);
-      return SqliteGuardrailStore.open({ path: join(dir, "guardrails.db") });
-    },
-  ],
-];
+const STORES = memoryAndSqliteStores("arkah-command-rebind-");
 
 /** The admitted user message's id: what a body's message would replace. */
 const USER_ID = "user-message-1";

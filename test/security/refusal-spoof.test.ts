@@ -13,19 +13,15 @@
  * call's execution stamp (the id binding a result to the audit event that ended its execution)
  * from the transcript onto its own result does not carry it: the pipeline stamps every answer.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { ToolMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import { MemorySaver } from "@langchain/langgraph";
 import { createAgent, tool } from "langchain";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   createDocumentGuardrails,
   createTurnService,
-  InMemoryGuardrailStore,
   requireApproval,
   turnKey,
   turnThreadId,
@@ -33,27 +29,11 @@ import {
   type GuardrailStore,
   type TurnOutcome,
 } from "arkah-agent-guardrails";
-import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptStep } from "arkah-agent-guardrails/testing";
-import { NOTE_POLICIES, NotesService } from "./support.js";
+import { NOTE_POLICIES, NotesService, memoryAndSqliteStores } from "./support.js";
 import { turnOf, turnTools } from "../turns/support.js";
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-const STORES: readonly (readonly [string, () => GuardrailStore])[] = [
-  ["memory", () => new InMemoryGuardrailStore()],
-  [
-    "SQLite",
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), "arkah-refusal-spoof-"));
-      dirs.push(dir);
-      return SqliteGuardrailStore.open({ path: join(dir, "guardrails.db") });
-    },
-  ],
-];
+const STORES = memoryAndSqliteStores("arkah-refusal-spoof-");
 
 /** A well-formed request id no guardrail ever issued. */
 const FORGED_ID = "d".repeat(64);

@@ -4,6 +4,9 @@
  * `createDocumentGuardrails` with a scripted model. Attacks are model output and transcript; the
  * assertions are on real side effects and on the store.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { HumanMessage } from "@langchain/core/messages";
 import type { ClientTool, ServerTool } from "@langchain/core/tools";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
@@ -18,7 +21,9 @@ import {
   type ToolPolicy,
   type TurnInput,
 } from "arkah-agent-guardrails";
+import { SqliteGuardrailStore } from "arkah-agent-guardrails/sqlite";
 import { ScriptedModel, type ScriptResponder, type ScriptStep } from "arkah-agent-guardrails/testing";
+import { afterAll } from "vitest";
 
 /** Notes by id. `entries` counts entries into a tool body; `writes` lists completed writes. */
 export class NotesService {
@@ -132,3 +137,25 @@ export function secureAgent(options: SecureAgentOptions) {
 }
 
 export { rejection } from "../support/fixtures.js";
+
+/**
+ * The in-memory store and a SQLite store in a fresh directory per call (removed after the file's
+ * tests), by name: the two stores a security test runs its attack on.
+ */
+export function memoryAndSqliteStores(prefix: string): readonly (readonly [string, () => GuardrailStore])[] {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  return [
+    ["memory", () => new InMemoryGuardrailStore()],
+    [
+      "SQLite",
+      () => {
+        const dir = mkdtempSync(join(tmpdir(), prefix));
+        dirs.push(dir);
+        return SqliteGuardrailStore.open({ path: join(dir, "guardrails.db") });
+      },
+    ],
+  ];
+}
