@@ -25,13 +25,13 @@ import {
   type StoredApproval,
   type StoredClaim,
   type StoredEffect,
-  type TurnStart,
   instantKey,
   sequenceKey,
 } from "arkah-agent-guardrails/store";
 import { FileGuardrailStore } from "../../examples/file-store/store.js";
 import { JsonKeyValueStore } from "../support/json-key-value-store.js";
 import { measureStepConflicts, type ObservedStoreFactory, type StepConflicts } from "../support/step-conflicts.js";
+import { turnStartOf } from "../support/fixtures.js";
 
 const root = mkdtempSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), "arkah-hot-keys-"));
 afterAll(() => {
@@ -197,21 +197,6 @@ function sideEffect(turn: TurnRef, callId = "m1"): EffectIdentity {
     toolName: call.name,
     argsDigest: digest(call.args),
     toolFingerprint: toolFingerprint({ name: call.name }),
-  };
-}
-
-/** A turn's start, for alice (the request key from the principal and turn id, as a turn service derives it). */
-function turnStart(turn: TurnRef): TurnStart {
-  const input = { ...turn, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Send it." }] };
-  const key = turnKey(input);
-  return {
-    turnKey: key,
-    scopeId: turn.scopeId,
-    principal: "alice",
-    input,
-    inputDigest: digest({ kind: "test.turn-input", input }),
-    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId: turn.turnId }),
-    threadId: `turn:${key}`,
   };
 }
 
@@ -456,7 +441,7 @@ describe("KeyValueGuardrailStore: prune and listApprovals read indexes", () => {
     const done = { scopeId: "doc-prune-once", turnId: "done" };
     const running = { scopeId: "doc-prune-once-2", turnId: "running" };
     // The running turn's record is in `liveTurns`: prune keeps its effects.
-    expect((await store.beginTurn({ turn: turnStart(running), leaseMs: 3_600_000 })).status).toBe("started");
+    expect((await store.beginTurn({ turn: turnStartOf(running.scopeId, running.turnId, "Send it."), leaseMs: 3_600_000 })).status).toBe("started");
     await settleEffects(done, 3);
     await settleEffects(running, 2);
     now += 60_000;

@@ -9,9 +9,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type pg from "pg";
 import { admitTurn, digest, turnKey, type TurnAnswer } from "arkah-agent-guardrails";
-import type { BeginTurnResult, TurnStart } from "arkah-agent-guardrails/store";
+import type { BeginTurnResult } from "arkah-agent-guardrails/store";
 import { PostgresGuardrailStore } from "arkah-agent-guardrails/postgres";
-import { guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput } from "../support/fixtures.js";
+import { guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, turnStartOf } from "../support/fixtures.js";
 import { countingPool } from "../support/counting-pool.js";
 import { adminPool, describePostgres, dropSchema, freshSchema } from "../support/postgres.js";
 import { serviceHarness, turnOf } from "../turns/support.js";
@@ -115,21 +115,6 @@ describePostgres("the SQL of a guarded turn on PostgreSQL", (url) => {
     }
   });
 
-  /** A turn service's start of turn `turnId`, as the service derives its keys. */
-  function turnStart(turnId: string): TurnStart {
-    const input = { scopeId: "doc-9", turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Rename it." }] };
-    const key = turnKey(input);
-    return {
-      turnKey: key,
-      scopeId: input.scopeId,
-      principal: "alice",
-      input,
-      inputDigest: digest({ kind: "test.turn-input", input }),
-      requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId }),
-      threadId: `turn:${key}`,
-    };
-  }
-
   /** The counted store, and a second worker's store on the same schema whose clock runs `aheadMs` later. */
   async function twoWorkers(prefix: string, aheadMs: number) {
     const first = await openCounted(prefix);
@@ -140,7 +125,7 @@ describePostgres("the SQL of a guarded turn on PostgreSQL", (url) => {
   it("finishTurn whose record changed after it was read (a renewal) decides again under the row lock, and finishes", async () => {
     const { store, other, before, tally, close } = await twoWorkers("arkah_sql_renewed", 0);
     try {
-      const start = turnStart("renewed-1");
+      const start = turnStartOf("doc-9", "renewed-1");
       const begun = await store.beginTurn({ turn: start, leaseMs: 60_000 });
       if (begun.status !== "started") throw new Error(`not started: ${begun.status}`);
       // Between the read and the compare-and-set, the holder's own renewal (another connection) lands.
@@ -162,7 +147,7 @@ describePostgres("the SQL of a guarded turn on PostgreSQL", (url) => {
     // The other worker's clock is past the lease: its beginTurn takes the turn over.
     const { store, other, before, close } = await twoWorkers("arkah_sql_taken", 10 * 60_000);
     try {
-      const start = turnStart("taken-1");
+      const start = turnStartOf("doc-9", "taken-1");
       const begun = await store.beginTurn({ turn: start, leaseMs: 60_000 });
       if (begun.status !== "started") throw new Error(`not started: ${begun.status}`);
       let takeover: BeginTurnResult | undefined;

@@ -19,7 +19,6 @@ import {
 import {
   toolFingerprint,
   type ClaimResult,
-  type TurnStart,
 } from "arkah-agent-guardrails/store";
 import { effectIdentity } from "../../src/keys.js";
 import { MIGRATIONS, POSTGRES_SCHEMA_VERSION, PostgresGuardrailStore, PostgresStoreError } from "../../src/adapters/postgres/index.js";
@@ -33,6 +32,7 @@ import {
   describePostgres,
   requirePostgres,
 } from "../support/postgres.js";
+import { turnStartOf } from "../support/fixtures.js";
 
 requirePostgres();
 
@@ -50,21 +50,6 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 }
 
 /** Everything a logger could print about an error, cause chain included. */
-/** A turn service's start of turn `turnId` in `scopeId`, for alice (request key: principal and turn id, as the service derives it). */
-function turnStartOf(scopeId: string, turnId: string): TurnStart {
-  const input = { scopeId, turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Rename it." }] };
-  const key = turnKey(input);
-  return {
-    turnKey: key,
-    scopeId,
-    principal: "alice",
-    input,
-    inputDigest: digest({ kind: "test.turn-input", input }),
-    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId }),
-    threadId: `turn:${key}`,
-  };
-}
-
 const printed = (error: unknown) => `${inspect(error, { depth: 8, showHidden: true })} ${JSON.stringify(error)}`;
 
 /**

@@ -28,13 +28,12 @@ import {
   type ApprovalQuery,
   type MutationIdentity,
   type MutationResult,
-  type TurnStart,
   type VerdictKey,
   type VerdictRecord,
 } from "arkah-agent-guardrails/store";
 import { effectIdentity } from "../../src/keys.js";
 import { MIGRATIONS, SQLITE_SCHEMA_VERSION, SqliteGuardrailStore, SqliteStoreError } from "../../src/adapters/sqlite/index.js";
-import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService } from "../support/fixtures.js";
+import { admit, guardedAgent, invokeTurn, outcomeOf, read, rename, turnInput, DocumentService, turnStartOf } from "../support/fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -154,21 +153,6 @@ function approvalRequest(turn: TurnRef = TURN, callId = "w1", overrides: Partial
     reason: "Rename the document?",
     requestedAt: "2031-02-03T04:05:06.789+01:00",
     ...overrides,
-  };
-}
-
-/** A turn service's start of turn `turnId` in `scopeId`, for alice (request key: principal and turn id, as the service derives it). */
-function turnStartOf(scopeId: string, turnId: string): TurnStart {
-  const input = { scopeId, turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content: "Rename it." }] };
-  const key = turnKey(input);
-  return {
-    turnKey: key,
-    scopeId,
-    principal: "alice",
-    input,
-    inputDigest: digest({ kind: "test.turn-input", input }),
-    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId }),
-    threadId: `turn:${key}`,
   };
 }
 

@@ -10,6 +10,8 @@ import { z } from "zod";
 import {
   admitTurn,
   createDocumentGuardrails,
+  digest,
+  turnKey,
   InMemoryGuardrailStore,
   type AdmissionReceipt,
   type ApprovalDecisionResult,
@@ -28,6 +30,7 @@ import {
 import {
   toolFingerprint,
   type AdvanceAuditCursorInput,
+  type TurnStart,
   type ApplyApprovalInput,
   type ApprovalQuery,
   type AuditQuery,
@@ -436,5 +439,23 @@ export function detector(name: string, answer: GuardrailVerdict | ((context: Gua
     guardrail,
     contexts,
     runs: (callId?: string) => contexts.filter((context) => callId === undefined || context.toolCall.id === callId).length,
+  };
+}
+
+/**
+ * A turn service's start of turn `turnId` in `scopeId`, for alice, as the service derives its keys
+ * (the request key from the principal and the turn id).
+ */
+export function turnStartOf(scopeId: string, turnId: string, content = "Rename it."): TurnStart {
+  const input = { scopeId, turnId, policyVersion: "policy-1", principal: "alice", segments: [{ label: "user", content }] };
+  const key = turnKey(input);
+  return {
+    turnKey: key,
+    scopeId,
+    principal: "alice",
+    input,
+    inputDigest: digest({ kind: "test.turn-input", input }),
+    requestKey: digest({ kind: "test.turn-request", principal: "alice", turnId }),
+    threadId: `turn:${key}`,
   };
 }
