@@ -119,7 +119,14 @@ export async function claimEffect(
             if (existing.rows[0] !== undefined) return existingEffectAnswer(effectFromRow(existing.rows[0]));
             const counted = await query(client, sql.countEffects, [identity.turnKey, encode(identity.toolName)]);
             const { n } = parseRow(z.object({ n: z.int().min(0) }), counted.rows[0], "side-effect count");
-            if (n >= maxPerTurn) return { status: "limit_reached" } as const;
+            if (n >= maxPerTurn) {
+              // A claim of this same effect without a limit takes no group lock, and each statement
+              // reads its own snapshot: one committed between the read above and the count is
+              // counted. Its row answers (pending, replay), not the limit.
+              const again = await query(client, sql.getEffect, [identity.effectKey]);
+              const row = again.rows[0];
+              return row === undefined ? ({ status: "limit_reached" } as const) : existingEffectAnswer(effectFromRow(row));
+            }
             return claimOnce(session, client, identity);
           });
     // undefined: the row that beat this insert was released before it could be read. Again.
